@@ -1,0 +1,288 @@
+//! A blocking facade over the async API, for threads that are not async.
+//!
+//! [`Client`] owns a small tokio runtime (one worker thread) that runs the subscriber, the watchdog and
+//! every operation; each method blocks the calling thread until its operation completes. Calling it from
+//! inside an async runtime is refused with [`Error::InvalidArgument`] rather than deadlocking.
+//!
+//! ```
+//! # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+//! let client = rlock::blocking::Client::connect(&url)?;
+//! let lock = client.lock("doc:blocking:example");
+//! let guard = lock.lock()?;
+//! assert!(lock.is_locked()?);
+//! guard.unlock()?;
+//! # Ok::<(), rlock::Error>(())
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::lock::RemainingTtl;
+use crate::owner::Owner;
+
+fn block_on<T>(
+    runtime: &tokio::runtime::Runtime,
+    work: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(Error::InvalidArgument(
+            "the blocking API cannot be called from inside an async runtime; use rlock::Client"
+                .into(),
+        ));
+    }
+    runtime.block_on(work)
+}
+
+/// The blocking counterpart of [`crate::Client`].
+#[derive(Clone)]
+pub struct Client {
+    inner: crate::Client,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl Client {
+    /// Connects to the Redis at `url` with the default [`Config`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::with_config`].
+    pub fn connect(url: impl Into<String>) -> Result<Self> {
+        Self::with_config(Config::new(url))
+    }
+
+    /// Connects with the given configuration.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::with_config`], plus [`Error::InvalidArgument`] when called from inside an
+    /// async runtime.
+    pub fn with_config(config: Config) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("rlock")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start the rlock runtime: {e}")))?;
+        let runtime = Arc::new(runtime);
+        let inner = block_on(&runtime, crate::Client::with_config(config))?;
+        Ok(Self { inner, runtime })
+    }
+
+    /// The reentrant lock called `name`.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock {
+            inner: self.inner.lock(name),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// The async client behind this one.
+    pub fn as_async(&self) -> &crate::Client {
+        &self.inner
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("blocking::Client")
+            .field(&self.inner)
+            .finish()
+    }
+}
+
+/// The blocking counterpart of [`crate::Lock`]; each method blocks until its async twin completes.
+#[derive(Clone)]
+pub struct Lock {
+    inner: crate::Lock,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl Lock {
+    fn guard(&self, guard: crate::LockGuard) -> LockGuard {
+        LockGuard {
+            inner: Some(guard),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// See [`crate::Lock::with_owner`].
+    pub fn with_owner(self, owner: Owner) -> Self {
+        Self {
+            inner: self.inner.with_owner(owner),
+            runtime: self.runtime,
+        }
+    }
+
+    /// See [`crate::Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::lock`].
+    pub fn lock(&self) -> Result<LockGuard> {
+        block_on(&self.runtime, self.inner.lock()).map(|g| self.guard(g))
+    }
+
+    /// See [`crate::Lock::lock_with_lease`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::lock_with_lease`].
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        block_on(&self.runtime, self.inner.lock_with_lease(lease)).map(|g| self.guard(g))
+    }
+
+    /// See [`crate::Lock::try_lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::try_lock`].
+    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+        block_on(&self.runtime, self.inner.try_lock()).map(|g| g.map(|g| self.guard(g)))
+    }
+
+    /// See [`crate::Lock::try_lock_for`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::try_lock_for`].
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        block_on(&self.runtime, self.inner.try_lock_for(wait)).map(|g| g.map(|g| self.guard(g)))
+    }
+
+    /// See [`crate::Lock::try_lock_with_lease`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::try_lock_with_lease`].
+    pub fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        block_on(&self.runtime, self.inner.try_lock_with_lease(wait, lease))
+            .map(|g| g.map(|g| self.guard(g)))
+    }
+
+    /// See [`crate::Lock::unlock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::unlock`].
+    pub fn unlock(&self, owner: Owner) -> Result<()> {
+        block_on(&self.runtime, self.inner.unlock(owner))
+    }
+
+    /// See [`crate::Lock::force_unlock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::force_unlock`].
+    pub fn force_unlock(&self) -> Result<bool> {
+        block_on(&self.runtime, self.inner.force_unlock())
+    }
+
+    /// See [`crate::Lock::is_locked`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::is_locked`].
+    pub fn is_locked(&self) -> Result<bool> {
+        block_on(&self.runtime, self.inner.is_locked())
+    }
+
+    /// See [`crate::Lock::is_held_by`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::is_held_by`].
+    pub fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        block_on(&self.runtime, self.inner.is_held_by(owner))
+    }
+
+    /// See [`crate::Lock::hold_count`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::hold_count`].
+    pub fn hold_count(&self, owner: Owner) -> Result<u32> {
+        block_on(&self.runtime, self.inner.hold_count(owner))
+    }
+
+    /// See [`crate::Lock::remaining_ttl`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::remaining_ttl`].
+    pub fn remaining_ttl(&self) -> Result<RemainingTtl> {
+        block_on(&self.runtime, self.inner.remaining_ttl())
+    }
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("blocking::Lock").field(&self.inner).finish()
+    }
+}
+
+/// The blocking counterpart of [`crate::LockGuard`]. Dropping it releases the hold before `drop`
+/// returns (like a `std::sync::MutexGuard`), or in the background when dropped inside a runtime.
+#[must_use = "dropping the guard releases the hold at once"]
+pub struct LockGuard {
+    inner: Option<crate::LockGuard>,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl LockGuard {
+    /// The owner of this hold.
+    pub fn owner(&self) -> Option<Owner> {
+        self.inner.as_ref().map(crate::LockGuard::owner)
+    }
+
+    /// See [`crate::LockGuard::is_lease_lost`].
+    pub fn is_lease_lost(&self) -> bool {
+        self.inner
+            .as_ref()
+            .is_none_or(crate::LockGuard::is_lease_lost)
+    }
+
+    /// See [`crate::LockGuard::unlock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::LockGuard::unlock`].
+    pub fn unlock(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(guard) => block_on(&self.runtime, guard.unlock()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(guard) = self.inner.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                drop(guard);
+            } else if let Err(e) = self.runtime.block_on(guard.unlock()) {
+                tracing::warn!(error = %e, "releasing a dropped blocking guard failed");
+            }
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("blocking::LockGuard")
+            .field(&self.inner)
+            .finish()
+    }
+}

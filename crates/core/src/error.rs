@@ -1,0 +1,162 @@
+//! The one error type of rlock.
+//!
+//! Every fallible call returns [`Error`]. The variants say what went wrong in terms a lock user acts on
+//! (not the owner, timed out, lease lost, bad input) and keep the underlying cause where there is one.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A specialised `Result` for rlock operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The operation an error happened in, so a log line or a retry decision can tell phases apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Operation {
+    /// Opening or checking out a connection.
+    Connect,
+    /// An acquire attempt (the acquire script).
+    Acquire,
+    /// Subscribing to a lock's unlock channel.
+    Subscribe,
+    /// Releasing one hold (the unlock script).
+    Unlock,
+    /// Deleting a lock regardless of its owner.
+    ForceUnlock,
+    /// A watchdog renewal.
+    Renew,
+    /// A read such as `is_locked`, `hold_count` or `remaining_ttl`.
+    Query,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Connect => "connect",
+            Self::Acquire => "acquire",
+            Self::Subscribe => "subscribe",
+            Self::Unlock => "unlock",
+            Self::ForceUnlock => "force unlock",
+            Self::Renew => "renew",
+            Self::Query => "query",
+        })
+    }
+}
+
+/// Everything that can go wrong in rlock.
+///
+/// No variant leaves a hold behind: an operation that fails after its script may have run has already
+/// reconciled (or scheduled the reconciliation of) what it did in Redis.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The caller does not hold the lock it tried to release: Java's `IllegalMonitorStateException`.
+    /// Nothing was changed in Redis.
+    #[error("lock {name:?} is not held by owner {field}")]
+    NotOwner {
+        /// The lock name.
+        name: String,
+        /// The hash field of the owner that tried to unlock (`<node-uuid>:<owner-id>`).
+        field: String,
+    },
+    /// The operation did not complete within its deadline. For acquire, whatever the script may have
+    /// done is undone in the background, on the same connection, before the connection is reused.
+    #[error("{operation} of lock {name:?} timed out after {after:?}")]
+    Timeout {
+        /// What timed out.
+        operation: Operation,
+        /// The lock name (empty for client-wide operations).
+        name: String,
+        /// The deadline that passed.
+        after: Duration,
+    },
+    /// A guard's lock disappeared or passed to someone else while it was held (expired, deleted or
+    /// force-unlocked). The critical section it protected may have overlapped another holder's.
+    #[error("the lease of lock {name:?} was lost before it was released")]
+    LeaseLost {
+        /// The lock name.
+        name: String,
+    },
+    /// A bad argument: an empty name, a zero or out-of-range duration, an invalid configuration.
+    /// Nothing was sent to Redis.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The lock key holds a value that is not a lock hash (someone stored e.g. a string there).
+    /// Nothing was changed in Redis.
+    #[error("key {key:?} holds a value that is not a lock hash")]
+    WrongType {
+        /// The key in question.
+        key: String,
+    },
+    /// Redis replied with something the protocol does not allow here.
+    #[error("unexpected reply to {operation} of lock {name:?}: {reply}")]
+    UnexpectedReply {
+        /// The operation that got the reply.
+        operation: Operation,
+        /// The lock name.
+        name: String,
+        /// The reply, rendered for humans.
+        reply: String,
+    },
+    /// Redis (or the connection to it) failed; the cause is kept.
+    #[error("redis error during {operation}: {source}")]
+    Backend {
+        /// The operation that failed.
+        operation: Operation,
+        /// The underlying error.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// The client was shut down (its runtime is gone).
+    #[error("the rlock client is shut down")]
+    Closed,
+}
+
+impl Error {
+    /// Whether this is a [`Error::Timeout`].
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout { .. })
+    }
+
+    /// Whether the operation may succeed if tried again later (timeouts and connection trouble).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Timeout { .. } => true,
+            Self::Backend { source, .. } => {
+                source.is_io_error()
+                    || source.is_connection_dropped()
+                    || source.is_connection_refusal()
+                    || source.is_timeout()
+                    || source.is_unrecoverable_error()
+            }
+            _ => false,
+        }
+    }
+
+    /// Maps a Redis error to the typed error of `operation` on `key`.
+    pub(crate) fn from_redis(operation: Operation, key: &str, source: redis::RedisError) -> Self {
+        if source.code() == Some("WRONGTYPE") {
+            Self::WrongType {
+                key: key.to_owned(),
+            }
+        } else {
+            Self::Backend { operation, source }
+        }
+    }
+
+    pub(crate) fn timeout(operation: Operation, name: &str, after: Duration) -> Self {
+        Self::Timeout {
+            operation,
+            name: name.to_owned(),
+            after,
+        }
+    }
+
+    pub(crate) fn unexpected(operation: Operation, name: &str, reply: impl fmt::Debug) -> Self {
+        Self::UnexpectedReply {
+            operation,
+            name: name.to_owned(),
+            reply: format!("{reply:?}"),
+        }
+    }
+}

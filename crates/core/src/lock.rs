@@ -1,0 +1,452 @@
+//! The reentrant lock: Redisson's `RLock` (PROTOCOL.md §2).
+//!
+//! The lock is a Redis hash at the lock's name with one field, `<node-uuid>:<owner-id>`, whose value
+//! is the hold count. Acquire, unlock and force-unlock are the scripts in `lua/lock_*.lua`; waiting,
+//! leases and cancellation are the [engine](crate::engine)'s.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::client::Client;
+use crate::engine::{self, Lease, LockKind, Released, Wait};
+use crate::error::{Error, Operation, Result};
+use crate::guard::LockGuard;
+use crate::names;
+use crate::owner::Owner;
+use crate::scripts::{LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_UNDO_ACQUIRE, LOCK_UNLOCK, ScriptCall};
+
+/// The message that wakes one waiter.
+const UNLOCK_MESSAGE: &str = "0";
+/// Single-node and sentinel deployments publish unlocks with plain `PUBLISH` (PROTOCOL.md §2.6).
+const PUBLISH: &str = "PUBLISH";
+
+/// A distributed reentrant lock, shared with Redisson's `RLock` of the same name.
+///
+/// Acquiring returns a [`LockGuard`] that releases the hold when dropped (in the background) or
+/// explicitly with [`LockGuard::unlock`]. Without an explicit [`Owner`], every acquisition is a new
+/// owner, so two tasks using one `Lock` exclude each other like a mutex. Bind an owner with
+/// [`Lock::with_owner`] to make acquisitions re-enter, as a Java thread re-enters its `RLock`.
+///
+/// Holds taken without a lease (`lock`, `try_lock`, `try_lock_for`) live for the watchdog timeout and
+/// are renewed while held; holds with a lease expire after it unless released first.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> rlock::Result<()> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+/// use std::time::Duration;
+/// let client = rlock::Client::connect(&url).await?;
+/// let lock = client.lock("doc:lock:example");
+///
+/// let guard = lock.lock().await?;
+/// assert!(lock.is_locked().await?);
+/// // Another owner cannot take it meanwhile.
+/// assert!(lock.try_lock().await?.is_none());
+/// guard.unlock().await?;
+///
+/// // Wait up to 100 ms, hold for at most 5 s.
+/// if let Some(guard) = lock.try_lock_with_lease(Duration::from_millis(100), Duration::from_secs(5)).await? {
+///     guard.unlock().await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    client: Client,
+    state: Arc<LockState>,
+    owner: Option<Owner>,
+}
+
+/// The lock's names on the wire.
+#[derive(Debug)]
+pub(crate) struct LockState {
+    name: String,
+    channel: String,
+}
+
+impl LockKind for LockState {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn key(&self) -> &str {
+        &self.name
+    }
+
+    fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    fn acquire_call(&self, field: &str, lease: Duration) -> ScriptCall {
+        ScriptCall::new(&LOCK_ACQUIRE)
+            .key(&self.name)
+            .arg(lease.as_millis())
+            .arg(field)
+    }
+
+    fn undo_acquire_call(&self, field: &str, held_before: u32, lease: Duration) -> ScriptCall {
+        ScriptCall::new(&LOCK_UNDO_ACQUIRE)
+            .key(&self.name)
+            .key(&self.channel)
+            .arg(field)
+            .arg(held_before)
+            .arg(lease.as_millis())
+            .arg(PUBLISH)
+            .arg(UNLOCK_MESSAGE)
+    }
+
+    fn unlock_call(
+        &self,
+        field: &str,
+        lease: Duration,
+        latch: &str,
+        latch_ttl: Duration,
+    ) -> ScriptCall {
+        ScriptCall::new(&LOCK_UNLOCK)
+            .key(&self.name)
+            .key(&self.channel)
+            .key(latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(lease.as_millis())
+            .arg(field)
+            .arg(PUBLISH)
+            .arg(latch_ttl.as_millis())
+    }
+}
+
+/// How long a lock has left, as Redis' `PTTL` tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemainingTtl {
+    /// The lock is not held (`-2`).
+    NotLocked,
+    /// The lock key exists without an expiry (`-1`): not something rlock or Redisson writes.
+    NoExpiry,
+    /// The lock expires after this long unless renewed or released.
+    Expires(Duration),
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, name: String) -> Self {
+        let channel = names::lock_channel(&name);
+        Self {
+            client,
+            state: Arc::new(LockState { name, channel }),
+            owner: None,
+        }
+    }
+
+    /// The lock's name (also its Redis key).
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// This lock handle bound to `owner`: its acquisitions re-enter each other (and any other hold of
+    /// `owner` on this lock), like Redisson's `threadId` overloads.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> rlock::Result<()> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    /// # let client = rlock::Client::connect(&url).await?;
+    /// let owner = rlock::Owner::new();
+    /// let lock = client.lock("doc:lock:reentrant").with_owner(owner);
+    /// let outer = lock.lock().await?;
+    /// let inner = lock.lock().await?; // re-enters
+    /// assert_eq!(lock.hold_count(owner).await?, 2);
+    /// inner.unlock().await?;
+    /// outer.unlock().await?;
+    /// assert!(!lock.is_locked().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// The owner this handle is bound to, if any.
+    pub fn owner(&self) -> Option<Owner> {
+        self.owner
+    }
+
+    /// Waits until the lock is acquired; the hold is kept alive by the watchdog until released.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when the key holds something
+    /// else than a lock, and [`Error::Timeout`] or [`Error::Backend`] when Redis fails an attempt.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future never leaves a hold behind. If the acquire script may have run,
+    /// it is undone in the background.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.acquire(Wait::Forever, Lease::Watchdog)
+            .await?
+            .ok_or_else(|| Error::timeout(Operation::Acquire, self.name(), Duration::MAX))
+    }
+
+    /// Waits until the lock is acquired, for a hold that expires after `lease` unless released first.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`], plus [`Error::InvalidArgument`] for a lease under 1 ms or over ten years.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Lock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        engine::check_lease(lease)?;
+        self.acquire(Wait::Forever, Lease::Fixed(lease))
+            .await?
+            .ok_or_else(|| Error::timeout(Operation::Acquire, self.name(), Duration::MAX))
+    }
+
+    /// Tries once; `None` if someone else holds the lock. The hold is kept alive by the watchdog.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Lock::lock`].
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(Wait::For(Duration::ZERO), Lease::Watchdog)
+            .await
+    }
+
+    /// Waits up to `wait` for the lock; `None` if it stayed held. The hold is kept alive by the watchdog.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Lock::lock`].
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.acquire(Wait::For(wait), Lease::Watchdog).await
+    }
+
+    /// Waits up to `wait` for the lock, for a hold that expires after `lease` unless released first.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock_with_lease`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Lock::lock`].
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        engine::check_lease(lease)?;
+        self.acquire(Wait::For(wait), Lease::Fixed(lease)).await
+    }
+
+    async fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<LockGuard>> {
+        self.check_name()?;
+        let owner = self.owner.unwrap_or_else(Owner::new);
+        let held = engine::acquire(&self.client.inner, &*self.state, owner, wait, lease).await?;
+        let lease = match lease {
+            Lease::Watchdog => self.client.config().watchdog_timeout,
+            Lease::Fixed(lease) => lease,
+        };
+        Ok(held.map(|held| LockGuard::new(self.clone(), owner, held, lease)))
+    }
+
+    /// Releases one hold of `owner`, like Redisson's `unlock(threadId)`: the lock is free once every
+    /// hold of the owner is released. Usually you release through the [`LockGuard`] instead.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotOwner`] when `owner` holds no hold on the lock (nothing is changed), and
+    /// [`Error::Timeout`] or [`Error::Backend`] when Redis could not be reached even after re-sending.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release runs to completion in the background even if this future is dropped.
+    pub async fn unlock(&self, owner: Owner) -> Result<()> {
+        self.check_name()?;
+        let lease = self.client.config().watchdog_timeout;
+        self.release(owner, lease).await.map(|_| ())
+    }
+
+    pub(crate) async fn release(&self, owner: Owner, lease: Duration) -> Result<Released> {
+        let client = self.client.inner.clone();
+        let state = self.state.clone();
+        let release = async move { engine::release(&client, &*state, owner, lease).await };
+        self.client
+            .inner
+            .runtime
+            .spawn(release)
+            .await
+            .map_err(|_| Error::Closed)?
+    }
+
+    pub(crate) fn release_in_background(&self, owner: Owner, lease: Duration) {
+        let client = self.client.inner.clone();
+        let state = self.state.clone();
+        drop(self.client.inner.runtime.spawn(async move {
+            match engine::release(&client, &*state, owner, lease).await {
+                Ok(_) => {}
+                Err(Error::NotOwner { .. }) => {
+                    tracing::debug!(lock = %state.name, "guard dropped after its lease was lost");
+                }
+                Err(e) => tracing::warn!(lock = %state.name, error = %e, "releasing a dropped guard failed"),
+            }
+        }));
+    }
+
+    /// Deletes the lock whoever holds it and wakes a waiter (Java's included). Returns whether a lock
+    /// was deleted. This client's guards of the lock see their lease lost.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a lock (it is left alone), and
+    /// [`Error::Timeout`] or [`Error::Backend`] when Redis fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if dropped, the lock may or may not have been deleted.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.check_name()?;
+        let inner = &self.client.inner;
+        inner.watchdog.forget(self.name());
+        let call = ScriptCall::new(&LOCK_FORCE_UNLOCK)
+            .key(self.name())
+            .key(&self.state.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(PUBLISH);
+        let mut conn = inner
+            .commands
+            .get(Operation::ForceUnlock, self.name())
+            .await?;
+        match inner.commands.run(call.invoke(&mut conn.conn)).await {
+            Ok(Ok(Value::Int(deleted))) => Ok(deleted == 1),
+            Ok(Ok(other)) => Err(Error::unexpected(
+                Operation::ForceUnlock,
+                self.name(),
+                other,
+            )),
+            Ok(Err(e)) => Err(Error::from_redis(Operation::ForceUnlock, self.name(), e)),
+            Err(_) => Err(Error::timeout(
+                Operation::ForceUnlock,
+                self.name(),
+                inner.commands.timeout,
+            )),
+        }
+    }
+
+    /// Whether anyone holds the lock (`EXISTS`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Backend`] when Redis fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.check_name()?;
+        let exists: i64 = self.query(redis::cmd("EXISTS").arg(self.name())).await?;
+        Ok(exists == 1)
+    }
+
+    /// Whether `owner` holds the lock (`HEXISTS`): Redisson's `isHeldByThread`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Timeout`] or
+    /// [`Error::Backend`] when Redis fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        self.check_name()?;
+        let field = self.client.inner.field(owner);
+        let held: i64 = self
+            .query(redis::cmd("HEXISTS").arg(self.name()).arg(field))
+            .await?;
+        Ok(held == 1)
+    }
+
+    /// How many holds `owner` has on the lock (`HGET`); 0 when none.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_held_by`], plus [`Error::UnexpectedReply`] when the field is not a count.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn hold_count(&self, owner: Owner) -> Result<u32> {
+        self.check_name()?;
+        let field = self.client.inner.field(owner);
+        let count: Option<String> = self
+            .query(redis::cmd("HGET").arg(self.name()).arg(field))
+            .await?;
+        match count {
+            None => Ok(0),
+            Some(count) => count
+                .parse()
+                .map_err(|_| Error::unexpected(Operation::Query, self.name(), count)),
+        }
+    }
+
+    /// How long until the lock expires (`PTTL`): Redisson's `remainTimeToLive`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Backend`] when Redis fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn remaining_ttl(&self) -> Result<RemainingTtl> {
+        self.check_name()?;
+        let pttl: i64 = self.query(redis::cmd("PTTL").arg(self.name())).await?;
+        Ok(match pttl {
+            -2 => RemainingTtl::NotLocked,
+            -1 => RemainingTtl::NoExpiry,
+            ms if ms >= 0 => RemainingTtl::Expires(Duration::from_millis(ms.unsigned_abs())),
+            other => return Err(Error::unexpected(Operation::Query, self.name(), other)),
+        })
+    }
+
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        self.client
+            .inner
+            .commands
+            .query(Operation::Query, self.name(), cmd)
+            .await
+    }
+
+    fn check_name(&self) -> Result<()> {
+        if self.name().is_empty() {
+            return Err(Error::InvalidArgument(
+                "a lock name must not be empty".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.state.name)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}

@@ -1,0 +1,67 @@
+//! The script registry: every Lua file in `lua/`, embedded at build time.
+//!
+//! Scripts are [`redis::Script`]s: the SHA1 is computed once, calls go out as `EVALSHA`, and a
+//! `NOSCRIPT` reply (a restarted or flushed server) loads the script and re-sends it. `NOSCRIPT` means
+//! the script did not run, so that re-send can never apply a script twice.
+
+use std::sync::LazyLock;
+
+use redis::aio::MultiplexedConnection;
+use redis::{RedisResult, Script, Value};
+
+macro_rules! lua {
+    ($file:literal) => {
+        LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))))
+    };
+}
+
+pub(crate) static LOCK_ACQUIRE: LazyLock<Script> = lua!("lock_acquire.lua");
+pub(crate) static LOCK_UNLOCK: LazyLock<Script> = lua!("lock_unlock.lua");
+pub(crate) static LOCK_FORCE_UNLOCK: LazyLock<Script> = lua!("lock_force_unlock.lua");
+pub(crate) static LOCK_RENEW: LazyLock<Script> = lua!("lock_renew.lua");
+pub(crate) static LOCK_UNDO_ACQUIRE: LazyLock<Script> = lua!("lock_undo_acquire.lua");
+
+/// One script invocation with owned keys and arguments, so it can be moved into a background task
+/// (e.g. the undo of a cancelled acquire).
+#[derive(Clone, Debug)]
+pub(crate) struct ScriptCall {
+    script: &'static Script,
+    keys: Vec<String>,
+    args: Vec<String>,
+}
+
+impl ScriptCall {
+    pub(crate) fn new(script: &'static LazyLock<Script>) -> Self {
+        Self {
+            script,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    pub(crate) fn key(mut self, key: impl Into<String>) -> Self {
+        self.keys.push(key.into());
+        self
+    }
+
+    pub(crate) fn arg(mut self, arg: impl ToString) -> Self {
+        self.args.push(arg.to_string());
+        self
+    }
+
+    pub(crate) fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// Sends the call (`EVALSHA`, loading on `NOSCRIPT`) and returns the raw reply.
+    pub(crate) async fn invoke(&self, conn: &mut MultiplexedConnection) -> RedisResult<Value> {
+        let mut invocation = self.script.prepare_invoke();
+        for key in &self.keys {
+            let _ = invocation.key(key);
+        }
+        for arg in &self.args {
+            let _ = invocation.arg(arg);
+        }
+        invocation.invoke_async(conn).await
+    }
+}

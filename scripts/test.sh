@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The project's test command: formatting, lints and the whole test suite.
+#
+#   scripts/test.sh [CARGO TEST ARGS...]
+#
+# Works on a fresh Debian machine with only the Rust toolchain: it installs
+# redis-server with apt-get if it is missing. Tests start their own private
+# redis-server instances (see tests/src/server.rs), so nothing else has to
+# run. Extra arguments go to `cargo test --workspace`, e.g.
+#   scripts/test.sh -p rlock
+#   scripts/test.sh -- --nocapture
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+section "redis-server"
+ensure_redis_server
+"$(redis_server_bin)" --version
+
+section "cargo fmt --check"
+cargo fmt --version >/dev/null 2>&1 ||
+    die "rustfmt is missing (rustup component add rustfmt)"
+cargo fmt --all -- --check
+
+section "cargo clippy"
+cargo clippy --version >/dev/null 2>&1 ||
+    die "clippy is missing (rustup component add clippy)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+section "cargo test"
+cargo test --workspace "$@"
+
+section "all checks passed"
