@@ -30,6 +30,14 @@ cargo clippy --version >/dev/null 2>&1 ||
 cargo clippy --workspace --all-targets -- -D warnings
 
 section "cargo test"
+# Integration tests start their own servers; the rustdoc examples (README included) talk to the one
+# in REDIS_URL, so give them a throwaway server unless the caller chose one.
+if [ -z "${REDIS_URL:-}" ]; then
+    doc_redis=$(mktemp -d)
+    trap 'stop_redis "$doc_redis"; rm -rf "$doc_redis"' EXIT
+    start_redis "$doc_redis"
+    export REDIS_URL="redis://127.0.0.1:$(cat "$doc_redis/redis.port")/"
+fi
 cargo test --workspace "$@"
 
 section "all checks passed"

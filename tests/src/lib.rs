@@ -16,6 +16,7 @@
 //! # drop(client);
 //! ```
 
+pub mod harness;
 pub mod server;
 
 pub use server::RedisServer;

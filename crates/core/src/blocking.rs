@@ -24,24 +24,39 @@ use crate::error::{Error, Result};
 use crate::lock::RemainingTtl;
 use crate::owner::Owner;
 
-fn block_on<T>(
-    runtime: &tokio::runtime::Runtime,
-    work: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return Err(Error::InvalidArgument(
-            "the blocking API cannot be called from inside an async runtime; use rlock::Client"
-                .into(),
-        ));
+/// The facade's private runtime. It shuts down in the background when its last user lets go, so that
+/// dropping it never blocks (or panics), wherever that happens.
+#[derive(Debug)]
+struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
     }
-    runtime.block_on(work)
+}
+
+/// Refuses to run inside an async runtime, where blocking would stall (or deadlock) it.
+fn outside_async(what: &str) -> Result<()> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(Error::InvalidArgument(format!(
+            "the blocking {what} cannot be used inside an async runtime; use the async API"
+        )));
+    }
+    Ok(())
+}
+
+fn block_on<T>(runtime: &Runtime, work: impl Future<Output = Result<T>>) -> Result<T> {
+    outside_async("API")?;
+    runtime.0.as_ref().ok_or(Error::Closed)?.block_on(work)
 }
 
 /// The blocking counterpart of [`crate::Client`].
 #[derive(Clone)]
 pub struct Client {
     inner: crate::Client,
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: Arc<Runtime>,
 }
 
 impl Client {
@@ -61,13 +76,14 @@ impl Client {
     /// As [`crate::Client::with_config`], plus [`Error::InvalidArgument`] when called from inside an
     /// async runtime.
     pub fn with_config(config: Config) -> Result<Self> {
+        outside_async("client")?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("rlock")
             .enable_all()
             .build()
             .map_err(|e| Error::InvalidArgument(format!("cannot start the rlock runtime: {e}")))?;
-        let runtime = Arc::new(runtime);
+        let runtime = Arc::new(Runtime(Some(runtime)));
         let inner = block_on(&runtime, crate::Client::with_config(config))?;
         Ok(Self { inner, runtime })
     }
@@ -98,7 +114,7 @@ impl fmt::Debug for Client {
 #[derive(Clone)]
 pub struct Lock {
     inner: crate::Lock,
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: Arc<Runtime>,
 }
 
 impl Lock {
@@ -238,7 +254,7 @@ impl fmt::Debug for Lock {
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct LockGuard {
     inner: Option<crate::LockGuard>,
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: Arc<Runtime>,
 }
 
 impl LockGuard {
@@ -272,7 +288,7 @@ impl Drop for LockGuard {
         if let Some(guard) = self.inner.take() {
             if tokio::runtime::Handle::try_current().is_ok() {
                 drop(guard);
-            } else if let Err(e) = self.runtime.block_on(guard.unlock()) {
+            } else if let Err(e) = block_on(&self.runtime, guard.unlock()) {
                 tracing::warn!(error = %e, "releasing a dropped blocking guard failed");
             }
         }

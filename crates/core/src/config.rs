@@ -16,9 +16,9 @@ pub(crate) const MAX_LEASE: Duration = Duration::from_secs(10 * 365 * 24 * 3600)
 /// use std::time::Duration;
 ///
 /// let mut config = rlock::Config::new("redis://127.0.0.1:6379/");
-/// config.watchdog_timeout = Duration::from_secs(10);
+/// config.watchdog_timeout = Duration::from_secs(15);
 /// config.pool_size = 32;
-/// assert_eq!(config.renewal_interval(), Duration::from_millis(3333));
+/// assert_eq!(config.renewal_interval(), Duration::from_secs(5));
 /// ```
 #[derive(Clone)]
 #[non_exhaustive]

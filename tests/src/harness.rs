@@ -1,0 +1,63 @@
+//! Small helpers shared by the integration tests: clients with tweaked configs, raw connections,
+//! and command counters read from `INFO commandstats`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::RedisServer;
+
+/// An rlock client on `server` with the default configuration.
+pub async fn client(server: &RedisServer) -> rlock::Client {
+    client_with(server, |_| {}).await
+}
+
+/// An rlock client on `server` whose configuration `tweak` adjusted first.
+pub async fn client_with(
+    server: &RedisServer,
+    tweak: impl FnOnce(&mut rlock::Config),
+) -> rlock::Client {
+    let mut config = rlock::Config::new(server.url());
+    tweak(&mut config);
+    rlock::Client::with_config(config)
+        .await
+        .expect("rlock client connects")
+}
+
+/// A plain multiplexed connection for inspecting and poking at Redis directly.
+pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection")
+}
+
+/// Calls per command name (lower case, e.g. `evalsha`, `publish`) from `INFO commandstats`.
+pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Polls `check` every 5 ms until it returns true or `limit` passes; returns whether it did.
+pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let until = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

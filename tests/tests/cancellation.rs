@@ -1,0 +1,175 @@
+//! Cancelled and timed-out operations: nothing is left held, nothing is applied twice.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rlock::{Error, Owner};
+use rlock_tests::RedisServer;
+use rlock_tests::harness::{client, client_with, eventually, raw};
+
+async fn pause_clients(redis: &mut redis::aio::MultiplexedConnection, ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(redis)
+        .await
+        .expect("CLIENT PAUSE");
+}
+
+async fn fast_timeouts(server: &RedisServer) -> rlock::Client {
+    client_with(server, |config| {
+        config.command_timeout = Duration::from_millis(100);
+        config.retry_delay = Duration::from_millis(100);
+        config.retry_max_delay = Duration::from_millis(200);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn dropped_acquire_futures_leave_no_hold_behind() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let names: Vec<String> = (0..4).map(|i| format!("cancel:storm:{i}")).collect();
+    let holder = client
+        .lock(names[0].as_str())
+        .lock()
+        .await
+        .expect("hold one name");
+    // Hundreds of acquires, each dropped after a random delay: before, during or after its script,
+    // while subscribing, while waiting, or just after acquiring.
+    let attempts: Vec<_> = (0..400)
+        .map(|i| {
+            let lock = client.lock(names[i % names.len()].as_str());
+            let budget = Duration::from_micros(fastrand::u64(0..3_000));
+            tokio::spawn(async move {
+                // An acquire that wins in time is dropped at once (released in the background).
+                drop(tokio::time::timeout(budget, lock.lock()).await);
+            })
+        })
+        .collect();
+    for attempt in attempts {
+        attempt.await.expect("attempt task");
+    }
+    holder.unlock().await.expect("unlock");
+    let quiet = eventually(Duration::from_secs(5), async || {
+        let mut left = 0;
+        for name in &names {
+            let fields: Vec<String> = redis.hkeys(name).await.expect("hkeys");
+            left += fields.len();
+        }
+        left == 0
+    })
+    .await;
+    assert!(quiet, "no stray field remains in any lock hash");
+    assert_eq!(client.stats().renewing_locks, 0);
+    assert_eq!(client.stats().subscribed_channels, 0);
+}
+
+#[tokio::test]
+async fn an_acquire_dropped_while_its_script_is_in_flight_is_undone() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let lock = client.lock("cancel:in-flight");
+    pause_clients(&mut redis, 300).await;
+    let dropped = tokio::time::timeout(Duration::from_millis(50), lock.lock()).await;
+    assert!(
+        dropped.is_err(),
+        "the acquire was still waiting for its reply"
+    );
+    // The script runs when the pause ends; the undo runs right after it on the same connection.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        eventually(Duration::from_secs(2), async || !lock
+            .is_locked()
+            .await
+            .expect("is_locked"))
+        .await,
+        "the hold taken by the dropped acquire was released"
+    );
+    let other = client
+        .lock("cancel:in-flight")
+        .try_lock()
+        .await
+        .expect("try_lock");
+    assert!(other.is_some(), "and the lock is free for others");
+}
+
+#[tokio::test]
+async fn a_timed_out_reentry_is_undone_without_touching_the_earlier_hold() {
+    let server = RedisServer::start();
+    let client = fast_timeouts(&server).await;
+    let mut redis = raw(&server).await;
+    let owner = Owner::new();
+    let lock = client.lock("cancel:reentry").with_owner(owner);
+    let first = lock.lock().await.expect("first hold");
+    pause_clients(&mut redis, 300).await;
+    match lock.try_lock().await {
+        Err(Error::Timeout { .. }) => {}
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    // The re-entry ran after the pause (count 2), then its undo (count 1): never 0, never left at 2.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let settled = eventually(Duration::from_secs(2), async || {
+        lock.hold_count(owner).await.expect("hold_count") == 1
+    })
+    .await;
+    assert!(
+        settled,
+        "the earlier hold is intact and the timed-out one undone"
+    );
+    assert!(!first.is_lease_lost());
+    first.unlock().await.expect("unlock");
+    assert!(!lock.is_locked().await.expect("is_locked"));
+}
+
+#[tokio::test]
+async fn an_unlock_whose_reply_is_lost_is_applied_exactly_once() {
+    let server = RedisServer::start();
+    let client = fast_timeouts(&server).await;
+    let mut redis = raw(&server).await;
+    let owner = Owner::new();
+    let lock = client.lock("cancel:unlock-once").with_owner(owner);
+    let outer = lock.lock().await.expect("first hold");
+    let inner = lock.lock().await.expect("second hold");
+    pause_clients(&mut redis, 250).await;
+    // The first send times out; the re-send (same request id) replays the stored result.
+    inner.unlock().await.expect("unlock eventually confirmed");
+    assert_eq!(
+        lock.hold_count(owner).await.expect("hold_count"),
+        1,
+        "decremented once, not twice"
+    );
+    outer.unlock().await.expect("unlock");
+    assert!(!lock.is_locked().await.expect("is_locked"));
+}
+
+#[tokio::test]
+async fn operations_against_a_stopped_redis_fail_within_their_deadline() {
+    let server = RedisServer::start();
+    let client = fast_timeouts(&server).await;
+    let lock = client.lock("cancel:stopped");
+    server.pause();
+    let started = tokio::time::Instant::now();
+    let outcome = lock.try_lock().await;
+    let took = started.elapsed();
+    server.resume();
+    assert!(matches!(outcome, Err(Error::Timeout { .. })), "{outcome:?}");
+    assert!(took < Duration::from_millis(500), "took {took:?}");
+    // And everything recovers once Redis answers again.
+    let guard = lock
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .expect("try_lock_for")
+        .expect("acquired after recovery");
+    guard.unlock().await.expect("unlock");
+    assert!(
+        eventually(Duration::from_secs(2), async || !lock
+            .is_locked()
+            .await
+            .expect("is_locked"))
+        .await
+    );
+}

@@ -1,0 +1,407 @@
+//! Waiting and waking: pub/sub wake-ups within milliseconds, waits bounded by the PTTL, exact
+//! wake-one / wake-all counts, one subscription per name, and recovery after the subscriber reconnects.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rlock::Client;
+use rlock_tests::RedisServer;
+use rlock_tests::harness::{client, command_calls, eventually, raw};
+use tokio::time::Instant;
+
+const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
+
+async fn subscribers(redis: &mut redis::aio::MultiplexedConnection, name: &str) -> i64 {
+    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("{CHANNEL_PREFIX}{{{name}}}"))
+        .query_async(redis)
+        .await
+        .expect("PUBSUB NUMSUB");
+    counts.first().map_or(0, |(_, n)| *n)
+}
+
+/// Holds `name` as a foreign client would (no rlock involved): a hash field with a long PEXPIRE.
+async fn hold_foreign(redis: &mut redis::aio::MultiplexedConnection, name: &str, ttl_ms: i64) {
+    let _: () = redis
+        .hset(name, "00000000-0000-4000-8000-000000000000:1", 1)
+        .await
+        .expect("hset");
+    let _: () = redis.pexpire(name, ttl_ms).await.expect("pexpire");
+}
+
+/// Waits until `count` script calls stop growing, i.e. every waiter is parked.
+async fn settle(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let mut last = evalsha_calls(redis).await;
+    loop {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let now = evalsha_calls(redis).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+async fn evalsha_calls(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
+    command_calls(redis)
+        .await
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_within_milliseconds_of_an_unlock_despite_a_long_pttl() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let waiter = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "waiting:handoff";
+    let mut delays = Vec::new();
+    for _ in 0..20 {
+        let guard = holder.lock(name).lock().await.expect("holder locks");
+        let lock = waiter.lock(name);
+        let waiting = tokio::spawn(async move {
+            let guard = lock.lock().await.expect("waiter locks");
+            let at = Instant::now();
+            guard.unlock().await.expect("waiter unlocks");
+            at
+        });
+        assert!(
+            eventually(Duration::from_secs(5), async || subscribers(
+                &mut redis, name
+            )
+            .await
+                == 1)
+            .await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let pttl: i64 = redis.pttl(name).await.expect("pttl");
+        assert!(
+            pttl > 20_000,
+            "the PTTL is long ({pttl} ms), so only a message can wake the waiter"
+        );
+        guard.unlock().await.expect("holder unlocks");
+        let unlocked = Instant::now();
+        let acquired = waiting.await.expect("waiter task");
+        delays.push(acquired.saturating_duration_since(unlocked));
+    }
+    delays.sort();
+    eprintln!(
+        "hand-off after unlock: p50 {:?}, max {:?}",
+        delays[delays.len() / 2],
+        delays[delays.len() - 1]
+    );
+    assert!(
+        delays[delays.len() / 2] < Duration::from_millis(25),
+        "{delays:?}"
+    );
+    assert!(
+        delays[delays.len() - 1] < Duration::from_millis(250),
+        "{delays:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_message_the_wait_is_bounded_by_the_pttl() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    hold_foreign(&mut redis, "waiting:expiry", 400).await;
+    let started = Instant::now();
+    let guard = client
+        .lock("waiting:expiry")
+        .lock()
+        .await
+        .expect("lock after expiry");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300),
+        "waited {waited:?}: it cannot acquire before expiry"
+    );
+    assert!(
+        waited < Duration::from_millis(1_500),
+        "waited {waited:?}: the PTTL bounds the wait"
+    );
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn try_lock_for_gives_up_at_its_deadline() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    hold_foreign(&mut redis, "waiting:deadline", 60_000).await;
+    let started = Instant::now();
+    let got = client
+        .lock("waiting:deadline")
+        .try_lock_for(Duration::from_millis(300))
+        .await
+        .expect("try_lock_for");
+    let waited = started.elapsed();
+    assert!(got.is_none());
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_millis(800),
+        "{waited:?}"
+    );
+    assert!(
+        eventually(Duration::from_secs(2), async || subscribers(
+            &mut redis,
+            "waiting:deadline"
+        )
+        .await
+            == 0)
+        .await,
+        "the waiter unsubscribed when it gave up"
+    );
+    assert_eq!(client.stats().subscribed_channels, 0);
+}
+
+#[tokio::test]
+async fn force_unlock_wakes_a_waiter() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let waiter = client(&server).await;
+    let operator = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "waiting:force";
+    let _held = holder.lock(name).lock().await.expect("holder locks");
+    let lock = waiter.lock(name);
+    let waiting = tokio::spawn(async move {
+        let guard = lock.lock().await.expect("waiter locks");
+        (Instant::now(), guard)
+    });
+    assert!(
+        eventually(Duration::from_secs(5), async || subscribers(
+            &mut redis, name
+        )
+        .await
+            == 1)
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        operator
+            .lock(name)
+            .force_unlock()
+            .await
+            .expect("force_unlock")
+    );
+    let forced = Instant::now();
+    let (acquired, guard) = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken long before the 30 s PTTL")
+        .expect("waiter task");
+    assert!(acquired.saturating_duration_since(forced) < Duration::from_millis(250));
+    guard.unlock().await.expect("unlock");
+}
+
+/// Parks `count` waiters of one client on a lock held by a foreign owner for a minute.
+async fn park_waiters(
+    client: &Client,
+    name: &str,
+    count: usize,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..count)
+        .map(|_| {
+            let lock = client.lock(name);
+            tokio::spawn(async move {
+                drop(lock.lock().await.expect("eventually acquired"));
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn message_0_wakes_exactly_one_local_waiter_and_1_wakes_all() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "waiting:exact";
+    let channel = format!("{CHANNEL_PREFIX}{{{name}}}");
+    hold_foreign(&mut redis, name, 60_000).await;
+    let waiters = park_waiters(&client, name, 10).await;
+    assert!(
+        eventually(Duration::from_secs(5), async || subscribers(
+            &mut redis, name
+        )
+        .await
+            == 1)
+        .await
+    );
+
+    let parked = settle(&mut redis).await;
+    let _: () = redis.publish(&channel, "0").await.expect("publish 0");
+    let after_zero = settle(&mut redis).await;
+    assert_eq!(after_zero - parked, 1, "`0` makes exactly one waiter retry");
+
+    let _: () = redis
+        .publish(&channel, "garbage")
+        .await
+        .expect("publish garbage");
+    let _: () = redis.publish(&channel, "7").await.expect("publish 7");
+    let after_noise = settle(&mut redis).await;
+    assert_eq!(after_noise, after_zero, "other payloads wake nobody");
+
+    let _: () = redis.publish(&channel, "1").await.expect("publish 1");
+    let after_one = settle(&mut redis).await;
+    assert_eq!(after_one - after_noise, 10, "`1` makes every waiter retry");
+
+    let _: () = redis.del(name).await.expect("del");
+    let _: () = redis.publish(&channel, "1").await.expect("publish 1");
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("every waiter acquires in turn")
+            .expect("waiter task");
+    }
+}
+
+#[tokio::test]
+async fn one_subscription_per_name_per_client_released_with_the_last_waiter() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let names = ["waiting:sub:a", "waiting:sub:b", "waiting:sub:c"];
+    let mut waiters = Vec::new();
+    for name in names {
+        hold_foreign(&mut redis, name, 60_000).await;
+        waiters.extend(park_waiters(&client, name, 20).await);
+    }
+    for name in names {
+        assert!(
+            eventually(Duration::from_secs(5), async || subscribers(
+                &mut redis, name
+            )
+            .await
+                == 1)
+            .await
+        );
+    }
+    assert_eq!(client.stats().subscribed_channels, 3);
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut redis)
+        .await
+        .expect("CLIENT LIST");
+    assert_eq!(
+        list.lines().count(),
+        1,
+        "one subscriber connection for 60 waiters: {list}"
+    );
+
+    for name in names {
+        let _: () = redis.del(name).await.expect("del");
+        let _: () = redis
+            .publish(format!("{CHANNEL_PREFIX}{{{name}}}"), "0")
+            .await
+            .expect("publish");
+    }
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("all acquire")
+            .expect("waiter task");
+    }
+    for name in names {
+        assert!(
+            eventually(Duration::from_secs(5), async || subscribers(
+                &mut redis, name
+            )
+            .await
+                == 0)
+            .await
+        );
+    }
+    assert_eq!(client.stats().subscribed_channels, 0);
+}
+
+#[tokio::test]
+async fn waiters_recover_when_the_subscriber_connection_is_killed() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let waiter = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "waiting:reconnect";
+    let guard = holder.lock(name).lock().await.expect("holder locks");
+    let lock = waiter.lock(name);
+    let waiting = tokio::spawn(async move { lock.lock().await.expect("waiter locks") });
+    assert!(
+        eventually(Duration::from_secs(5), async || subscribers(
+            &mut redis, name
+        )
+        .await
+            == 1)
+        .await
+    );
+
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut redis)
+        .await
+        .expect("CLIENT KILL");
+    assert!(killed >= 1);
+    assert!(
+        eventually(Duration::from_secs(5), async || subscribers(
+            &mut redis, name
+        )
+        .await
+            == 1)
+        .await,
+        "re-subscribed after reconnecting"
+    );
+    guard.unlock().await.expect("holder unlocks");
+    let unlocked = Instant::now();
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken by the message, not the 30 s PTTL")
+        .expect("waiter task");
+    assert!(unlocked.elapsed() < Duration::from_secs(1));
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn contending_tasks_never_overlap() {
+    let server = RedisServer::start();
+    let clients = [client(&server).await, client(&server).await];
+    let inside = Arc::new(AtomicU64::new(0));
+    let mut redis = raw(&server).await;
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let lock = clients[i % 2].lock("waiting:contention");
+            let inside = inside.clone();
+            let mut redis = redis.clone();
+            tokio::spawn(async move {
+                for _ in 0..15 {
+                    let guard = lock.lock().await.expect("lock");
+                    assert_eq!(
+                        inside.fetch_add(1, Ordering::SeqCst),
+                        0,
+                        "two holders at once"
+                    );
+                    let counter: Option<u64> =
+                        redis.get("waiting:contention:counter").await.expect("get");
+                    tokio::task::yield_now().await;
+                    let _: () = redis
+                        .set("waiting:contention:counter", counter.unwrap_or(0) + 1)
+                        .await
+                        .expect("set");
+                    let _ = inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.unlock().await.expect("unlock");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let counter: u64 = redis.get("waiting:contention:counter").await.expect("get");
+    assert_eq!(counter, 16 * 15);
+}
