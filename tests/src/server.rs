@@ -50,6 +50,8 @@ const LOG_FILE: &str = "redis.log";
 #[derive(Debug)]
 pub struct RedisServer {
     binary: PathBuf,
+    /// A configuration file passed before every other argument (Sentinel needs one).
+    config_file: Option<PathBuf>,
     extra_args: Vec<String>,
     port: u16,
     /// Process id of the current (or, when stopped, the last) child.
@@ -78,12 +80,32 @@ impl RedisServer {
     ///
     /// If `redis-server` cannot be found or does not become ready in time.
     pub fn start_with(args: &[&str]) -> Self {
+        Self::start_configured(None, args)
+    }
+
+    /// Starts a Sentinel (`redis-server sentinel.conf --sentinel`) whose configuration file holds
+    /// `config`; Sentinel rewrites that file as it learns the topology.
+    ///
+    /// # Panics
+    ///
+    /// If `redis-server` cannot be found or does not become ready in time.
+    pub fn start_sentinel(config: &str) -> Self {
+        Self::start_configured(Some(config), &["--sentinel"])
+    }
+
+    fn start_configured(config: Option<&str>, args: &[&str]) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("rlock-redis-")
             .tempdir()
             .expect("cannot create a temporary directory for redis-server");
+        let config_file = config.map(|text| {
+            let path = dir.path().join("redis.conf");
+            fs::write(&path, text).expect("cannot write the redis-server configuration file");
+            path
+        });
         let mut server = Self {
             binary: server_binary(),
+            config_file,
             extra_args: args.iter().map(|arg| (*arg).to_owned()).collect(),
             port: 0,
             pid: 0,
@@ -253,6 +275,7 @@ impl RedisServer {
             .try_clone()
             .expect("cannot duplicate the redis-server log handle");
         let result = Command::new(&self.binary)
+            .args(&self.config_file)
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])

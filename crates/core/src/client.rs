@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::config::{Config, redact};
+use crate::config::{Config, ShardedPubSub, Topology, redact};
 use crate::connection::Commands;
 use crate::engine::Holds;
 use crate::error::{Error, Operation, Result};
@@ -43,6 +43,8 @@ pub struct Client {
 pub(crate) struct Inner {
     pub(crate) config: Config,
     node_id: String,
+    /// `PUBLISH`, or `SPUBLISH` in a cluster with sharded pub/sub.
+    pub(crate) publish: &'static str,
     pub(crate) commands: Commands,
     pub(crate) subscriber: Subscriber,
     pub(crate) watchdog: Watchdog,
@@ -95,6 +97,8 @@ impl Client {
     /// Cancel safe: a client that was never returned stops its background tasks.
     pub async fn with_config(config: Config) -> Result<Self> {
         config.validate()?;
+        // TLS (`rediss://`) needs a process-wide crypto provider; another one may already be set.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::InvalidArgument("rlock::Client needs a tokio runtime".into()))?;
         let commands = Commands::new(&config)?;
@@ -103,12 +107,23 @@ impl Client {
         let _: String = commands
             .query(Operation::Connect, "", &redis::cmd("PING"))
             .await?;
-        let subscriber =
-            Subscriber::start(&config, &runtime, shutdown.child_token()).map_err(|source| {
-                Error::Backend {
-                    operation: Operation::Connect,
-                    source,
-                }
+        // Publish and subscribe exactly as Redisson does (PROTOCOL.md §2.6), so Java hears us.
+        let sharded = match (&config.topology, config.sharded_pubsub) {
+            (Topology::Cluster, ShardedPubSub::On) => true,
+            (Topology::Cluster, ShardedPubSub::Auto) => commands
+                .query::<redis::Value>(
+                    Operation::Connect,
+                    "",
+                    redis::cmd("PUBSUB").arg("SHARDNUMSUB"),
+                )
+                .await
+                .is_ok(),
+            _ => false,
+        };
+        let subscriber = Subscriber::start(&config, sharded, &runtime, shutdown.child_token())
+            .map_err(|source| Error::Backend {
+                operation: Operation::Connect,
+                source,
             })?;
         let watchdog = Watchdog::start(&config, commands.clone(), &runtime, shutdown.child_token());
         let node_id = uuid::Uuid::new_v4().to_string();
@@ -117,6 +132,7 @@ impl Client {
             inner: Arc::new(Inner {
                 config,
                 node_id,
+                publish: if sharded { "SPUBLISH" } else { "PUBLISH" },
                 commands,
                 subscriber,
                 watchdog,
@@ -141,6 +157,11 @@ impl Client {
     /// The configuration the client was built with.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// Whether unlock messages use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`).
+    pub fn sharded_pubsub(&self) -> bool {
+        self.inner.publish == "SPUBLISH"
     }
 
     /// Subscribed channels and renewed locks, right now.

@@ -8,6 +8,45 @@ use crate::error::{Error, Result};
 /// The longest lease or watchdog timeout rlock accepts: anything longer is almost surely a unit mistake.
 pub(crate) const MAX_LEASE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
+/// How rlock reaches Redis: which servers, and how lock writes are made durable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Topology {
+    /// One server at [`Config::url`] (Redisson's single-server mode). No replica sync.
+    Single,
+    /// The master at [`Config::url`], with replicas: every lock write waits (`WAIT`) for the
+    /// master's connected replicas (Redisson's master/slave mode).
+    MasterReplica,
+    /// Redis Cluster, discovered from the seed nodes [`Config::url`] and [`Config::nodes`]. Commands
+    /// follow slots (`MOVED`/`ASK`), lock writes wait for the slot master's replicas, and unlock
+    /// messages use sharded pub/sub as [`Config::sharded_pubsub`] says.
+    Cluster,
+    /// The master that Sentinel names `master_name`, found through the sentinels at [`Config::url`]
+    /// and [`Config::nodes`], followed across failovers. Lock writes wait for its replicas.
+    Sentinel {
+        /// The monitored master's name (`sentinel monitor <name> ...`).
+        master_name: String,
+        /// The master's ACL user, if any (sentinels' own credentials go in their URLs).
+        username: Option<String>,
+        /// The master's password, if any.
+        password: Option<String>,
+    },
+}
+
+/// Whether unlock messages travel on sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`), as Redisson's
+/// `shardedSubscriptionMode` (PROTOCOL.md §2.6). Only cluster mode ever uses sharded pub/sub.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShardedPubSub {
+    /// Sharded when the cluster supports it (`PUBSUB SHARDNUMSUB` succeeds: Redis ≥ 7). The default,
+    /// and what Redisson ≥ 3.22 does, so Java and rlock hear each other.
+    Auto,
+    /// Always sharded.
+    On,
+    /// Never sharded: `PUBLISH`/`SUBSCRIBE` even on Redis 7 clusters (for Redisson ≤ 3.21 peers).
+    Off,
+}
+
 /// Settings of a [`Client`](crate::Client). Start from [`Config::new`] and change what you need.
 ///
 /// # Examples
@@ -23,8 +62,23 @@ pub(crate) const MAX_LEASE: Duration = Duration::from_secs(10 * 365 * 24 * 3600)
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct Config {
-    /// The Redis URL (`redis://[user:password@]host:port[/db]`). Its password is never logged.
+    /// The Redis URL (`redis://[user:password@]host:port[/db]`, or `rediss://` for TLS): the server,
+    /// the master, the first cluster seed or the first sentinel, as [`Config::topology`] says.
+    /// Passwords are never logged.
     pub url: String,
+    /// More cluster seeds or sentinels, in the same URL form.
+    pub nodes: Vec<String>,
+    /// Single server (the default), master with replicas, cluster or sentinel.
+    pub topology: Topology,
+    /// Sharded pub/sub in cluster mode. Default [`ShardedPubSub::Auto`].
+    pub sharded_pubsub: ShardedPubSub,
+    /// Whether a lock write that no replica acknowledged (while some are connected) fails: an acquire is
+    /// then undone and retried, and finally fails with [`Error::NoSyncedReplicas`] (Redisson's
+    /// `checkLockSyncedSlaves`). Default true. Has no effect in [`Topology::Single`].
+    pub check_lock_synced_replicas: bool,
+    /// How long a lock write waits for replicas to acknowledge it (Redisson's `slavesSyncTimeout`).
+    /// Default 1 s.
+    pub replicas_sync_timeout: Duration,
     /// The lease of locks taken without one, renewed every third of it while held (Redisson's
     /// `lockWatchdogTimeout`). Default 30 s.
     pub watchdog_timeout: Duration,
@@ -54,6 +108,11 @@ impl Config {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            nodes: Vec::new(),
+            topology: Topology::Single,
+            sharded_pubsub: ShardedPubSub::Auto,
+            check_lock_synced_replicas: true,
+            replicas_sync_timeout: Duration::from_secs(1),
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
             pool_size: 8,
@@ -64,6 +123,64 @@ impl Config {
             retry_max_delay: Duration::from_secs(2),
             subscription_timeout: Duration::from_millis(7500),
         }
+    }
+
+    /// A master at `url` whose replicas every lock write waits for.
+    pub fn master_replica(url: impl Into<String>) -> Self {
+        Self {
+            topology: Topology::MasterReplica,
+            ..Self::new(url)
+        }
+    }
+
+    /// A Redis Cluster reached through `seeds` (at least one).
+    ///
+    /// ```
+    /// let config = rlock::Config::cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]);
+    /// assert_eq!(config.topology, rlock::Topology::Cluster);
+    /// ```
+    pub fn cluster<I: IntoIterator<Item = S>, S: Into<String>>(seeds: I) -> Self {
+        let mut seeds = seeds.into_iter().map(Into::into);
+        Self {
+            topology: Topology::Cluster,
+            nodes: Vec::new(),
+            ..Self::new(seeds.next().unwrap_or_default())
+        }
+        .with_nodes(seeds)
+    }
+
+    /// The master that the sentinels at `sentinels` (at least one) call `master_name`.
+    pub fn sentinel<I: IntoIterator<Item = S>, S: Into<String>>(
+        master_name: impl Into<String>,
+        sentinels: I,
+    ) -> Self {
+        let mut sentinels = sentinels.into_iter().map(Into::into);
+        Self {
+            topology: Topology::Sentinel {
+                master_name: master_name.into(),
+                username: None,
+                password: None,
+            },
+            ..Self::new(sentinels.next().unwrap_or_default())
+        }
+        .with_nodes(sentinels)
+    }
+
+    fn with_nodes(mut self, nodes: impl Iterator<Item = String>) -> Self {
+        self.nodes.extend(nodes);
+        self
+    }
+
+    /// Every address of the topology: [`Config::url`] then [`Config::nodes`].
+    pub(crate) fn addresses(&self) -> Vec<String> {
+        std::iter::once(self.url.clone())
+            .chain(self.nodes.iter().cloned())
+            .collect()
+    }
+
+    /// Whether lock writes wait for replicas (every topology but a single server).
+    pub(crate) fn syncs_replicas(&self) -> bool {
+        self.topology != Topology::Single
     }
 
     /// How often the watchdog renews: a third of [`Config::watchdog_timeout`].
@@ -101,6 +218,17 @@ impl Config {
         positive("command_timeout", self.command_timeout)?;
         positive("connect_timeout", self.connect_timeout)?;
         positive("subscription_timeout", self.subscription_timeout)?;
+        positive("replicas_sync_timeout", self.replicas_sync_timeout)?;
+        if self.url.is_empty() {
+            return Err(Error::InvalidArgument("a Redis URL is required".into()));
+        }
+        if let Topology::Sentinel { master_name, .. } = &self.topology
+            && master_name.is_empty()
+        {
+            return Err(Error::InvalidArgument(
+                "a sentinel master name is required".into(),
+            ));
+        }
         if self.watchdog_timeout < Duration::from_millis(30) || self.watchdog_timeout > MAX_LEASE {
             return Err(Error::InvalidArgument(format!(
                 "watchdog_timeout must be between 30 ms and {MAX_LEASE:?}, got {:?}",
@@ -125,6 +253,17 @@ impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
             .field("url", &redact(&self.url))
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|n| redact(n)).collect::<Vec<_>>(),
+            )
+            .field("topology", &RedactedTopology(&self.topology))
+            .field("sharded_pubsub", &self.sharded_pubsub)
+            .field(
+                "check_lock_synced_replicas",
+                &self.check_lock_synced_replicas,
+            )
+            .field("replicas_sync_timeout", &self.replicas_sync_timeout)
             .field("watchdog_timeout", &self.watchdog_timeout)
             .field("watchdog_batch_size", &self.watchdog_batch_size)
             .field("pool_size", &self.pool_size)
@@ -135,6 +274,27 @@ impl fmt::Debug for Config {
             .field("retry_max_delay", &self.retry_max_delay)
             .field("subscription_timeout", &self.subscription_timeout)
             .finish()
+    }
+}
+
+/// The topology without the sentinel master's password.
+struct RedactedTopology<'a>(&'a Topology);
+
+impl fmt::Debug for RedactedTopology<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Topology::Sentinel {
+                master_name,
+                username,
+                password,
+            } => f
+                .debug_struct("Sentinel")
+                .field("master_name", master_name)
+                .field("username", username)
+                .field("password", &password.as_ref().map(|_| "***"))
+                .finish(),
+            other => fmt::Debug::fmt(other, f),
+        }
     }
 }
 
@@ -171,6 +331,15 @@ mod tests {
         assert_eq!(redact("redis://secret@host/"), "redis://***@host/");
         assert_eq!(redact("redis://host:6379/"), "redis://host:6379/");
         assert!(!format!("{:?}", Config::new("rediss://u:pw@h/")).contains("pw"));
+        let mut sentinel = Config::sentinel("m", ["redis://:sentpw@s1/", "redis://s2/"]);
+        if let Topology::Sentinel { password, .. } = &mut sentinel.topology {
+            *password = Some("masterpw".into());
+        }
+        let shown = format!("{sentinel:?}");
+        assert!(
+            !shown.contains("sentpw") && !shown.contains("masterpw"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -1,36 +1,144 @@
 //! Command connections: a deadpool pool of multiplexed connections with deadlines on everything.
 //!
+//! One pooled [`Conn`] is a multiplexed connection to a server (single server, master, or the master
+//! Sentinel names) or a cluster connection that routes by slot and follows `MOVED`/`ASK`. Connections
+//! are created by deadpool-redis's managers.
+//!
 //! deadpool-redis's own recycle step sends a `PING` on every checkout, which would add a round trip to
-//! every lock operation. rlock's manager creates connections through deadpool-redis but recycles them
-//! for free, and instead retires every connection opened before the last connection failure: one broken
-//! connection usually means the server restarted or the network broke, so its siblings are suspect too.
+//! every lock operation. rlock recycles for free instead, and retires every connection opened before
+//! the last connection failure: one broken connection (or a master turned replica after a failover)
+//! usually means its siblings are stale too.
+//!
+//! Lock writes in replicated topologies are pipelined with `WAIT <replicas> <timeout>` on the same
+//! connection to the same master (PROTOCOL.md §5.2); the replica count is read from the master's
+//! `INFO replication` and cached until a `WAIT` reply disagrees with it.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleError, RecycleResult};
-use redis::aio::MultiplexedConnection;
-use redis::{RedisError, RedisResult};
+use parking_lot::Mutex;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
-use crate::config::Config;
+use crate::config::{Config, Topology};
 use crate::error::{Error, Operation, Result};
+use crate::scripts::ScriptCall;
 
 /// A checked-out command connection. Dropping it returns it to the pool.
 pub(crate) type Connection = Object<Manager>;
 
+/// One command connection of any topology.
+pub(crate) enum Conn {
+    /// A server: the single server, the master, or the master Sentinel names.
+    Node(MultiplexedConnection),
+    /// A cluster: routes each command by its key's slot.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Node(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Node(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Node(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+impl Conn {
+    /// Runs `pipeline` on the master that owns `key` (the only node for non-cluster connections).
+    async fn on_master_of(&mut self, key: &str, pipeline: Pipeline) -> RedisResult<Vec<Value>> {
+        let count = pipeline.len();
+        match self {
+            Self::Node(conn) => pipeline.query_async(conn).await,
+            Self::Cluster(conn) => {
+                let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                conn.route_pipeline(
+                    pipeline,
+                    0,
+                    count,
+                    SingleNodeRoutingInfo::SpecificNode(route),
+                )
+                .await
+            }
+        }
+    }
+
+    /// `INFO replication` of the master that owns `key`.
+    async fn replication_info(&mut self, key: &str) -> RedisResult<String> {
+        let mut info = redis::cmd("INFO");
+        let _ = info.arg("replication");
+        let reply = match self {
+            Self::Node(conn) => info.query_async(conn).await?,
+            Self::Cluster(conn) => {
+                let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                conn.route_command(
+                    info,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await?
+            }
+        };
+        redis::from_redis_value(reply).map_err(Into::into)
+    }
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Node(_) => "Conn::Node",
+            Self::Cluster(_) => "Conn::Cluster",
+        })
+    }
+}
+
 /// A pooled connection and the failure generation it was opened in.
 #[derive(Debug)]
 pub(crate) struct Pooled {
-    pub(crate) conn: MultiplexedConnection,
+    pub(crate) conn: Conn,
     generation: u64,
 }
 
-#[derive(Debug)]
+/// deadpool-redis's connection factory for each topology.
+enum Factory {
+    Node(deadpool_redis::Manager),
+    Cluster(deadpool_redis::cluster::Manager),
+    Sentinel(deadpool_redis::sentinel::Manager),
+}
+
 pub(crate) struct Manager {
-    redis: deadpool_redis::Manager,
+    factory: Factory,
     failures: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager").finish_non_exhaustive()
+    }
 }
 
 impl managed::Manager for Manager {
@@ -39,7 +147,11 @@ impl managed::Manager for Manager {
 
     async fn create(&self) -> Result<Pooled, RedisError> {
         let generation = self.failures.load(Ordering::Acquire);
-        let conn = self.redis.create().await?;
+        let conn = match &self.factory {
+            Factory::Node(factory) => Conn::Node(factory.create().await?),
+            Factory::Cluster(factory) => Conn::Cluster(factory.create().await?),
+            Factory::Sentinel(factory) => Conn::Node(factory.create().await?),
+        };
         Ok(Pooled { conn, generation })
     }
 
@@ -52,24 +164,108 @@ impl managed::Manager for Manager {
     }
 }
 
+/// How to talk to the master Sentinel names: the credentials of the topology (or of `url`), and the
+/// database and TLS mode of `url`.
+pub(crate) struct SentinelMaster {
+    pub(crate) tls: Option<redis::TlsMode>,
+    pub(crate) settings: redis::RedisConnectionInfo,
+}
+
+impl SentinelMaster {
+    pub(crate) fn of(config: &Config) -> RedisResult<Self> {
+        use redis::IntoConnectionInfo as _;
+        let template = config.url.as_str().into_connection_info()?;
+        let mut settings = template.redis_settings().clone();
+        if let Topology::Sentinel {
+            username, password, ..
+        } = &config.topology
+        {
+            if let Some(username) = username {
+                settings = settings.set_username(username);
+            }
+            if let Some(password) = password {
+                settings = settings.set_password(password);
+            }
+        }
+        let tls = match template.addr() {
+            redis::ConnectionAddr::TcpTls { insecure: true, .. } => Some(redis::TlsMode::Insecure),
+            redis::ConnectionAddr::TcpTls { .. } => Some(redis::TlsMode::Secure),
+            _ => None,
+        };
+        Ok(Self { tls, settings })
+    }
+
+    /// The same, for redis-rs's sentinel client.
+    pub(crate) fn node_info(&self) -> redis::sentinel::SentinelNodeConnectionInfo {
+        let info = redis::sentinel::SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(self.settings.clone());
+        match self.tls {
+            Some(tls) => info.set_tls_mode(tls),
+            None => info,
+        }
+    }
+}
+
 /// The pool plus the deadlines every command runs under.
 #[derive(Clone, Debug)]
 pub(crate) struct Commands {
     pool: Pool<Manager>,
     failures: Arc<AtomicU64>,
+    /// Connected replicas of each slot's master (slot 0 outside cluster mode), while known.
+    replicas: Arc<Mutex<HashMap<Slot, u32>>>,
+    sync: Option<ReplicaSync>,
+    cluster: bool,
     pub(crate) timeout: Duration,
+}
+
+/// How lock writes wait for replicas.
+#[derive(Clone, Copy, Debug)]
+struct ReplicaSync {
+    timeout: Duration,
+    required: bool,
+}
+
+/// The reply of a lock write and, where replicas are waited for, how many acknowledged it.
+#[derive(Debug)]
+pub(crate) struct Synced {
+    pub(crate) reply: Value,
+    /// Connected replicas that did not acknowledge: `Some(n)` when none of `n > 0` did.
+    pub(crate) unsynced: Option<u32>,
 }
 
 impl Commands {
     pub(crate) fn new(config: &Config) -> Result<Self> {
-        let redis =
-            deadpool_redis::Manager::new(config.url.as_str()).map_err(|source| Error::Backend {
-                operation: Operation::Connect,
-                source,
-            })?;
+        let backend = |source| Error::Backend {
+            operation: Operation::Connect,
+            source,
+        };
+        let factory = match &config.topology {
+            Topology::Single | Topology::MasterReplica => {
+                Factory::Node(deadpool_redis::Manager::new(config.url.as_str()).map_err(backend)?)
+            }
+            Topology::Cluster => Factory::Cluster(
+                deadpool_redis::cluster::Manager::new(config.addresses(), false)
+                    .map_err(backend)?,
+            ),
+            Topology::Sentinel { master_name, .. } => Factory::Sentinel(
+                deadpool_redis::sentinel::Manager::new(
+                    config.addresses(),
+                    master_name.clone(),
+                    Some({
+                        let master = SentinelMaster::of(config).map_err(backend)?;
+                        deadpool_redis::sentinel::SentinelNodeConnectionInfo {
+                            tls_mode: master.tls.map(Into::into),
+                            redis_connection_info: Some(master.settings.into()),
+                        }
+                    }),
+                    deadpool_redis::sentinel::SentinelServerType::Master,
+                )
+                .map_err(backend)?,
+            ),
+        };
         let failures = Arc::new(AtomicU64::new(0));
         let manager = Manager {
-            redis,
+            factory,
             failures: failures.clone(),
         };
         let pool = Pool::builder(manager)
@@ -82,6 +278,12 @@ impl Commands {
         Ok(Self {
             pool,
             failures,
+            replicas: Arc::default(),
+            sync: config.syncs_replicas().then_some(ReplicaSync {
+                timeout: config.replicas_sync_timeout,
+                required: config.check_lock_synced_replicas,
+            }),
+            cluster: config.topology == Topology::Cluster,
             timeout: config.command_timeout,
         })
     }
@@ -106,21 +308,91 @@ impl Commands {
         })
     }
 
-    /// Awaits `request` (a command on a checked-out connection) under the command timeout. Connection
-    /// failures retire the pool's older connections. `Err(Elapsed)` means the deadline passed.
+    /// Awaits `request` (a command on a checked-out connection) under the command timeout (plus the
+    /// replica wait when the request includes one). Connection failures retire the pool's older
+    /// connections. `Err(Elapsed)` means the deadline passed.
     pub(crate) async fn run<T>(
         &self,
         request: impl Future<Output = RedisResult<T>>,
     ) -> Result<RedisResult<T>, Elapsed> {
-        let reply = tokio::time::timeout(self.timeout, request)
+        let deadline = self.timeout + self.sync.map_or(Duration::ZERO, |s| s.timeout);
+        let reply = tokio::time::timeout(deadline, request)
             .await
             .map_err(|_| Elapsed)?;
         if let Err(e) = &reply
-            && is_connection_error(e)
+            && retires_connection(e)
         {
             self.connection_failed();
         }
         Ok(reply)
+    }
+
+    /// Runs a lock write (a script call whose first key is the lock) on `conn`, followed on the same
+    /// connection by `WAIT` for the master's replicas when the topology has them.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the script may or may not have run. Callers own an undo for that.
+    pub(crate) async fn write(&self, conn: &mut Conn, call: &ScriptCall) -> RedisResult<Synced> {
+        let Some(sync) = self.sync else {
+            let reply = call.invoke(conn).await?;
+            return Ok(Synced {
+                reply,
+                unsynced: None,
+            });
+        };
+        let key = call.keys().first().map_or("", String::as_str);
+        let slot = if self.cluster {
+            Slot::for_key(key)
+        } else {
+            SINGLE_NODE
+        };
+        let known = self.replicas.lock().get(&slot).copied();
+        let replicas = match known {
+            Some(replicas) => replicas,
+            None => {
+                let replicas = connected_replicas(&conn.replication_info(key).await?);
+                let _ = self.replicas.lock().insert(slot, replicas);
+                replicas
+            }
+        };
+        if replicas == 0 {
+            let reply = call.invoke(conn).await?;
+            return Ok(Synced {
+                reply,
+                unsynced: None,
+            });
+        }
+        let mut pipeline = redis::pipe();
+        let _ = pipeline
+            .add_command(call.evalsha())
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(sync.timeout.as_millis());
+        let mut replies = conn.on_master_of(key, pipeline.clone()).await?;
+        // In a pipeline, a script's error comes back as a value: NOSCRIPT means it did not run.
+        if matches!(replies.first(), Some(Value::ServerError(e)) if e.kind() == Some(redis::ServerErrorKind::NoScript))
+        {
+            call.load(conn).await?;
+            replies = conn.on_master_of(key, pipeline).await?;
+        }
+        let acknowledged = match replies.pop() {
+            Some(Value::Int(n)) => u32::try_from(n).unwrap_or(0),
+            _ => 0,
+        };
+        let reply = match replies.pop() {
+            Some(Value::ServerError(e)) => return Err(e.into()),
+            Some(reply) => reply,
+            None => Value::Nil,
+        };
+        if acknowledged != replicas {
+            // The replica set changed: read it again next time (PROTOCOL.md §5.2 step 5).
+            let _ = self.replicas.lock().remove(&slot);
+        }
+        Ok(Synced {
+            reply,
+            unsynced: (acknowledged == 0 && sync.required).then_some(replicas),
+        })
     }
 
     /// Checks out a connection and runs one plain command: for reads and fire-and-forget writes.
@@ -142,14 +414,46 @@ impl Commands {
     }
 }
 
+/// The cache slot of every key outside cluster mode, where one master owns everything.
+const SINGLE_NODE: Slot = match Slot::new(0) {
+    Some(slot) => slot,
+    None => unreachable!(),
+};
+
+/// `connected_slaves:<n>` of an `INFO replication` reply.
+fn connected_replicas(info: &str) -> u32 {
+    info.lines()
+        .find_map(|line| line.strip_prefix("connected_slaves:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The command deadline passed before a reply arrived: the command may or may not have run.
 #[derive(Debug)]
 pub(crate) struct Elapsed;
 
-/// Whether `e` says the connection broke (rather than Redis refusing the command).
+/// Whether `e` says the connection broke, so a command on it may or may not have run.
 pub(crate) fn is_connection_error(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
+}
+
+/// Whether `e` means this connection should not be used again: it broke, or it talks to a master
+/// that became a replica (a failover happened; new connections find the new master).
+fn retires_connection(e: &RedisError) -> bool {
+    is_connection_error(e) || e.code() == Some("READONLY")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replica_count_comes_from_connected_slaves() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1\r\n";
+        assert_eq!(connected_replicas(info), 2);
+        assert_eq!(connected_replicas("role:master\r\n"), 0);
+    }
 }

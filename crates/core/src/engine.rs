@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Inner;
-use crate::connection::{Connection, Elapsed, is_connection_error};
+use crate::connection::{Connection, Elapsed, Synced, is_connection_error};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::owner::Owner;
@@ -260,7 +260,8 @@ enum Attempt {
     Held { pttl: i64 },
 }
 
-/// One acquire attempt, with its undo armed until the reply is seen.
+/// One acquire attempt. In replicated topologies an acquire that no replica acknowledged is undone and
+/// tried again, as Redisson does (PROTOCOL.md §5.3), before it fails with `NoSyncedReplicas`.
 async fn attempt(
     client: &Inner,
     kind: &impl LockKind,
@@ -268,6 +269,47 @@ async fn attempt(
     field: &str,
     lease: Lease,
 ) -> Result<Attempt> {
+    let mut retry = 0;
+    loop {
+        match attempt_once(client, kind, owner, field, lease).await? {
+            Tried::Done(attempt) => return Ok(attempt),
+            Tried::Unsynced { replicas } if retry >= client.config.retry_attempts => {
+                return Err(Error::NoSyncedReplicas {
+                    operation: Operation::Acquire,
+                    name: kind.name().to_owned(),
+                    replicas,
+                });
+            }
+            Tried::Unsynced { replicas } => {
+                tracing::warn!(
+                    lock = kind.name(),
+                    replicas,
+                    retry,
+                    "no replica acknowledged the acquire; undone, retrying"
+                );
+                tokio::time::sleep(client.config.retry_backoff(retry)).await;
+                retry += 1;
+            }
+        }
+    }
+}
+
+enum Tried {
+    Done(Attempt),
+    /// Acquired on the master, but no replica acknowledged it: the undo is under way.
+    Unsynced {
+        replicas: u32,
+    },
+}
+
+/// One acquire script, with its undo armed until the reply is seen.
+async fn attempt_once(
+    client: &Inner,
+    kind: &impl LockKind,
+    owner: Owner,
+    field: &str,
+    lease: Lease,
+) -> Result<Tried> {
     let lease_time = match lease {
         Lease::Watchdog => client.watchdog.timeout(),
         Lease::Fixed(lease) => lease,
@@ -284,11 +326,18 @@ async fn attempt(
     let sent_at = Instant::now();
     let reply = client
         .commands
-        .run(call.invoke(&mut undo.connection().conn))
+        .run(client.commands.write(&mut undo.connection().conn, &call))
         .await;
     let name = kind.name();
     match reply {
-        Ok(Ok(Value::Nil)) => {
+        // Dropping the armed undo sends it, on this connection, right after the acquire.
+        Ok(Ok(Synced {
+            reply: Value::Nil,
+            unsynced: Some(replicas),
+        })) => Ok(Tried::Unsynced { replicas }),
+        Ok(Ok(Synced {
+            reply: Value::Nil, ..
+        })) => {
             undo.disarm();
             client.holds.add(kind.key(), owner);
             let expiry = match lease {
@@ -297,17 +346,20 @@ async fn attempt(
                 }
                 Lease::Fixed(lease) => Expiry::At(sent_at + lease),
             };
-            Ok(Attempt::Acquired(Held {
+            Ok(Tried::Done(Attempt::Acquired(Held {
                 field: field.to_owned(),
                 expiry,
-            }))
+            })))
         }
-        Ok(Ok(Value::Int(pttl))) => {
+        Ok(Ok(Synced {
+            reply: Value::Int(pttl),
+            ..
+        })) => {
             undo.disarm();
-            Ok(Attempt::Held { pttl })
+            Ok(Tried::Done(Attempt::Held { pttl }))
         }
         // The script ran but replied nonsense: whatever it did is undone.
-        Ok(Ok(other)) => Err(Error::unexpected(Operation::Acquire, name, other)),
+        Ok(Ok(other)) => Err(Error::unexpected(Operation::Acquire, name, other.reply)),
         // Redis refused the script (e.g. WRONGTYPE): it changed nothing.
         Ok(Err(e)) if !is_connection_error(&e) => {
             undo.disarm();
@@ -447,8 +499,21 @@ pub(crate) async fn release(
     let mut retry = 0;
     loop {
         let failure = match client.commands.get(Operation::Unlock, name).await {
-            Ok(mut conn) => match client.commands.run(call.invoke(&mut conn.conn)).await {
-                Ok(Ok(reply)) => {
+            Ok(mut conn) => match client
+                .commands
+                .run(client.commands.write(&mut conn.conn, &call))
+                .await
+            {
+                // Applied on the master only: re-sending replays the latch and waits again.
+                Ok(Ok(Synced {
+                    unsynced: Some(replicas),
+                    ..
+                })) => Error::NoSyncedReplicas {
+                    operation: Operation::Unlock,
+                    name: name.to_owned(),
+                    replicas,
+                },
+                Ok(Ok(Synced { reply, .. })) => {
                     let released = match reply {
                         Value::Int(1) => Ok(Released::Fully),
                         Value::Int(0) => Ok(Released::Partially),

@@ -107,6 +107,18 @@ pub enum Error {
         #[source]
         source: redis::RedisError,
     },
+    /// No replica acknowledged a lock write although some are connected (Redisson's
+    /// `NoSyncedSlavesException`), even after retrying. An acquire was undone before this error; an
+    /// unlock was applied on the master but may be lost if it fails over now.
+    #[error("{operation} of lock {name:?}: none of {replicas} replicas acknowledged the write")]
+    NoSyncedReplicas {
+        /// What was being written.
+        operation: Operation,
+        /// The lock name.
+        name: String,
+        /// How many replicas were connected to the master.
+        replicas: u32,
+    },
     /// The client was shut down (its runtime is gone).
     #[error("the rlock client is shut down")]
     Closed,
@@ -121,7 +133,7 @@ impl Error {
     /// Whether the operation may succeed if tried again later (timeouts and connection trouble).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Timeout { .. } => true,
+            Self::Timeout { .. } | Self::NoSyncedReplicas { .. } => true,
             Self::Backend { source, .. } => {
                 source.is_io_error()
                     || source.is_connection_dropped()

@@ -24,7 +24,7 @@ mod scripts;
 mod watchdog;
 
 pub use client::{Client, ClientStats};
-pub use config::Config;
+pub use config::{Config, ShardedPubSub, Topology};
 pub use error::{Error, Operation, Result};
 pub use guard::LockGuard;
 pub use lock::{Lock, RemainingTtl};

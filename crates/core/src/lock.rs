@@ -11,6 +11,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::client::Client;
+use crate::connection::Synced;
 use crate::engine::{self, Lease, LockKind, Released, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::guard::LockGuard;
@@ -20,8 +21,6 @@ use crate::scripts::{LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_UNDO_ACQUIRE, LOCK_UN
 
 /// The message that wakes one waiter.
 const UNLOCK_MESSAGE: &str = "0";
-/// Single-node and sentinel deployments publish unlocks with plain `PUBLISH` (PROTOCOL.md §2.6).
-const PUBLISH: &str = "PUBLISH";
 
 /// A distributed reentrant lock, shared with Redisson's `RLock` of the same name.
 ///
@@ -68,6 +67,8 @@ pub struct Lock {
 pub(crate) struct LockState {
     name: String,
     channel: String,
+    /// `PUBLISH` or `SPUBLISH`, as the client decided (PROTOCOL.md §2.6).
+    publish: &'static str,
 }
 
 impl LockKind for LockState {
@@ -97,7 +98,7 @@ impl LockKind for LockState {
             .arg(field)
             .arg(held_before)
             .arg(lease.as_millis())
-            .arg(PUBLISH)
+            .arg(self.publish)
             .arg(UNLOCK_MESSAGE)
     }
 
@@ -115,7 +116,7 @@ impl LockKind for LockState {
             .arg(UNLOCK_MESSAGE)
             .arg(lease.as_millis())
             .arg(field)
-            .arg(PUBLISH)
+            .arg(self.publish)
             .arg(latch_ttl.as_millis())
     }
 }
@@ -134,9 +135,14 @@ pub enum RemainingTtl {
 impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Self {
         let channel = names::lock_channel(&name);
+        let publish = client.inner.publish;
         Self {
             client,
-            state: Arc::new(LockState { name, channel }),
+            state: Arc::new(LockState {
+                name,
+                channel,
+                publish,
+            }),
             owner: None,
         }
     }
@@ -326,17 +332,32 @@ impl Lock {
             .key(self.name())
             .key(&self.state.channel)
             .arg(UNLOCK_MESSAGE)
-            .arg(PUBLISH);
+            .arg(self.state.publish);
         let mut conn = inner
             .commands
             .get(Operation::ForceUnlock, self.name())
             .await?;
-        match inner.commands.run(call.invoke(&mut conn.conn)).await {
-            Ok(Ok(Value::Int(deleted))) => Ok(deleted == 1),
+        match inner
+            .commands
+            .run(inner.commands.write(&mut conn.conn, &call))
+            .await
+        {
+            Ok(Ok(Synced {
+                unsynced: Some(replicas),
+                ..
+            })) => Err(Error::NoSyncedReplicas {
+                operation: Operation::ForceUnlock,
+                name: self.name().to_owned(),
+                replicas,
+            }),
+            Ok(Ok(Synced {
+                reply: Value::Int(deleted),
+                ..
+            })) => Ok(deleted == 1),
             Ok(Ok(other)) => Err(Error::unexpected(
                 Operation::ForceUnlock,
                 self.name(),
-                other,
+                other.reply,
             )),
             Ok(Err(e)) => Err(Error::from_redis(Operation::ForceUnlock, self.name(), e)),
             Err(_) => Err(Error::timeout(

@@ -8,6 +8,13 @@
 //! batch at a time, while it keeps dispatching messages. So a channel is subscribed once however
 //! many local waiters it has, and unsubscribed when the last one leaves.
 //!
+//! The connection depends on the topology: a RESP2 pub/sub connection to the server (or to the master
+//! Sentinel names, resolved again on every reconnect), or in cluster mode a RESP3 cluster connection
+//! that sends each `SUBSCRIBE`/`SSUBSCRIBE` to the node owning the channel's slot and re-subscribes
+//! after reconnects and topology changes. When a slot moves, Redis drops its sharded subscriptions
+//! with an `SUNSUBSCRIBE` push: the task then subscribes again (the cluster connection follows the
+//! `MOVED`) and wakes the channel's waiters.
+//!
 //! Messages follow Redisson's rule (PROTOCOL.md §3.2): `0` wakes one local waiter (or is banked for
 //! the next one, like Java's semaphore permit), `1` wakes every waiter, anything else is ignored.
 //!
@@ -29,7 +36,8 @@ use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, redact};
+use crate::config::{Config, Topology, redact};
+use crate::connection::SentinelMaster;
 
 /// The shortest and longest pause between reconnect attempts.
 const RECONNECT_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
@@ -60,17 +68,18 @@ pub(crate) struct Subscriber {
 }
 
 impl Subscriber {
-    /// Starts the connection task on `runtime`; it stops when `shutdown` is cancelled.
+    /// Starts the connection task on `runtime`; it stops when `shutdown` is cancelled. `sharded`
+    /// selects `SSUBSCRIBE` (cluster mode only).
     pub(crate) fn start(
         config: &Config,
+        sharded: bool,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> redis::RedisResult<Self> {
-        let client = redis::Client::open(config.url.as_str())?;
         let registry = Arc::new(Registry::default());
         let task = Connection {
             registry: registry.clone(),
-            client,
+            endpoint: Endpoint::of(config, sharded)?,
             connect_timeout: config.connect_timeout,
             url: redact(&config.url),
         };
@@ -176,10 +185,193 @@ impl Drop for Subscription {
     }
 }
 
+/// Where the subscriber connects.
+enum Endpoint {
+    Node(redis::Client),
+    Sentinel(parking_lot::Mutex<redis::sentinel::SentinelClient>),
+    Cluster {
+        client: redis::cluster::ClusterClient,
+        pushes: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>>>,
+        sharded: bool,
+    },
+}
+
+impl Endpoint {
+    fn of(config: &Config, sharded: bool) -> redis::RedisResult<Self> {
+        Ok(match &config.topology {
+            Topology::Single | Topology::MasterReplica => {
+                Self::Node(redis::Client::open(config.url.as_str())?)
+            }
+            Topology::Sentinel { master_name, .. } => Self::Sentinel(parking_lot::Mutex::new(
+                redis::sentinel::SentinelClient::build(
+                    config.addresses(),
+                    master_name.clone(),
+                    Some(SentinelMaster::of(config)?.node_info()),
+                    redis::sentinel::SentinelServerType::Master,
+                )?,
+            )),
+            Topology::Cluster => {
+                let (sender, pushes) = tokio::sync::mpsc::unbounded_channel();
+                let client = redis::cluster::ClusterClientBuilder::new(config.addresses())
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .push_sender(sender)
+                    .connection_timeout(config.connect_timeout)
+                    .build()?;
+                Self::Cluster {
+                    client,
+                    pushes: Mutex::new(Some(pushes)),
+                    sharded,
+                }
+            }
+        })
+    }
+
+    /// Opens the link and the stream of its events.
+    async fn connect(&self) -> redis::RedisResult<(Link, Events)> {
+        let node = |pubsub: redis::aio::PubSub| {
+            let (sink, messages) = pubsub.split();
+            let events = messages.map(|m| Event::Message {
+                channel: m.get_channel_name().to_owned(),
+                payload: m.get_payload_bytes().to_vec(),
+            });
+            (Link::Node(sink), Box::pin(events) as Events)
+        };
+        match self {
+            Self::Node(client) => Ok(node(client.get_async_pubsub().await?)),
+            Self::Sentinel(sentinel) => {
+                // Resolve the master anew on every connect: it may have failed over.
+                let resolve = {
+                    let mut sentinel = sentinel.lock();
+                    sentinel.get_client()
+                };
+                Ok(node(resolve?.get_async_pubsub().await?))
+            }
+            Self::Cluster {
+                client,
+                pushes,
+                sharded,
+            } => {
+                let conn = client.get_async_connection().await?;
+                // The push channel outlives connections of this client; take it once.
+                let Some(pushes) = pushes.lock().take() else {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "the cluster subscriber lost its push channel",
+                    )));
+                };
+                let events =
+                    tokio_stream_of(pushes).filter_map(|push| async move { Event::of_push(push) });
+                Ok((
+                    Link::Cluster {
+                        conn,
+                        sharded: *sharded,
+                    },
+                    Box::pin(events),
+                ))
+            }
+        }
+    }
+}
+
+/// An unbounded receiver as a stream.
+fn tokio_stream_of<T: Send + 'static>(
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send {
+    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}
+
+/// What the link reports.
+enum Event {
+    /// A message on a channel.
+    Message { channel: String, payload: Vec<u8> },
+    /// The cluster connection lost a node connection; it re-subscribes by itself, but messages may
+    /// have been missed meanwhile.
+    Interrupted,
+    /// The server dropped a subscription (a sharded channel whose slot moved, or our own unsubscribe).
+    Unsubscribed(String),
+}
+
+impl Event {
+    fn of_push(push: redis::PushInfo) -> Option<Self> {
+        use redis::PushKind;
+        let text = |value: &redis::Value| match value {
+            redis::Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+            redis::Value::SimpleString(text) => Some(text.clone()),
+            _ => None,
+        };
+        match push.kind {
+            PushKind::Message | PushKind::SMessage => {
+                let channel = text(push.data.first()?)?;
+                let payload = match push.data.get(1)? {
+                    redis::Value::BulkString(bytes) => bytes.clone(),
+                    other => text(other)?.into_bytes(),
+                };
+                Some(Self::Message { channel, payload })
+            }
+            PushKind::Disconnection => Some(Self::Interrupted),
+            PushKind::Unsubscribe | PushKind::SUnsubscribe => {
+                Some(Self::Unsubscribed(text(push.data.first()?)?))
+            }
+            _ => None,
+        }
+    }
+}
+
+type Events = Pin<Box<dyn futures::Stream<Item = Event> + Send>>;
+
+/// The subscribing half of a connection.
+enum Link {
+    Node(redis::aio::PubSubSink),
+    Cluster {
+        conn: redis::cluster_async::ClusterConnection,
+        sharded: bool,
+    },
+}
+
+impl Link {
+    fn subscribe(&self, channels: Vec<String>) -> Change {
+        match self {
+            Self::Node(sink) => {
+                let mut sink = sink.clone();
+                Box::pin(async move { sink.subscribe(channels).await })
+            }
+            Self::Cluster { conn, sharded } => {
+                let (mut conn, sharded) = (conn.clone(), *sharded);
+                Box::pin(async move {
+                    if sharded {
+                        conn.ssubscribe(channels).await
+                    } else {
+                        conn.subscribe(channels).await
+                    }
+                })
+            }
+        }
+    }
+
+    fn unsubscribe(&self, channels: Vec<String>) -> Change {
+        match self {
+            Self::Node(sink) => {
+                let mut sink = sink.clone();
+                Box::pin(async move { sink.unsubscribe(channels).await })
+            }
+            Self::Cluster { conn, sharded } => {
+                let (mut conn, sharded) = (conn.clone(), *sharded);
+                Box::pin(async move {
+                    if sharded {
+                        conn.sunsubscribe(channels).await
+                    } else {
+                        conn.unsubscribe(channels).await
+                    }
+                })
+            }
+        }
+    }
+}
+
 /// The task that owns the subscriber connection.
 struct Connection {
     registry: Arc<Registry>,
-    client: redis::Client,
+    endpoint: Endpoint,
     connect_timeout: Duration,
     url: String,
 }
@@ -190,17 +382,16 @@ impl Connection {
     async fn run(self, shutdown: CancellationToken) {
         let mut backoff = RECONNECT_BACKOFF.0;
         loop {
-            let connect =
-                tokio::time::timeout(self.connect_timeout, self.client.get_async_pubsub());
-            let pubsub = tokio::select! {
+            let connect = tokio::time::timeout(self.connect_timeout, self.endpoint.connect());
+            let connected = tokio::select! {
                 () = shutdown.cancelled() => return,
                 connected = connect => connected,
             };
-            match pubsub {
-                Ok(Ok(pubsub)) => {
+            match connected {
+                Ok(Ok((link, events))) => {
                     backoff = RECONNECT_BACKOFF.0;
                     tracing::debug!(url = %self.url, "subscriber connected");
-                    if self.serve(pubsub, &shutdown).await.is_break() {
+                    if self.serve(link, events, &shutdown).await.is_break() {
                         return;
                     }
                     tracing::warn!(url = %self.url, "subscriber connection lost; reconnecting");
@@ -222,21 +413,31 @@ impl Connection {
     /// Serves one connection until it breaks (`Continue`) or the client shuts down (`Break`).
     async fn serve(
         &self,
-        pubsub: redis::aio::PubSub,
+        link: Link,
+        mut events: Events,
         shutdown: &CancellationToken,
     ) -> std::ops::ControlFlow<()> {
-        let (sink, mut messages) = pubsub.split();
         // Channels the server has confirmed (or that are being subscribed by `change`).
         let mut server: HashSet<String> = HashSet::new();
         let mut change: Option<(Change, Vec<String>)> = None;
         loop {
             if change.is_none() {
-                change = self.next_change(&sink, &mut server);
+                change = self.next_change(&link, &mut server);
             }
             tokio::select! {
                 () = shutdown.cancelled() => return std::ops::ControlFlow::Break(()),
-                message = messages.next() => match message {
-                    Some(message) => self.dispatch(&message),
+                event = events.next() => match event {
+                    Some(Event::Message { channel, payload }) => self.dispatch(&channel, &payload),
+                    Some(Event::Interrupted) => self.wake_all(),
+                    Some(Event::Unsubscribed(channel)) => {
+                        if self.registry.channels.lock().contains_key(&channel)
+                            && !change.as_ref().is_some_and(|(_, names)| names.contains(&channel))
+                        {
+                            tracing::debug!(%channel, "server dropped a wanted subscription; subscribing again");
+                            let _ = server.remove(&channel);
+                            self.lost(&channel);
+                        }
+                    }
                     None => return std::ops::ControlFlow::Continue(()),
                 },
                 result = async {
@@ -246,7 +447,8 @@ impl Connection {
                     }
                 }, if change.is_some() => {
                     let subscribed = change.take().map(|(_, names)| names).unwrap_or_default();
-                    if result.is_err() {
+                    if let Err(e) = result {
+                        tracing::warn!(error = %e, "subscription change failed");
                         return std::ops::ControlFlow::Continue(());
                     }
                     self.confirm(&subscribed);
@@ -260,7 +462,7 @@ impl Connection {
     /// subscribes. Marks channels that are already subscribed as confirmed.
     fn next_change(
         &self,
-        sink: &redis::aio::PubSubSink,
+        link: &Link,
         server: &mut HashSet<String>,
     ) -> Option<(Change, Vec<String>)> {
         let channels = self.registry.channels.lock();
@@ -284,22 +486,13 @@ impl Connection {
             for name in &stale {
                 let _ = server.remove(name);
             }
-            let mut sink = sink.clone();
-            return Some((
-                Box::pin(async move { sink.unsubscribe(stale).await }),
-                Vec::new(),
-            ));
+            return Some((link.unsubscribe(stale), Vec::new()));
         }
         if missing.is_empty() {
             return None;
         }
         server.extend(missing.iter().cloned());
-        let mut sink = sink.clone();
-        let names = missing.clone();
-        Some((
-            Box::pin(async move { sink.subscribe(names).await }),
-            missing,
-        ))
+        Some((link.subscribe(missing.clone()), missing))
     }
 
     /// Marks freshly subscribed channels live and wakes their waiters once: they may have missed a
@@ -315,8 +508,7 @@ impl Connection {
         }
     }
 
-    fn dispatch(&self, message: &redis::Msg) {
-        let name = message.get_channel_name();
+    fn dispatch(&self, name: &str, payload: &[u8]) {
         let Some(channel) = self
             .registry
             .channels
@@ -327,13 +519,28 @@ impl Connection {
             return;
         };
         // Java decodes payloads with Long.valueOf: exactly an optionally signed decimal integer.
-        let value = std::str::from_utf8(message.get_payload_bytes())
+        let value = std::str::from_utf8(payload)
             .ok()
             .and_then(|text| text.parse::<i64>().ok());
         match value {
             Some(0) => channel.wake.notify_one(),
             Some(1) => channel.wake.notify_waiters(),
             _ => tracing::debug!(channel = name, "ignored a message that is neither 0 nor 1"),
+        }
+    }
+
+    /// One channel stopped being live: its waiters re-try now, then wait bounded by the PTTL.
+    fn lost(&self, name: &str) {
+        if let Some((_, channel)) = self.registry.channels.lock().get(name) {
+            channel.subscribed.store(false, Ordering::Release);
+            channel.wake.notify_waiters();
+        }
+    }
+
+    /// Messages may have been missed: every waiter re-tries.
+    fn wake_all(&self) {
+        for (_, channel) in self.registry.channels.lock().values() {
+            channel.wake.notify_waiters();
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::sync::LazyLock;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, Value};
 
 macro_rules! lua {
@@ -53,8 +53,28 @@ impl ScriptCall {
         &self.keys
     }
 
+    /// The call as a plain `EVALSHA` command, for pipelines.
+    pub(crate) fn evalsha(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        let _ = cmd
+            .arg(self.script.get_hash())
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
+        cmd
+    }
+
+    /// Loads the script (after a `NOSCRIPT`).
+    pub(crate) async fn load(&self, conn: &mut (impl ConnectionLike + Send)) -> RedisResult<()> {
+        let _: String = self.script.prepare_invoke().load_async(conn).await?;
+        Ok(())
+    }
+
     /// Sends the call (`EVALSHA`, loading on `NOSCRIPT`) and returns the raw reply.
-    pub(crate) async fn invoke(&self, conn: &mut MultiplexedConnection) -> RedisResult<Value> {
+    pub(crate) async fn invoke(
+        &self,
+        conn: &mut (impl ConnectionLike + Send),
+    ) -> RedisResult<Value> {
         let mut invocation = self.script.prepare_invoke();
         for key in &self.keys {
             let _ = invocation.key(key);

@@ -22,12 +22,14 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::Value;
+use redis::cluster_routing::Slot;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::connection::{Commands, Elapsed};
+use crate::config::Topology;
+use crate::connection::{Commands, Elapsed, Synced};
 use crate::error::Operation;
 use crate::owner::Owner;
 use crate::scripts::{LOCK_RENEW, ScriptCall};
@@ -74,6 +76,7 @@ impl Watchdog {
             interval: config.renewal_interval(),
             retry_delay: config.retry_delay.min(config.renewal_interval()),
             batch_size: config.watchdog_batch_size,
+            per_slot: config.topology == Topology::Cluster,
         };
         drop(runtime.spawn(task.run(shutdown)));
         Self {
@@ -162,6 +165,7 @@ struct Renewer {
     interval: Duration,
     retry_delay: Duration,
     batch_size: usize,
+    per_slot: bool,
 }
 
 impl Renewer {
@@ -194,17 +198,24 @@ impl Renewer {
     }
 
     /// Renews every registered lock; returns false if some batch failed and needs a quick retry.
+    /// In cluster mode a batch only holds keys of one slot, as a script may not cross slots.
     async fn renew_all(&self) -> bool {
-        let snapshot: Vec<(String, u64, String)> = self
-            .registry
-            .entries
-            .lock()
-            .iter()
-            .filter_map(|(key, e)| Some((key.clone(), e.generation, e.holders.first()?.1.clone())))
-            .collect();
+        let mut by_slot: HashMap<Option<Slot>, Vec<(String, u64, String)>> = HashMap::new();
+        for (key, entry) in self.registry.entries.lock().iter() {
+            if let Some((_, field, _)) = entry.holders.first() {
+                let slot = self.per_slot.then(|| Slot::for_key(key));
+                by_slot.entry(slot).or_default().push((
+                    key.clone(),
+                    entry.generation,
+                    field.clone(),
+                ));
+            }
+        }
         let mut all_ok = true;
-        for batch in snapshot.chunks(self.batch_size) {
-            all_ok &= self.renew_batch(batch).await;
+        for locks in by_slot.values() {
+            for batch in locks.chunks(self.batch_size) {
+                all_ok &= self.renew_batch(batch).await;
+            }
         }
         all_ok
     }
@@ -216,15 +227,27 @@ impl Renewer {
         }
         let sent_at = Instant::now();
         let reply = match self.commands.get(Operation::Renew, "").await {
-            Ok(mut conn) => self.commands.run(call.invoke(&mut conn.conn)).await,
+            Ok(mut conn) => {
+                self.commands
+                    .run(self.commands.write(&mut conn.conn, &call))
+                    .await
+            }
             Err(e) => {
                 tracing::warn!(error = %e, locks = batch.len(), "watchdog cannot get a connection");
                 return false;
             }
         };
         let flags = match reply {
-            Ok(Ok(Value::Array(flags))) if flags.len() == batch.len() => flags,
-            Ok(Ok(other)) => {
+            Ok(Ok(Synced {
+                reply: Value::Array(flags),
+                unsynced,
+            })) if flags.len() == batch.len() => {
+                if let Some(replicas) = unsynced {
+                    tracing::warn!(replicas, "no replica acknowledged a renewal");
+                }
+                flags
+            }
+            Ok(Ok(Synced { reply: other, .. })) => {
                 tracing::warn!(reply = ?other, "watchdog got an unexpected renewal reply");
                 return false;
             }

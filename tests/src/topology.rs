@@ -1,0 +1,387 @@
+//! Local Redis topologies for tests and for `scripts/topology.sh`: a Redis Cluster and a Sentinel
+//! setup, built from private [`RedisServer`]s on loopback ports.
+//!
+//! The cluster is wired by hand with `CLUSTER MEET`, `CLUSTER ADDSLOTSRANGE` and `CLUSTER REPLICATE`
+//! (no `redis-cli` needed); the sentinel setup is a master, its replicas (`--replicaof`) and sentinels
+//! that monitor it with short timeouts so a failover takes seconds.
+//!
+//! Everything here panics with a descriptive message on failure: it is test support.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::{Commands, ConnectionLike};
+
+use crate::RedisServer;
+
+/// How long a topology may take to converge.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Redis Cluster's slot count.
+const SLOTS: u16 = 16384;
+
+/// A synchronous connection to `server` with short timeouts, for setup and inspection.
+pub fn connect(server: &RedisServer) -> redis::Connection {
+    let conn = server
+        .client()
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .expect("connect to a topology node");
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("set read timeout");
+    conn
+}
+
+/// Polls `check` every 50 ms until it holds, panicking with `what` after [`SETTLE_TIMEOUT`].
+fn settle(what: &str, mut check: impl FnMut() -> bool) {
+    let until = Instant::now() + SETTLE_TIMEOUT;
+    while !check() {
+        assert!(
+            Instant::now() < until,
+            "{what} did not happen within {SETTLE_TIMEOUT:?}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A Redis Cluster of `masters` masters, each with `replicas` replicas.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The masters first, then the replicas.
+    pub nodes: Vec<RedisServer>,
+    masters: usize,
+}
+
+impl Cluster {
+    /// Starts and wires the cluster; returns once every node reports `cluster_state:ok` and every
+    /// replica's link to its master is up.
+    pub fn start(masters: usize, replicas: usize) -> Self {
+        assert!(masters > 0, "a cluster needs a master");
+        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let cluster = Self { nodes, masters };
+        cluster.wire(replicas);
+        cluster
+    }
+
+    fn wire(&self, replicas: usize) {
+        let first = self.nodes[0].port();
+        for node in &self.nodes[1..] {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(first)
+                .query(&mut connect(node))
+                .expect("CLUSTER MEET");
+        }
+        let per_master = SLOTS / self.masters as u16;
+        for (i, master) in self.masters().iter().enumerate() {
+            let start = i as u16 * per_master;
+            let end = if i + 1 == self.masters {
+                SLOTS - 1
+            } else {
+                start + per_master - 1
+            };
+            let _: () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(start)
+                .arg(end)
+                .query(&mut connect(master))
+                .expect("CLUSTER ADDSLOTSRANGE");
+        }
+        let total = self.nodes.len();
+        settle("every node meeting every other", || {
+            self.nodes.iter().all(|node| {
+                let nodes: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query(&mut connect(node))
+                    .unwrap_or_default();
+                nodes.lines().count() == total
+            })
+        });
+        for (i, replica) in self.nodes[self.masters..].iter().enumerate() {
+            let master = &self.nodes[i / replicas.max(1)];
+            let id = node_id(master);
+            settle("a replica accepting its master", || {
+                redis::cmd("CLUSTER")
+                    .arg("REPLICATE")
+                    .arg(&id)
+                    .query::<()>(&mut connect(replica))
+                    .is_ok()
+            });
+        }
+        settle("the cluster state turning ok", || {
+            self.nodes.iter().all(|node| {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut connect(node))
+                    .unwrap_or_default();
+                info.contains("cluster_state:ok")
+            })
+        });
+        settle("every replica syncing", || {
+            self.nodes[self.masters..].iter().all(|replica| {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut connect(replica))
+                    .unwrap_or_default();
+                info.contains("master_link_status:up")
+            })
+        });
+    }
+
+    /// The masters.
+    pub fn masters(&self) -> &[RedisServer] {
+        &self.nodes[..self.masters]
+    }
+
+    /// The seed URLs of every node.
+    pub fn seeds(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// An rlock configuration for this cluster.
+    pub fn config(&self) -> rlock::Config {
+        rlock::Config::cluster(self.seeds())
+    }
+
+    /// The master that owns `key`'s slot.
+    pub fn master_of(&self, key: &str) -> &RedisServer {
+        let slot = key_slot(&self.nodes[0], key);
+        let index = self
+            .masters()
+            .iter()
+            .position(|master| owns_slot(master, slot))
+            .expect("some master owns every slot");
+        &self.nodes[index]
+    }
+
+    /// Moves `key`'s slot, with its keys, from its master to `to` (another master), the way
+    /// `redis-cli --cluster reshard` does: IMPORTING/MIGRATING, MIGRATE the keys, then SETSLOT NODE
+    /// everywhere.
+    pub fn migrate_slot_of(&self, key: &str, to: &RedisServer) {
+        let slot = key_slot(&self.nodes[0], key);
+        let from = self.master_of(key);
+        assert_ne!(from.port(), to.port(), "the slot is already there");
+        let (from_id, to_id) = (node_id(from), node_id(to));
+        let setslot = |node: &RedisServer, state: &str, id: &str| {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(state)
+                .arg(id)
+                .query(&mut connect(node))
+                .expect("CLUSTER SETSLOT");
+        };
+        setslot(to, "IMPORTING", &from_id);
+        setslot(from, "MIGRATING", &to_id);
+        let mut source = connect(from);
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut source)
+                .expect("CLUSTER GETKEYSINSLOT");
+            if keys.is_empty() {
+                break;
+            }
+            let _: () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(to.port())
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut source)
+                .expect("MIGRATE");
+        }
+        for node in self.masters() {
+            setslot(node, "NODE", &to_id);
+        }
+        settle("every node agreeing on the slot's new owner", || {
+            self.nodes
+                .iter()
+                .all(|node| slot_owner_port(node, slot) == Some(to.port()))
+        });
+    }
+}
+
+/// `CLUSTER MYID` of `node`.
+pub fn node_id(node: &RedisServer) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut connect(node))
+        .expect("CLUSTER MYID")
+}
+
+fn key_slot(node: &RedisServer, key: &str) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut connect(node))
+        .expect("CLUSTER KEYSLOT")
+}
+
+fn owns_slot(master: &RedisServer, slot: u16) -> bool {
+    slot_owner_port(master, slot) == Some(master.port())
+}
+
+/// The port of the master that `node` believes owns `slot`, from `CLUSTER SLOTS`
+/// (`[[start, end, [ip, port, id, ...], replicas...], ...]`).
+fn slot_owner_port(node: &RedisServer, slot: u16) -> Option<u16> {
+    let ranges: Vec<redis::Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(&mut connect(node))
+        .ok()?;
+    ranges.into_iter().find_map(|range| {
+        let redis::Value::Array(range) = range else {
+            return None;
+        };
+        let start: u16 = redis::from_redis_value(range.first()?.clone()).ok()?;
+        let end: u16 = redis::from_redis_value(range.get(1)?.clone()).ok()?;
+        let redis::Value::Array(master) = range.get(2)? else {
+            return None;
+        };
+        let port: u16 = redis::from_redis_value(master.get(1)?.clone()).ok()?;
+        (start..=end).contains(&slot).then_some(port)
+    })
+}
+
+/// A master, its replicas and the sentinels that watch it.
+#[derive(Debug)]
+pub struct SentinelSetup {
+    /// The master at start (after a failover, ask the sentinels).
+    pub master: RedisServer,
+    /// Its replicas.
+    pub replicas: Vec<RedisServer>,
+    /// The sentinels.
+    pub sentinels: Vec<RedisServer>,
+}
+
+impl SentinelSetup {
+    /// The master's name in the sentinels' configuration.
+    pub const MASTER_NAME: &'static str = "rlockmaster";
+
+    /// Starts a master with `replicas` replicas and `sentinels` sentinels (quorum: a majority), and
+    /// returns once every sentinel sees the replicas and the other sentinels.
+    pub fn start(replicas: usize, sentinels: usize) -> Self {
+        let master = RedisServer::start();
+        let port = master.port().to_string();
+        let replicas: Vec<RedisServer> = (0..replicas)
+            .map(|_| RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]))
+            .collect();
+        let quorum = sentinels / 2 + 1;
+        let config = format!(
+            "sentinel monitor {name} 127.0.0.1 {port} {quorum}\n\
+             sentinel down-after-milliseconds {name} 1000\n\
+             sentinel failover-timeout {name} 5000\n\
+             sentinel parallel-syncs {name} 1\n",
+            name = Self::MASTER_NAME,
+        );
+        let sentinels = (0..sentinels)
+            .map(|_| RedisServer::start_sentinel(&config))
+            .collect();
+        let setup = Self {
+            master,
+            replicas,
+            sentinels,
+        };
+        setup.wait_until_known();
+        setup
+    }
+
+    fn wait_until_known(&self) {
+        let (replicas, others) = (self.replicas.len(), self.sentinels.len() - 1);
+        settle("the sentinels discovering replicas and each other", || {
+            self.sentinels.iter().all(|sentinel| {
+                let master: Vec<String> = redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg(Self::MASTER_NAME)
+                    .query(&mut connect(sentinel))
+                    .unwrap_or_default();
+                let field = |name: &str| {
+                    master
+                        .iter()
+                        .position(|f| f == name)
+                        .and_then(|i| master.get(i + 1))
+                        .and_then(|v| v.parse::<usize>().ok())
+                };
+                field("num-slaves") == Some(replicas)
+                    && field("num-other-sentinels") == Some(others)
+            })
+        });
+        settle("every replica syncing", || {
+            self.replicas.iter().all(|replica| {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut connect(replica))
+                    .unwrap_or_default();
+                info.contains("master_link_status:up")
+            })
+        });
+    }
+
+    /// The sentinels' URLs.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// An rlock configuration that finds the master through the sentinels.
+    pub fn config(&self) -> rlock::Config {
+        rlock::Config::sentinel(Self::MASTER_NAME, self.sentinel_urls())
+    }
+
+    /// The port of the master the first reachable sentinel names now.
+    pub fn current_master_port(&self) -> Option<u16> {
+        self.sentinels.iter().find_map(|sentinel| {
+            let mut conn = sentinel
+                .client()
+                .get_connection_with_timeout(Duration::from_secs(1))
+                .ok()?;
+            let (_, port): (String, u16) = redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(Self::MASTER_NAME)
+                .query(&mut conn)
+                .ok()?;
+            Some(port)
+        })
+    }
+
+    /// Kills the master and waits until the sentinels have promoted a replica that accepts writes.
+    pub fn fail_over(&mut self) -> u16 {
+        let old = self.master.port();
+        self.master.kill();
+        let mut promoted = None;
+        settle("the sentinels promoting a replica", || {
+            promoted = self.current_master_port().filter(|port| *port != old);
+            promoted.is_some_and(|port| {
+                self.replicas.iter().any(|replica| {
+                    replica.port() == port && {
+                        let mut conn = connect(replica);
+                        conn.is_open()
+                            && redis::cmd("INFO")
+                                .arg("replication")
+                                .query::<String>(&mut conn)
+                                .is_ok_and(|info| info.contains("role:master"))
+                    }
+                })
+            })
+        });
+        promoted.unwrap_or(old)
+    }
+}
+
+/// Whether `key` exists on `server` (a sanity helper for topology tests).
+pub fn exists(server: &RedisServer, key: &str) -> bool {
+    connect(server).exists(key).unwrap_or(false)
+}
