@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock::{Error, Owner};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client, client_with, command_calls, raw};
+use rlock_tests::harness::{client_with, command_calls, raw};
 use tokio::time::Instant;
 
 const WATCHDOG: Duration = Duration::from_millis(600);

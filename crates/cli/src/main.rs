@@ -1,1 +1,91 @@
-fn main() {}
+//! The `rlock` command: a mutual-exclusion self-check, one-off lock operations, and a demo of several
+//! processes contending for the same locks.
+//!
+//! Machine-readable results are JSON objects, one per line, on stdout; progress and errors go to stderr.
+//! Errors exit with code 1.
+
+mod check;
+mod critical;
+mod demo;
+mod force_unlock;
+mod inspect;
+mod lock;
+mod output;
+mod server;
+mod stats;
+mod target;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::target::Target;
+
+/// The error of every command: it is only ever printed.
+type Error = Box<dyn std::error::Error + Send + Sync>;
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Distributed locks on Redis, compatible with Redisson.
+#[derive(Debug, Parser)]
+#[command(name = "rlock", version)]
+struct Cli {
+    #[command(flatten)]
+    target: Target,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check mutual exclusion: tasks of this process increment a counter non-atomically under the lock.
+    Check(check::Args),
+    /// Acquire a lock, hold it for a while, release it.
+    Lock(lock::Args),
+    /// Show a lock's holders as stored in Redis, whoever wrote them (Redisson included).
+    Inspect(inspect::Args),
+    /// Delete a lock whoever holds it, and wake its waiters.
+    ForceUnlock(force_unlock::Args),
+    /// Show several processes sharing locks, on a private redis-server unless a URL is given.
+    Demo(demo::Args),
+    /// One process of the demo (started by `demo` itself).
+    #[command(hide = true)]
+    DemoWorker(demo::worker::Args),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `--help` and `--version` are "errors" too; they succeed and print to stdout.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let target = &cli.target;
+    let outcome = match cli.command {
+        Command::Check(args) => check::run(target, args).await,
+        Command::Lock(args) => lock::run(target, args).await,
+        Command::Inspect(args) => inspect::run(target, args).await,
+        Command::ForceUnlock(args) => force_unlock::run(target, args).await,
+        Command::Demo(args) => demo::run(target, args).await,
+        Command::DemoWorker(args) => demo::worker::run(target, args).await,
+    };
+    outcome.unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    })
+}
+
+/// Parses a lock name: anything but empty.
+fn lock_name(name: &str) -> Result<String, String> {
+    if name.is_empty() {
+        Err("a lock name must not be empty".into())
+    } else {
+        Ok(name.to_owned())
+    }
+}

@@ -1,12 +1,15 @@
 //! Command connections: a deadpool pool of multiplexed connections with deadlines on everything.
 //!
 //! One pooled [`Conn`] is a multiplexed connection to a server (single server, master, or the master
-//! Sentinel names) or a cluster connection that routes by slot and follows `MOVED`/`ASK`. Connections
-//! are created by deadpool-redis's managers.
+//! Sentinel names, resolved again for every new connection) or a cluster connection that routes by
+//! slot and follows `MOVED`/`ASK`.
 //!
-//! deadpool-redis's own recycle step sends a `PING` on every checkout, which would add a round trip to
-//! every lock operation. rlock recycles for free instead, and retires every connection opened before
-//! the last connection failure: one broken connection (or a master turned replica after a failover)
+//! The pool is deadpool's managed pool with rlock's own manager rather than deadpool-redis's, for two
+//! reasons that matter to a lock: deadpool-redis recycles with a `PING` on every checkout (an extra
+//! round trip per lock operation), and it opens connections with redis-rs's default 500 ms response
+//! timeout, which would cut a 1 s `WAIT` short and turn it into an error whose outcome looks known.
+//! Here rlock owns every deadline, recycling is free, and every connection opened before the last
+//! connection failure is retired: one broken connection (or a master turned replica after a failover)
 //! usually means its siblings are stale too.
 //!
 //! Lock writes in replicated topologies are pipelined with `WAIT <replicas> <timeout>` on the same
@@ -123,15 +126,17 @@ pub(crate) struct Pooled {
     generation: u64,
 }
 
-/// deadpool-redis's connection factory for each topology.
+/// Opens connections of one topology.
 enum Factory {
-    Node(deadpool_redis::Manager),
-    Cluster(deadpool_redis::cluster::Manager),
-    Sentinel(deadpool_redis::sentinel::Manager),
+    Node(redis::Client),
+    Cluster(redis::cluster::ClusterClient),
+    Sentinel(tokio::sync::Mutex<redis::sentinel::SentinelClient>),
 }
 
 pub(crate) struct Manager {
     factory: Factory,
+    /// No response timeout (rlock applies its own deadlines), the configured connect timeout.
+    settings: redis::AsyncConnectionConfig,
     failures: Arc<AtomicU64>,
 }
 
@@ -148,9 +153,20 @@ impl managed::Manager for Manager {
     async fn create(&self) -> Result<Pooled, RedisError> {
         let generation = self.failures.load(Ordering::Acquire);
         let conn = match &self.factory {
-            Factory::Node(factory) => Conn::Node(factory.create().await?),
-            Factory::Cluster(factory) => Conn::Cluster(factory.create().await?),
-            Factory::Sentinel(factory) => Conn::Node(factory.create().await?),
+            Factory::Node(client) => Conn::Node(
+                client
+                    .get_multiplexed_async_connection_with_config(&self.settings)
+                    .await?,
+            ),
+            Factory::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+            Factory::Sentinel(sentinel) => {
+                let master = sentinel.lock().await.async_get_client().await?;
+                Conn::Node(
+                    master
+                        .get_multiplexed_async_connection_with_config(&self.settings)
+                        .await?,
+                )
+            }
         };
         Ok(Pooled { conn, generation })
     }
@@ -164,46 +180,34 @@ impl managed::Manager for Manager {
     }
 }
 
-/// How to talk to the master Sentinel names: the credentials of the topology (or of `url`), and the
-/// database and TLS mode of `url`.
-pub(crate) struct SentinelMaster {
-    pub(crate) tls: Option<redis::TlsMode>,
-    pub(crate) settings: redis::RedisConnectionInfo,
-}
-
-impl SentinelMaster {
-    pub(crate) fn of(config: &Config) -> RedisResult<Self> {
-        use redis::IntoConnectionInfo as _;
-        let template = config.url.as_str().into_connection_info()?;
-        let mut settings = template.redis_settings().clone();
-        if let Topology::Sentinel {
-            username, password, ..
-        } = &config.topology
-        {
-            if let Some(username) = username {
-                settings = settings.set_username(username);
-            }
-            if let Some(password) = password {
-                settings = settings.set_password(password);
-            }
+/// How to talk to the master Sentinel names: the credentials of the topology, and the database and
+/// TLS mode of `url`.
+pub(crate) fn sentinel_master(
+    config: &Config,
+) -> RedisResult<redis::sentinel::SentinelNodeConnectionInfo> {
+    use redis::IntoConnectionInfo as _;
+    let template = config.url.as_str().into_connection_info()?;
+    let mut settings = template.redis_settings().clone();
+    if let Topology::Sentinel {
+        username, password, ..
+    } = &config.topology
+    {
+        if let Some(username) = username {
+            settings = settings.set_username(username);
         }
-        let tls = match template.addr() {
-            redis::ConnectionAddr::TcpTls { insecure: true, .. } => Some(redis::TlsMode::Insecure),
-            redis::ConnectionAddr::TcpTls { .. } => Some(redis::TlsMode::Secure),
-            _ => None,
-        };
-        Ok(Self { tls, settings })
-    }
-
-    /// The same, for redis-rs's sentinel client.
-    pub(crate) fn node_info(&self) -> redis::sentinel::SentinelNodeConnectionInfo {
-        let info = redis::sentinel::SentinelNodeConnectionInfo::default()
-            .set_redis_connection_info(self.settings.clone());
-        match self.tls {
-            Some(tls) => info.set_tls_mode(tls),
-            None => info,
+        if let Some(password) = password {
+            settings = settings.set_password(password);
         }
     }
+    let info =
+        redis::sentinel::SentinelNodeConnectionInfo::default().set_redis_connection_info(settings);
+    Ok(match template.addr() {
+        redis::ConnectionAddr::TcpTls { insecure: true, .. } => {
+            info.set_tls_mode(redis::TlsMode::Insecure)
+        }
+        redis::ConnectionAddr::TcpTls { .. } => info.set_tls_mode(redis::TlsMode::Secure),
+        _ => info,
+    })
 }
 
 /// The pool plus the deadlines every command runs under.
@@ -241,31 +245,32 @@ impl Commands {
         };
         let factory = match &config.topology {
             Topology::Single | Topology::MasterReplica => {
-                Factory::Node(deadpool_redis::Manager::new(config.url.as_str()).map_err(backend)?)
+                Factory::Node(redis::Client::open(config.url.as_str()).map_err(backend)?)
             }
             Topology::Cluster => Factory::Cluster(
-                deadpool_redis::cluster::Manager::new(config.addresses(), false)
+                redis::cluster::ClusterClientBuilder::new(config.addresses())
+                    .connection_timeout(config.connect_timeout)
+                    // A backstop only: rlock's own, shorter deadline decides.
+                    .response_timeout(config.command_timeout * 2 + config.replicas_sync_timeout)
+                    .build()
                     .map_err(backend)?,
             ),
-            Topology::Sentinel { master_name, .. } => Factory::Sentinel(
-                deadpool_redis::sentinel::Manager::new(
+            Topology::Sentinel { master_name, .. } => Factory::Sentinel(tokio::sync::Mutex::new(
+                redis::sentinel::SentinelClient::build(
                     config.addresses(),
                     master_name.clone(),
-                    Some({
-                        let master = SentinelMaster::of(config).map_err(backend)?;
-                        deadpool_redis::sentinel::SentinelNodeConnectionInfo {
-                            tls_mode: master.tls.map(Into::into),
-                            redis_connection_info: Some(master.settings.into()),
-                        }
-                    }),
-                    deadpool_redis::sentinel::SentinelServerType::Master,
+                    Some(sentinel_master(config).map_err(backend)?),
+                    redis::sentinel::SentinelServerType::Master,
                 )
                 .map_err(backend)?,
-            ),
+            )),
         };
         let failures = Arc::new(AtomicU64::new(0));
         let manager = Manager {
             factory,
+            settings: redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(config.connect_timeout))
+                .set_response_timeout(None),
             failures: failures.clone(),
         };
         let pool = Pool::builder(manager)
@@ -364,7 +369,10 @@ impl Commands {
             });
         }
         let mut pipeline = redis::pipe();
+        // Errors come back as values (as cluster pipelines return them anyway), so NOSCRIPT can be told
+        // apart from a failed pipeline.
         let _ = pipeline
+            .ignore_errors()
             .add_command(call.evalsha())
             .cmd("WAIT")
             .arg(replicas)
@@ -432,18 +440,24 @@ fn connected_replicas(info: &str) -> u32 {
 #[derive(Debug)]
 pub(crate) struct Elapsed;
 
-/// Whether `e` says the connection broke, so a command on it may or may not have run.
-pub(crate) fn is_connection_error(e: &RedisError) -> bool {
+/// Whether `e` says the connection broke.
+fn is_broken(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
 }
 
+/// Whether a command that failed with `e` may still have run: the connection broke or the reply
+/// timed out. Any other error is Redis refusing the command, which then changed nothing.
+pub(crate) fn outcome_unknown(e: &RedisError) -> bool {
+    is_broken(e) || e.is_timeout()
+}
+
 /// Whether `e` means this connection should not be used again: it broke, or it talks to a master
 /// that became a replica (a failover happened; new connections find the new master).
 fn retires_connection(e: &RedisError) -> bool {
-    is_connection_error(e) || e.code() == Some("READONLY")
+    is_broken(e) || e.code() == Some("READONLY")
 }
 
 #[cfg(test)]

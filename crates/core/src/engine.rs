@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Inner;
-use crate::connection::{Connection, Elapsed, Synced, is_connection_error};
+use crate::connection::{Connection, Elapsed, Synced, outcome_unknown};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::owner::Owner;
@@ -361,7 +361,7 @@ async fn attempt_once(
         // The script ran but replied nonsense: whatever it did is undone.
         Ok(Ok(other)) => Err(Error::unexpected(Operation::Acquire, name, other.reply)),
         // Redis refused the script (e.g. WRONGTYPE): it changed nothing.
-        Ok(Err(e)) if !is_connection_error(&e) => {
+        Ok(Err(e)) if !outcome_unknown(&e) => {
             undo.disarm();
             Err(Error::from_redis(Operation::Acquire, kind.key(), e))
         }
@@ -440,7 +440,7 @@ async fn undo(
                 tracing::debug!(%lock, undone, "reconciled an unconfirmed acquire");
                 return;
             }
-            Ok(Err(e)) if !is_connection_error(&e) => {
+            Ok(Err(e)) if !outcome_unknown(&e) => {
                 tracing::warn!(%lock, error = %e, "undo of an unconfirmed acquire refused");
                 return;
             }
@@ -528,7 +528,7 @@ pub(crate) async fn release(
                     forget_latch(client, latch);
                     return released;
                 }
-                Ok(Err(e)) if !is_connection_error(&e) => {
+                Ok(Err(e)) if !outcome_unknown(&e) => {
                     return Err(Error::from_redis(Operation::Unlock, kind.key(), e));
                 }
                 Ok(Err(source)) => Error::Backend {

@@ -37,7 +37,7 @@ use tokio::sync::futures::Notified;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Topology, redact};
-use crate::connection::SentinelMaster;
+use crate::connection::sentinel_master;
 
 /// The shortest and longest pause between reconnect attempts.
 const RECONNECT_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
@@ -187,47 +187,42 @@ impl Drop for Subscription {
 
 /// Where the subscriber connects.
 enum Endpoint {
-    Node(redis::Client),
-    Sentinel(parking_lot::Mutex<redis::sentinel::SentinelClient>),
-    Cluster {
-        client: redis::cluster::ClusterClient,
-        pushes: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>>>,
-        sharded: bool,
-    },
+    Node(Box<redis::Client>),
+    Sentinel(Box<redis::sentinel::SentinelClient>),
+    Cluster(Box<ClusterEndpoint>),
+}
+
+/// The cluster's seed nodes and how to subscribe there.
+struct ClusterEndpoint {
+    seeds: Vec<String>,
+    connect_timeout: Duration,
+    sharded: bool,
 }
 
 impl Endpoint {
     fn of(config: &Config, sharded: bool) -> redis::RedisResult<Self> {
         Ok(match &config.topology {
             Topology::Single | Topology::MasterReplica => {
-                Self::Node(redis::Client::open(config.url.as_str())?)
+                Self::Node(Box::new(redis::Client::open(config.url.as_str())?))
             }
-            Topology::Sentinel { master_name, .. } => Self::Sentinel(parking_lot::Mutex::new(
-                redis::sentinel::SentinelClient::build(
+            Topology::Sentinel { master_name, .. } => {
+                Self::Sentinel(Box::new(redis::sentinel::SentinelClient::build(
                     config.addresses(),
                     master_name.clone(),
-                    Some(SentinelMaster::of(config)?.node_info()),
+                    Some(sentinel_master(config)?),
                     redis::sentinel::SentinelServerType::Master,
-                )?,
-            )),
-            Topology::Cluster => {
-                let (sender, pushes) = tokio::sync::mpsc::unbounded_channel();
-                let client = redis::cluster::ClusterClientBuilder::new(config.addresses())
-                    .use_protocol(redis::ProtocolVersion::RESP3)
-                    .push_sender(sender)
-                    .connection_timeout(config.connect_timeout)
-                    .build()?;
-                Self::Cluster {
-                    client,
-                    pushes: Mutex::new(Some(pushes)),
-                    sharded,
-                }
+                )?))
             }
+            Topology::Cluster => Self::Cluster(Box::new(ClusterEndpoint {
+                seeds: config.addresses(),
+                connect_timeout: config.connect_timeout,
+                sharded,
+            })),
         })
     }
 
     /// Opens the link and the stream of its events.
-    async fn connect(&self) -> redis::RedisResult<(Link, Events)> {
+    async fn connect(&mut self) -> redis::RedisResult<(Link, Events)> {
         let node = |pubsub: redis::aio::PubSub| {
             let (sink, messages) = pubsub.split();
             let events = messages.map(|m| Event::Message {
@@ -238,33 +233,30 @@ impl Endpoint {
         };
         match self {
             Self::Node(client) => Ok(node(client.get_async_pubsub().await?)),
-            Self::Sentinel(sentinel) => {
-                // Resolve the master anew on every connect: it may have failed over.
-                let resolve = {
-                    let mut sentinel = sentinel.lock();
-                    sentinel.get_client()
-                };
-                Ok(node(resolve?.get_async_pubsub().await?))
-            }
-            Self::Cluster {
-                client,
-                pushes,
-                sharded,
-            } => {
-                let conn = client.get_async_connection().await?;
-                // The push channel outlives connections of this client; take it once.
-                let Some(pushes) = pushes.lock().take() else {
-                    return Err(redis::RedisError::from((
-                        redis::ErrorKind::Client,
-                        "the cluster subscriber lost its push channel",
-                    )));
-                };
+            // Resolve the master anew on every connect: it may have failed over.
+            Self::Sentinel(sentinel) => Ok(node(
+                sentinel
+                    .async_get_client()
+                    .await?
+                    .get_async_pubsub()
+                    .await?,
+            )),
+            Self::Cluster(cluster) => {
+                // Messages arrive as RESP3 pushes; each connection gets a channel of its own.
+                let (sender, pushes) = tokio::sync::mpsc::unbounded_channel();
+                let conn = redis::cluster::ClusterClientBuilder::new(cluster.seeds.clone())
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .push_sender(sender)
+                    .connection_timeout(cluster.connect_timeout)
+                    .build()?
+                    .get_async_connection()
+                    .await?;
                 let events =
                     tokio_stream_of(pushes).filter_map(|push| async move { Event::of_push(push) });
                 Ok((
                     Link::Cluster {
                         conn,
-                        sharded: *sharded,
+                        sharded: cluster.sharded,
                     },
                     Box::pin(events),
                 ))
@@ -379,7 +371,7 @@ struct Connection {
 type Change = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
 
 impl Connection {
-    async fn run(self, shutdown: CancellationToken) {
+    async fn run(mut self, shutdown: CancellationToken) {
         let mut backoff = RECONNECT_BACKOFF.0;
         loop {
             let connect = tokio::time::timeout(self.connect_timeout, self.endpoint.connect());

@@ -1,0 +1,246 @@
+//! The `rlock` binary against real, private redis-servers.
+
+use std::process::{Child, Command, Output, Stdio};
+
+use redis::Commands;
+use rlock_tests::RedisServer;
+use serde_json::{Value, json};
+
+/// A Redisson client id, as Java writes it in hash fields.
+const JAVA_NODE: &str = "3b241101-e2bb-4255-8caf-4136c566a962";
+
+/// `rlock ARGS`, with `--url` first when given and `REDIS_URL` never inherited.
+fn rlock(url: Option<&str>, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rlock"));
+    command.env_remove("REDIS_URL");
+    if let Some(url) = url {
+        command.args(["--url", url]);
+    }
+    command.args(args);
+    command
+}
+
+fn run(url: Option<&str>, args: &[&str]) -> Output {
+    rlock(url, args).output().expect("cannot run rlock")
+}
+
+/// Runs `rlock ARGS` expecting success, and returns its stdout as JSON lines.
+fn run_ok(url: &str, args: &[&str]) -> Vec<Value> {
+    let output = run(Some(url), args);
+    assert!(output.status.success(), "rlock {args:?} failed: {output:?}");
+    json_lines(&output)
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("stdout line is not JSON"))
+        .collect()
+}
+
+fn redis(server: &RedisServer) -> redis::Connection {
+    server.client().get_connection().expect("raw connection")
+}
+
+#[test]
+fn check_from_three_processes_counts_every_acquisition() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let args = ["check", "cli:check", "--tasks", "8", "--iterations", "25"];
+    let children: Vec<Child> = (0..3)
+        .map(|_| {
+            rlock(Some(&url), &args)
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn rlock check")
+        })
+        .collect();
+    let reports: Vec<Value> = children
+        .into_iter()
+        .map(|child| {
+            let output = child.wait_with_output().expect("wait for rlock check");
+            assert!(output.status.success(), "check failed: {output:?}");
+            let lines = json_lines(&output);
+            assert_eq!(lines.len(), 1, "{lines:?}");
+            lines.into_iter().next().expect("one report")
+        })
+        .collect();
+
+    for report in &reports {
+        assert_eq!(report["acquisitions"], 8 * 25, "{report}");
+        for key in ["elapsed_ms", "per_s", "wait_p50_ms", "wait_p99_ms"] {
+            assert!(report[key].is_number(), "{key} missing in {report}");
+        }
+    }
+    // Each process reads the counter after its own last increment; the last read sees them all.
+    let counters = reports
+        .iter()
+        .map(|r| r["counter"].as_u64().expect("counter"));
+    assert_eq!(counters.max(), Some(3 * 8 * 25));
+    let counter: u64 = redis(&server).get("cli:check:counter").expect("GET");
+    assert_eq!(counter, 3 * 8 * 25);
+}
+
+#[test]
+fn inspect_shows_holders_written_by_java() {
+    let server = RedisServer::start();
+    let mut redis = redis(&server);
+    let _: () = redis
+        .hset("cli:java", format!("{JAVA_NODE}:57"), 2)
+        .expect("HSET");
+    let _: () = redis.pexpire("cli:java", 30_000).expect("PEXPIRE");
+
+    let report = run_ok(&server.url(), &["inspect", "cli:java"]);
+    assert_eq!(report.len(), 1);
+    let report = &report[0];
+    assert_eq!(report["name"], "cli:java");
+    assert_eq!(report["exists"], true);
+    let pttl = report["pttl"].as_i64().expect("pttl");
+    assert!(0 < pttl && pttl <= 30_000, "{report}");
+    assert_eq!(
+        report["holders"],
+        json!([{"node": JAVA_NODE, "owner": "57", "count": 2}])
+    );
+
+    let report = run_ok(&server.url(), &["inspect", "cli:absent"]);
+    assert_eq!(
+        report,
+        [json!({"name": "cli:absent", "exists": false, "pttl": -2, "holders": []})]
+    );
+}
+
+#[test]
+fn force_unlock_releases_once() {
+    let server = RedisServer::start();
+    let _: () = redis(&server)
+        .hset("cli:forced", format!("{JAVA_NODE}:1"), 1)
+        .expect("HSET");
+
+    let first = run_ok(&server.url(), &["force-unlock", "cli:forced"]);
+    assert_eq!(first, [json!({"released": true})]);
+    let second = run_ok(&server.url(), &["force-unlock", "cli:forced"]);
+    assert_eq!(second, [json!({"released": false})]);
+}
+
+#[test]
+fn lock_reports_acquire_and_release() {
+    let server = RedisServer::start();
+    let events = run_ok(&server.url(), &["lock", "cli:held", "--hold-ms", "200"]);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0]["event"], "acquired");
+    assert_eq!(events[1]["event"], "released");
+    let (acquired, released) = (events[0]["t"].as_u64(), events[1]["t"].as_u64());
+    let (acquired, released) = (acquired.expect("t"), released.expect("t"));
+    assert!(released >= acquired + 190, "{events:?}");
+    let exists: bool = redis(&server).exists("cli:held").expect("EXISTS");
+    assert!(!exists);
+}
+
+#[test]
+fn lock_reports_a_lost_lease() {
+    let server = RedisServer::start();
+    let args = [
+        "lock",
+        "cli:leased",
+        "--hold-ms",
+        "1000",
+        "--lease-ms",
+        "100",
+    ];
+    let output = run(Some(&server.url()), &args);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let events: Vec<Value> = json_lines(&output);
+    let names: Vec<&Value> = events.iter().map(|e| &e["event"]).collect();
+    assert_eq!(names, ["acquired", "lease_lost"]);
+}
+
+#[test]
+fn demo_on_a_given_server_holds_exclusion() {
+    let server = RedisServer::start();
+    let args = [
+        "demo",
+        "--processes",
+        "2",
+        "--tasks",
+        "3",
+        "--locks",
+        "2",
+        "--iterations",
+        "20",
+        "--hold-ms",
+        "1",
+    ];
+    let output = run(Some(&server.url()), &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{output:?}");
+    assert!(stderr.contains("mutual exclusion held: yes"), "{stderr}");
+    let totals = json_lines(&output).pop().expect("a totals line");
+    assert_eq!(totals["mutual_exclusion"], true, "{totals}");
+    assert_eq!(totals["acquisitions"], 2 * 3 * 20, "{totals}");
+    assert_eq!(totals["workers_failed"], 0, "{totals}");
+    let counters: Vec<u64> = redis(&server)
+        .mget(&["demo:lock:0:counter", "demo:lock:1:counter"])
+        .expect("MGET");
+    assert_eq!(counters, [60, 60]);
+}
+
+#[test]
+fn bad_input_fails_without_panicking() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let _: () = redis(&server).set("cli:string", "x").expect("SET");
+    let cases: [(Option<&str>, &[&str]); 9] = [
+        (Some(&url), &["inspect", ""]),
+        (Some(&url), &["force-unlock", ""]),
+        (Some(&url), &["lock", "", "--hold-ms", "1"]),
+        (
+            Some(&url),
+            &["check", "", "--tasks", "1", "--iterations", "1"],
+        ),
+        (
+            Some(&url),
+            &["check", "x", "--tasks", "many", "--iterations", "1"],
+        ),
+        (Some(&url), &["inspect", "cli:string"]),
+        (
+            Some(&url),
+            &["lock", "x", "--hold-ms", "1", "--lease-ms", "0"],
+        ),
+        (None, &["inspect", "x"]),
+        (None, &["check", "x", "--tasks", "1", "--iterations", "1"]),
+    ];
+    for (url, args) in cases {
+        let output = run(url, args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.is_empty(), "{args:?} failed silently");
+    }
+}
+
+#[test]
+fn demo_without_url_runs_its_own_server_and_stops_it() {
+    let args = [
+        "demo",
+        "--processes",
+        "2",
+        "--tasks",
+        "2",
+        "--iterations",
+        "5",
+    ];
+    let output = run(None, &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{output:?}");
+    let totals = json_lines(&output).pop().expect("a totals line");
+    assert_eq!(totals["mutual_exclusion"], true, "{totals}");
+    let pid = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("redis-server pid "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the demo names its server's pid");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "redis-server {pid} outlived the demo"
+    );
+}
