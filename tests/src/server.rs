@@ -52,6 +52,8 @@ pub struct RedisServer {
     binary: PathBuf,
     /// A configuration file passed before every other argument (Sentinel needs one).
     config_file: Option<PathBuf>,
+    /// `user:password@` (or `:password@`) for servers that require authentication.
+    credentials: String,
     extra_args: Vec<String>,
     port: u16,
     /// Process id of the current (or, when stopped, the last) child.
@@ -83,6 +85,17 @@ impl RedisServer {
         Self::start_configured(None, args)
     }
 
+    /// Starts a server that requires authentication: `args` configure it (e.g. `--requirepass`,
+    /// `--user`), and `user`/`password` are what [`RedisServer::url`] and [`RedisServer::client`] log
+    /// in with.
+    ///
+    /// # Panics
+    ///
+    /// If `redis-server` cannot be found or does not become ready in time.
+    pub fn start_authenticated(user: Option<&str>, password: &str, args: &[&str]) -> Self {
+        Self::start_configured_as(None, args, format!("{}:{password}@", user.unwrap_or("")))
+    }
+
     /// Starts a Sentinel (`redis-server sentinel.conf --sentinel`) whose configuration file holds
     /// `config`; Sentinel rewrites that file as it learns the topology.
     ///
@@ -94,6 +107,10 @@ impl RedisServer {
     }
 
     fn start_configured(config: Option<&str>, args: &[&str]) -> Self {
+        Self::start_configured_as(config, args, String::new())
+    }
+
+    fn start_configured_as(config: Option<&str>, args: &[&str], credentials: String) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("rlock-redis-")
             .tempdir()
@@ -106,6 +123,7 @@ impl RedisServer {
         let mut server = Self {
             binary: server_binary(),
             config_file,
+            credentials,
             extra_args: args.iter().map(|arg| (*arg).to_owned()).collect(),
             port: 0,
             pid: 0,
@@ -131,7 +149,7 @@ impl RedisServer {
 
     /// The URL to connect to this server: `redis://127.0.0.1:PORT/`.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!("redis://{}127.0.0.1:{}/", self.credentials, self.port)
     }
 
     /// The loopback port the server listens on (kept across restarts).

@@ -79,6 +79,10 @@ pub struct Config {
     /// How long a lock write waits for replicas to acknowledge it (Redisson's `slavesSyncTimeout`).
     /// Default 1 s.
     pub replicas_sync_timeout: Duration,
+    /// For `rediss://` URLs: a CA certificate (PEM) to trust instead of the system's trust store, e.g.
+    /// for a private CA. Applies to single, master/replica and cluster topologies; Sentinel uses the
+    /// system trust store (or `#insecure` in the URL). Default none.
+    pub tls_root_cert: Option<Vec<u8>>,
     /// The lease of locks taken without one, renewed every third of it while held (Redisson's
     /// `lockWatchdogTimeout`). Default 30 s.
     pub watchdog_timeout: Duration,
@@ -113,6 +117,7 @@ impl Config {
             sharded_pubsub: ShardedPubSub::Auto,
             check_lock_synced_replicas: true,
             replicas_sync_timeout: Duration::from_secs(1),
+            tls_root_cert: None,
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
             pool_size: 8,
@@ -264,6 +269,10 @@ impl fmt::Debug for Config {
                 &self.check_lock_synced_replicas,
             )
             .field("replicas_sync_timeout", &self.replicas_sync_timeout)
+            .field(
+                "tls_root_cert",
+                &self.tls_root_cert.as_ref().map(|_| "<pem>"),
+            )
             .field("watchdog_timeout", &self.watchdog_timeout)
             .field("watchdog_batch_size", &self.watchdog_batch_size)
             .field("pool_size", &self.pool_size)

@@ -180,34 +180,71 @@ impl managed::Manager for Manager {
     }
 }
 
-/// How to talk to the master Sentinel names: the credentials of the topology, and the database and
-/// TLS mode of `url`.
-pub(crate) fn sentinel_master(
-    config: &Config,
-) -> RedisResult<redis::sentinel::SentinelNodeConnectionInfo> {
+/// A client for the server at `url`, trusting [`Config::tls_root_cert`] for `rediss://`.
+pub(crate) fn node_client(config: &Config, url: &str) -> RedisResult<redis::Client> {
+    match &config.tls_root_cert {
+        Some(root) => redis::Client::build_with_tls(
+            url,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root.clone()),
+            },
+        ),
+        None => redis::Client::open(url),
+    }
+}
+
+/// A cluster client builder for the configured seeds, trusting [`Config::tls_root_cert`].
+pub(crate) fn cluster_builder(config: &Config) -> redis::cluster::ClusterClientBuilder {
+    let builder = redis::cluster::ClusterClientBuilder::new(config.addresses())
+        .connection_timeout(config.connect_timeout);
+    match &config.tls_root_cert {
+        Some(root) => builder.certs(redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root.clone()),
+        }),
+        None => builder,
+    }
+}
+
+/// A Sentinel client for the configured master: the sentinels are the configured addresses; the
+/// master is reached with the topology's credentials and the database and TLS mode of `url`.
+pub(crate) fn sentinel_client(config: &Config) -> RedisResult<redis::sentinel::SentinelClient> {
     use redis::IntoConnectionInfo as _;
+    let Topology::Sentinel {
+        master_name,
+        username,
+        password,
+    } = &config.topology
+    else {
+        return Err(RedisError::from((
+            redis::ErrorKind::Client,
+            "not a sentinel topology",
+        )));
+    };
     let template = config.url.as_str().into_connection_info()?;
     let mut settings = template.redis_settings().clone();
-    if let Topology::Sentinel {
-        username, password, ..
-    } = &config.topology
-    {
-        if let Some(username) = username {
-            settings = settings.set_username(username);
-        }
-        if let Some(password) = password {
-            settings = settings.set_password(password);
-        }
+    if let Some(username) = username {
+        settings = settings.set_username(username);
     }
-    let info =
+    if let Some(password) = password {
+        settings = settings.set_password(password);
+    }
+    let mut master =
         redis::sentinel::SentinelNodeConnectionInfo::default().set_redis_connection_info(settings);
-    Ok(match template.addr() {
-        redis::ConnectionAddr::TcpTls { insecure: true, .. } => {
-            info.set_tls_mode(redis::TlsMode::Insecure)
-        }
-        redis::ConnectionAddr::TcpTls { .. } => info.set_tls_mode(redis::TlsMode::Secure),
-        _ => info,
-    })
+    if let redis::ConnectionAddr::TcpTls { insecure, .. } = template.addr() {
+        master = master.set_tls_mode(if *insecure {
+            redis::TlsMode::Insecure
+        } else {
+            redis::TlsMode::Secure
+        });
+    }
+    redis::sentinel::SentinelClient::build(
+        config.addresses(),
+        master_name.as_str(),
+        Some(master),
+        redis::sentinel::SentinelServerType::Master,
+    )
 }
 
 /// The pool plus the deadlines every command runs under.
@@ -245,24 +282,17 @@ impl Commands {
         };
         let factory = match &config.topology {
             Topology::Single | Topology::MasterReplica => {
-                Factory::Node(redis::Client::open(config.url.as_str()).map_err(backend)?)
+                Factory::Node(node_client(config, &config.url).map_err(backend)?)
             }
             Topology::Cluster => Factory::Cluster(
-                redis::cluster::ClusterClientBuilder::new(config.addresses())
-                    .connection_timeout(config.connect_timeout)
+                cluster_builder(config)
                     // A backstop only: rlock's own, shorter deadline decides.
                     .response_timeout(config.command_timeout * 2 + config.replicas_sync_timeout)
                     .build()
                     .map_err(backend)?,
             ),
-            Topology::Sentinel { master_name, .. } => Factory::Sentinel(tokio::sync::Mutex::new(
-                redis::sentinel::SentinelClient::build(
-                    config.addresses(),
-                    master_name.clone(),
-                    Some(sentinel_master(config).map_err(backend)?),
-                    redis::sentinel::SentinelServerType::Master,
-                )
-                .map_err(backend)?,
+            Topology::Sentinel { .. } => Factory::Sentinel(tokio::sync::Mutex::new(
+                sentinel_client(config).map_err(backend)?,
             )),
         };
         let failures = Arc::new(AtomicU64::new(0));

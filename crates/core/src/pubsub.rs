@@ -37,7 +37,7 @@ use tokio::sync::futures::Notified;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Topology, redact};
-use crate::connection::sentinel_master;
+use crate::connection::{cluster_builder, node_client, sentinel_client};
 
 /// The shortest and longest pause between reconnect attempts.
 const RECONNECT_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
@@ -192,10 +192,9 @@ enum Endpoint {
     Cluster(Box<ClusterEndpoint>),
 }
 
-/// The cluster's seed nodes and how to subscribe there.
+/// How to reach the cluster, and how to subscribe there.
 struct ClusterEndpoint {
-    seeds: Vec<String>,
-    connect_timeout: Duration,
+    config: Config,
     sharded: bool,
 }
 
@@ -203,19 +202,11 @@ impl Endpoint {
     fn of(config: &Config, sharded: bool) -> redis::RedisResult<Self> {
         Ok(match &config.topology {
             Topology::Single | Topology::MasterReplica => {
-                Self::Node(Box::new(redis::Client::open(config.url.as_str())?))
+                Self::Node(Box::new(node_client(config, &config.url)?))
             }
-            Topology::Sentinel { master_name, .. } => {
-                Self::Sentinel(Box::new(redis::sentinel::SentinelClient::build(
-                    config.addresses(),
-                    master_name.clone(),
-                    Some(sentinel_master(config)?),
-                    redis::sentinel::SentinelServerType::Master,
-                )?))
-            }
+            Topology::Sentinel { .. } => Self::Sentinel(Box::new(sentinel_client(config)?)),
             Topology::Cluster => Self::Cluster(Box::new(ClusterEndpoint {
-                seeds: config.addresses(),
-                connect_timeout: config.connect_timeout,
+                config: config.clone(),
                 sharded,
             })),
         })
@@ -244,10 +235,9 @@ impl Endpoint {
             Self::Cluster(cluster) => {
                 // Messages arrive as RESP3 pushes; each connection gets a channel of its own.
                 let (sender, pushes) = tokio::sync::mpsc::unbounded_channel();
-                let conn = redis::cluster::ClusterClientBuilder::new(cluster.seeds.clone())
+                let conn = cluster_builder(&cluster.config)
                     .use_protocol(redis::ProtocolVersion::RESP3)
                     .push_sender(sender)
-                    .connection_timeout(cluster.connect_timeout)
                     .build()?
                     .get_async_connection()
                     .await?;
