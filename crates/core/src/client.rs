@@ -159,6 +159,31 @@ impl Client {
         &self.inner.config
     }
 
+    /// Runs a plain Redis command on the client's connections, for what the lock API does not cover
+    /// (in cluster mode it is routed by its first key). It runs under the command timeout.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> rlock::Result<()> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    /// let client = rlock::Client::connect(&url).await?;
+    /// let pong: String = client.query(&redis::cmd("PING")).await?;
+    /// assert_eq!(pong, "PONG");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], [`Error::Backend`] or [`Error::WrongType`] as Redis answers.
+    ///
+    /// # Cancel safety
+    ///
+    /// Like the command: a dropped write may or may not have been applied.
+    pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        self.inner.commands.query(Operation::Query, "", cmd).await
+    }
+
     /// Whether unlock messages use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`).
     pub fn sharded_pubsub(&self) -> bool {
         self.inner.publish == "SPUBLISH"

@@ -27,5 +27,5 @@ pub use client::{Client, ClientStats};
 pub use config::{Config, ShardedPubSub, Topology};
 pub use error::{Error, Operation, Result};
 pub use guard::LockGuard;
-pub use lock::{Lock, RemainingTtl};
+pub use lock::{Holder, Lock, RemainingTtl};
 pub use owner::Owner;

@@ -132,6 +132,32 @@ pub enum RemainingTtl {
     Expires(Duration),
 }
 
+/// One holder of a lock, as found in its hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The client's node id (a Redisson client's UUID, or an rlock [`Client::node_id`]).
+    pub node: String,
+    /// The owner: a Java thread id, an rlock [`Owner`] id, possibly with a suffix such as `:write`.
+    pub owner: String,
+    /// How many holds the owner has.
+    pub count: u64,
+}
+
+impl Holder {
+    /// Parses a `<36-char uuid>:<owner>` field and its count.
+    fn parse(field: &str, count: &str) -> Option<Self> {
+        let (node, owner) = field.split_at_checked(36)?;
+        let owner = owner.strip_prefix(':')?;
+        let _ = uuid::Uuid::parse_str(node).ok()?;
+        Some(Self {
+            node: node.to_owned(),
+            owner: owner.to_owned(),
+            count: count.parse().ok()?,
+        })
+    }
+}
+
 impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Self {
         let channel = names::lock_channel(&name);
@@ -445,6 +471,27 @@ impl Lock {
         })
     }
 
+    /// Who holds the lock, as its hash says: every `<node-uuid>:<owner-id>` field with its count,
+    /// whichever client (Java's included) wrote it. Fields of another shape are skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Timeout`] or
+    /// [`Error::Backend`] when Redis fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn holders(&self) -> Result<Vec<Holder>> {
+        self.check_name()?;
+        let fields: Vec<(String, String)> =
+            self.query(redis::cmd("HGETALL").arg(self.name())).await?;
+        Ok(fields
+            .into_iter()
+            .filter_map(|(field, count)| Holder::parse(&field, &count))
+            .collect())
+    }
+
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.client
             .inner
@@ -469,5 +516,28 @@ impl fmt::Debug for Lock {
             .field("name", &self.state.name)
             .field("owner", &self.owner)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Holder;
+
+    #[test]
+    fn holders_are_parsed_from_uuid_fields_only() {
+        let node = "3b241101-e2bb-4255-8caf-4136c566a962";
+        let holder = Holder::parse(&format!("{node}:57"), "2").expect("a holder");
+        assert_eq!(
+            (holder.node.as_str(), holder.owner.as_str(), holder.count),
+            (node, "57", 2)
+        );
+        let writer = Holder::parse(&format!("{node}:57:write"), "1").expect("a writer");
+        assert_eq!(writer.owner, "57:write");
+        assert_eq!(Holder::parse("mode", "read"), None);
+        assert_eq!(Holder::parse(&format!("{node}:57"), "lots"), None);
+        assert_eq!(
+            Holder::parse("not-a-uuid-but-thirty-six-characters:1", "1"),
+            None
+        );
     }
 }
