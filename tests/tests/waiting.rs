@@ -405,3 +405,39 @@ async fn contending_tasks_never_overlap() {
     let counter: u64 = redis.get("waiting:contention:counter").await.expect("get");
     assert_eq!(counter, 16 * 15);
 }
+
+#[tokio::test]
+async fn a_foreign_lock_with_an_absurd_pttl_still_honours_the_deadline() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "waiting:absurd-ttl";
+    // About 290 million years: far past anything an Instant can hold.
+    let _: () = redis
+        .hset(name, "00000000-0000-4000-8000-000000000000:1", 1)
+        .await
+        .expect("hset");
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(name)
+        .arg(9_000_000_000_000_000_000_i64 / 1_000)
+        .query_async(&mut redis)
+        .await
+        .expect("pexpire");
+    let started = Instant::now();
+    let got = client
+        .lock(name)
+        .try_lock_for(Duration::from_millis(200))
+        .await
+        .expect("try_lock_for");
+    assert!(got.is_none());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let _: () = redis.del(name).await.expect("del");
+    let _: () = redis
+        .publish(format!("{CHANNEL_PREFIX}{{{name}}}"), "0")
+        .await
+        .expect("publish");
+}

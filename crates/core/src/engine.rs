@@ -224,7 +224,9 @@ pub(crate) async fn acquire(
             sleep = sleep.min(poll);
             poll = (poll * 2).min(DEGRADED_POLL.1);
         }
-        let until = deadline.map_or(now + sleep, |d| d.min(now + sleep));
+        // A foreign key may report any PTTL, even one no Instant can represent.
+        let slept = now.checked_add(sleep).unwrap_or_else(far_future);
+        let until = deadline.map_or(slept, |d| d.min(slept));
         woken_turn = tokio::select! {
             () = &mut woken => true,
             () = tokio::time::sleep_until(until) => false,
