@@ -173,3 +173,27 @@ async fn operations_against_a_stopped_redis_fail_within_their_deadline() {
         .await
     );
 }
+
+#[tokio::test]
+async fn close_waits_for_background_releases() {
+    let server = RedisServer::start();
+    let client = fast_timeouts(&server).await;
+    let mut redis = raw(&server).await;
+    let names: Vec<String> = (0..50).map(|i| format!("cancel:close:{i}")).collect();
+    for name in &names {
+        // Dropped at once: released in the background.
+        drop(client.lock(name.as_str()).lock().await.expect("lock"));
+    }
+    client.close().await;
+    for name in &names {
+        let exists: bool = redis.exists(name).await.expect("exists");
+        assert!(!exists, "{name} was released before close returned");
+    }
+    // The client remains usable after close.
+    let guard = client
+        .lock("cancel:close:after")
+        .lock()
+        .await
+        .expect("lock");
+    guard.unlock().await.expect("unlock");
+}

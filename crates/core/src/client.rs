@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ShardedPubSub, Topology, redact};
 use crate::connection::Commands;
@@ -49,8 +50,27 @@ pub(crate) struct Inner {
     pub(crate) subscriber: Subscriber,
     pub(crate) watchdog: Watchdog,
     pub(crate) holds: Holds,
-    pub(crate) runtime: tokio::runtime::Handle,
+    /// Where releases and undos run after their caller has gone.
+    pub(crate) background: Background,
     _shutdown: DropGuard,
+}
+
+/// Spawns the work that must finish even when its caller is gone (a dropped guard's release, a
+/// cancelled acquire's undo), on the client's runtime, tracked so [`Client::close`] can wait for it.
+#[derive(Clone, Debug)]
+pub(crate) struct Background {
+    runtime: tokio::runtime::Handle,
+    tracker: TaskTracker,
+}
+
+impl Background {
+    pub(crate) fn spawn<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tracker.spawn_on(work, &self.runtime)
+    }
 }
 
 impl Inner {
@@ -137,7 +157,10 @@ impl Client {
                 subscriber,
                 watchdog,
                 holds: Holds::default(),
-                runtime,
+                background: Background {
+                    runtime,
+                    tracker: TaskTracker::new(),
+                },
                 _shutdown: guard,
             }),
         })
@@ -182,6 +205,21 @@ impl Client {
     /// Like the command: a dropped write may or may not have been applied.
     pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.inner.commands.query(Operation::Query, "", cmd).await
+    }
+
+    /// Waits until every release and undo running in the background has finished: the releases of
+    /// dropped guards, the undos of cancelled or timed-out acquires. Call it before the program exits,
+    /// so that no hold outlives it until its lease runs out. Each of those tasks is bounded (by the
+    /// retry policy, or by the lease of the hold it releases). The client stays usable.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits; the background work goes on.
+    pub async fn close(&self) {
+        let tracker = &self.inner.background.tracker;
+        let _ = tracker.close();
+        tracker.wait().await;
+        let _ = tracker.reopen();
     }
 
     /// Whether unlock messages use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`).

@@ -385,7 +385,7 @@ struct Undo {
     conn: Option<Connection>,
     call: Option<ScriptCall>,
     commands: crate::connection::Commands,
-    runtime: tokio::runtime::Handle,
+    background: crate::client::Background,
     /// After this long the hold has expired by itself and the undo can stop trying.
     lease: Duration,
 }
@@ -396,7 +396,7 @@ impl Undo {
             conn: Some(conn),
             call: Some(call),
             commands: client.commands.clone(),
-            runtime: client.runtime.clone(),
+            background: client.background.clone(),
             lease,
         }
     }
@@ -416,7 +416,10 @@ impl Drop for Undo {
     fn drop(&mut self) {
         if let (Some(conn), Some(call)) = (self.conn.take(), self.call.take()) {
             let commands = self.commands.clone();
-            drop(self.runtime.spawn(undo(commands, conn, call, self.lease)));
+            drop(
+                self.background
+                    .spawn(undo(commands, conn, call, self.lease)),
+            );
         }
     }
 }
@@ -554,7 +557,7 @@ pub(crate) async fn release(
 /// Deletes an unlock latch once its reply is in hand (best effort, in the background), as Redisson does.
 fn forget_latch(client: &Inner, latch: String) {
     let commands = client.commands.clone();
-    drop(client.runtime.spawn(async move {
+    drop(client.background.spawn(async move {
         let _ = commands
             .query::<()>(Operation::Unlock, "", redis::cmd("DEL").arg(&latch))
             .await;

@@ -313,30 +313,41 @@ impl Lock {
         self.release(owner, lease).await.map(|_| ())
     }
 
-    pub(crate) async fn release(&self, owner: Owner, lease: Duration) -> Result<Released> {
+    /// Releases one hold of `owner` on a background task, so it completes even if the caller goes
+    /// away, and hands the outcome to `then`.
+    fn spawn_release<T: Send + 'static>(
+        &self,
+        owner: Owner,
+        lease: Duration,
+        then: impl FnOnce(Result<Released>) -> T + Send + 'static,
+    ) -> tokio::task::JoinHandle<T> {
         let client = self.client.inner.clone();
         let state = self.state.clone();
-        let release = async move { engine::release(&client, &*state, owner, lease).await };
         self.client
             .inner
-            .runtime
-            .spawn(release)
+            .background
+            .spawn(async move { then(engine::release(&client, &*state, owner, lease).await) })
+    }
+
+    pub(crate) async fn release(&self, owner: Owner, lease: Duration) -> Result<Released> {
+        self.spawn_release(owner, lease, |outcome| outcome)
             .await
             .map_err(|_| Error::Closed)?
     }
 
     pub(crate) fn release_in_background(&self, owner: Owner, lease: Duration) {
-        let client = self.client.inner.clone();
-        let state = self.state.clone();
-        drop(self.client.inner.runtime.spawn(async move {
-            match engine::release(&client, &*state, owner, lease).await {
+        let name = self.state.name.clone();
+        drop(
+            self.spawn_release(owner, lease, move |outcome| match outcome {
                 Ok(_) => {}
                 Err(Error::NotOwner { .. }) => {
-                    tracing::debug!(lock = %state.name, "guard dropped after its lease was lost");
+                    tracing::debug!(lock = %name, "guard dropped after its lease was lost");
                 }
-                Err(e) => tracing::warn!(lock = %state.name, error = %e, "releasing a dropped guard failed"),
-            }
-        }));
+                Err(e) => {
+                    tracing::warn!(lock = %name, error = %e, "releasing a dropped guard failed")
+                }
+            }),
+        );
     }
 
     /// Deletes the lock whoever holds it and wakes a waiter (Java's included). Returns whether a lock
