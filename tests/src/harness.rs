@@ -61,3 +61,50 @@ pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Calls of `EVALSHA` so far (every rlock script call is one).
+pub async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    command_calls(conn)
+        .await
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Subscribers of `name`'s unlock channel on a server (`PUBSUB NUMSUB`).
+pub async fn lock_channel_subscribers(
+    conn: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+) -> i64 {
+    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("redisson_lock__channel:{{{name}}}"))
+        .query_async(conn)
+        .await
+        .expect("PUBSUB NUMSUB");
+    counts.first().map_or(0, |(_, n)| *n)
+}
+
+/// A task waiting for `lock`; it yields when it acquired, and the guard.
+pub fn spawn_waiter(
+    lock: rlock::Lock,
+) -> tokio::task::JoinHandle<(tokio::time::Instant, rlock::LockGuard)> {
+    tokio::spawn(async move {
+        let guard = lock.lock().await.expect("the waiter acquires");
+        (tokio::time::Instant::now(), guard)
+    })
+}
+
+/// Awaits a [`spawn_waiter`] task for at most `limit`; returns how long after `since` it acquired
+/// (zero if before), and its guard.
+pub async fn acquired_after(
+    waiter: tokio::task::JoinHandle<(tokio::time::Instant, rlock::LockGuard)>,
+    since: tokio::time::Instant,
+    limit: Duration,
+) -> (Duration, rlock::LockGuard) {
+    let (at, guard) = tokio::time::timeout(limit, waiter)
+        .await
+        .expect("the waiter acquired in time")
+        .expect("the waiter task did not panic");
+    (at.saturating_duration_since(since), guard)
+}

@@ -6,22 +6,21 @@ use std::time::Duration;
 
 use rlock::{Client, Config, Error};
 use rlock_tests::RedisServer;
+use rlock_tests::harness::{acquired_after, spawn_waiter};
 use tokio::time::Instant;
 
 /// Locks with `holder`, parks a waiter of `waiter` on it, unlocks, and asserts the waiter was woken by
 /// the unlock message (over the subscriber connection), not by the 30 s PTTL.
 async fn wakes_over_pubsub(holder: &Client, waiter: &Client, name: &str) {
     let guard = holder.lock(name).lock().await.expect("holder locks");
-    let lock = waiter.lock(name);
-    let waiting = tokio::spawn(async move { lock.lock().await.expect("waiter locks") });
+    let waiting = spawn_waiter(waiter.lock(name));
     tokio::time::sleep(Duration::from_millis(300)).await;
     guard.unlock().await.expect("holder unlocks");
-    let unlocked = Instant::now();
-    let guard = tokio::time::timeout(Duration::from_secs(5), waiting)
-        .await
-        .expect("woken by the unlock message")
-        .expect("waiter task");
-    assert!(unlocked.elapsed() < Duration::from_secs(1));
+    let (after, guard) = acquired_after(waiting, Instant::now(), Duration::from_secs(5)).await;
+    assert!(
+        after < Duration::from_secs(1),
+        "woken {after:?} after the unlock"
+    );
     guard.unlock().await.expect("unlock");
 }
 

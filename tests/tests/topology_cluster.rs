@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::Commands;
 use rlock::{Client, ShardedPubSub};
-use rlock_tests::harness::eventually;
+use rlock_tests::harness::{acquired_after, eventually, spawn_waiter};
 use rlock_tests::topology::{Cluster, connect};
 use tokio::time::Instant;
 
@@ -51,25 +51,16 @@ async fn hand_off(
     subscribed: impl Fn() -> bool,
 ) -> Duration {
     let guard = holder.lock(name).lock().await.expect("holder locks");
-    let lock = waiter.lock(name);
-    let waiting = tokio::spawn(async move {
-        let guard = lock.lock().await.expect("waiter locks");
-        let at = Instant::now();
-        guard.unlock().await.expect("waiter unlocks");
-        at
-    });
+    let waiting = spawn_waiter(waiter.lock(name));
     assert!(
         eventually(Duration::from_secs(10), async || subscribed()).await,
         "the waiter subscribed"
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
     guard.unlock().await.expect("holder unlocks");
-    let unlocked = Instant::now();
-    let acquired = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("woken long before the 30 s PTTL")
-        .expect("waiter task");
-    acquired.saturating_duration_since(unlocked)
+    let (after, guard) = acquired_after(waiting, Instant::now(), Duration::from_secs(10)).await;
+    guard.unlock().await.expect("waiter unlocks");
+    after
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,8 +164,7 @@ async fn a_slot_migration_during_a_wait_does_not_lose_the_waiter() {
     let name = "cluster:migrating";
     let channel = "redisson_lock__channel:{cluster:migrating}";
     let guard = holder.lock(name).lock().await.expect("holder locks");
-    let lock = waiter.lock(name);
-    let waiting = tokio::spawn(async move { lock.lock().await.expect("waiter locks") });
+    let waiting = spawn_waiter(waiter.lock(name));
     assert!(
         eventually(Duration::from_secs(10), async || shard_subscribers(
             &cluster, channel
@@ -202,16 +192,9 @@ async fn a_slot_migration_during_a_wait_does_not_lose_the_waiter() {
         .unlock()
         .await
         .expect("holder unlocks on the new master");
-    let unlocked = Instant::now();
-    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter acquires long before the 30 s PTTL")
-        .expect("waiter task");
-    eprintln!(
-        "acquired {:?} after the unlock that followed the migration",
-        unlocked.elapsed()
-    );
-    assert!(unlocked.elapsed() < Duration::from_secs(3));
+    let (after, guard) = acquired_after(waiting, Instant::now(), Duration::from_secs(10)).await;
+    eprintln!("acquired {after:?} after the unlock that followed the migration");
+    assert!(after < Duration::from_secs(3));
     guard.unlock().await.expect("unlock");
 }
 

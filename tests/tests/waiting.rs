@@ -8,20 +8,12 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock::Client;
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client, command_calls, eventually, raw};
+use rlock_tests::harness::{
+    acquired_after, client, evalsha_calls, eventually, lock_channel_subscribers, raw, spawn_waiter,
+};
 use tokio::time::Instant;
 
 const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
-
-async fn subscribers(redis: &mut redis::aio::MultiplexedConnection, name: &str) -> i64 {
-    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("{CHANNEL_PREFIX}{{{name}}}"))
-        .query_async(redis)
-        .await
-        .expect("PUBSUB NUMSUB");
-    counts.first().map_or(0, |(_, n)| *n)
-}
 
 /// Holds `name` as a foreign client would (no rlock involved): a hash field with a long PEXPIRE.
 async fn hold_foreign(redis: &mut redis::aio::MultiplexedConnection, name: &str, ttl_ms: i64) {
@@ -45,14 +37,6 @@ async fn settle(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
     }
 }
 
-async fn evalsha_calls(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
-    command_calls(redis)
-        .await
-        .get("evalsha")
-        .copied()
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn a_waiter_wakes_within_milliseconds_of_an_unlock_despite_a_long_pttl() {
     let server = RedisServer::start();
@@ -63,19 +47,11 @@ async fn a_waiter_wakes_within_milliseconds_of_an_unlock_despite_a_long_pttl() {
     let mut delays = Vec::new();
     for _ in 0..20 {
         let guard = holder.lock(name).lock().await.expect("holder locks");
-        let lock = waiter.lock(name);
-        let waiting = tokio::spawn(async move {
-            let guard = lock.lock().await.expect("waiter locks");
-            let at = Instant::now();
-            guard.unlock().await.expect("waiter unlocks");
-            at
-        });
+        let waiting = spawn_waiter(waiter.lock(name));
         assert!(
-            eventually(Duration::from_secs(5), async || subscribers(
-                &mut redis, name
-            )
-            .await
-                == 1)
+            eventually(Duration::from_secs(5), async || {
+                lock_channel_subscribers(&mut redis, name).await == 1
+            })
             .await
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -85,9 +61,9 @@ async fn a_waiter_wakes_within_milliseconds_of_an_unlock_despite_a_long_pttl() {
             "the PTTL is long ({pttl} ms), so only a message can wake the waiter"
         );
         guard.unlock().await.expect("holder unlocks");
-        let unlocked = Instant::now();
-        let acquired = waiting.await.expect("waiter task");
-        delays.push(acquired.saturating_duration_since(unlocked));
+        let (after, guard) = acquired_after(waiting, Instant::now(), Duration::from_secs(5)).await;
+        delays.push(after);
+        guard.unlock().await.expect("waiter unlocks");
     }
     delays.sort();
     eprintln!(
@@ -148,7 +124,7 @@ async fn try_lock_for_gives_up_at_its_deadline() {
         "{waited:?}"
     );
     assert!(
-        eventually(Duration::from_secs(2), async || subscribers(
+        eventually(Duration::from_secs(2), async || lock_channel_subscribers(
             &mut redis,
             "waiting:deadline"
         )
@@ -169,17 +145,11 @@ async fn force_unlock_wakes_a_waiter() {
     let mut redis = raw(&server).await;
     let name = "waiting:force";
     let _held = holder.lock(name).lock().await.expect("holder locks");
-    let lock = waiter.lock(name);
-    let waiting = tokio::spawn(async move {
-        let guard = lock.lock().await.expect("waiter locks");
-        (Instant::now(), guard)
-    });
+    let waiting = spawn_waiter(waiter.lock(name));
     assert!(
-        eventually(Duration::from_secs(5), async || subscribers(
-            &mut redis, name
-        )
-        .await
-            == 1)
+        eventually(Duration::from_secs(5), async || {
+            lock_channel_subscribers(&mut redis, name).await == 1
+        })
         .await
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -190,12 +160,11 @@ async fn force_unlock_wakes_a_waiter() {
             .await
             .expect("force_unlock")
     );
-    let forced = Instant::now();
-    let (acquired, guard) = tokio::time::timeout(Duration::from_secs(5), waiting)
-        .await
-        .expect("woken long before the 30 s PTTL")
-        .expect("waiter task");
-    assert!(acquired.saturating_duration_since(forced) < Duration::from_millis(250));
+    let (after, guard) = acquired_after(waiting, Instant::now(), Duration::from_secs(5)).await;
+    assert!(
+        after < Duration::from_millis(250),
+        "woken {after:?} after the force-unlock"
+    );
     guard.unlock().await.expect("unlock");
 }
 
@@ -225,7 +194,7 @@ async fn message_0_wakes_exactly_one_local_waiter_and_1_wakes_all() {
     hold_foreign(&mut redis, name, 60_000).await;
     let waiters = park_waiters(&client, name, 10).await;
     assert!(
-        eventually(Duration::from_secs(5), async || subscribers(
+        eventually(Duration::from_secs(5), async || lock_channel_subscribers(
             &mut redis, name
         )
         .await
@@ -273,7 +242,7 @@ async fn one_subscription_per_name_per_client_released_with_the_last_waiter() {
     }
     for name in names {
         assert!(
-            eventually(Duration::from_secs(5), async || subscribers(
+            eventually(Duration::from_secs(5), async || lock_channel_subscribers(
                 &mut redis, name
             )
             .await
@@ -310,7 +279,7 @@ async fn one_subscription_per_name_per_client_released_with_the_last_waiter() {
     }
     for name in names {
         assert!(
-            eventually(Duration::from_secs(5), async || subscribers(
+            eventually(Duration::from_secs(5), async || lock_channel_subscribers(
                 &mut redis, name
             )
             .await
@@ -329,14 +298,11 @@ async fn waiters_recover_when_the_subscriber_connection_is_killed() {
     let mut redis = raw(&server).await;
     let name = "waiting:reconnect";
     let guard = holder.lock(name).lock().await.expect("holder locks");
-    let lock = waiter.lock(name);
-    let waiting = tokio::spawn(async move { lock.lock().await.expect("waiter locks") });
+    let waiting = spawn_waiter(waiter.lock(name));
     assert!(
-        eventually(Duration::from_secs(5), async || subscribers(
-            &mut redis, name
-        )
-        .await
-            == 1)
+        eventually(Duration::from_secs(5), async || {
+            lock_channel_subscribers(&mut redis, name).await == 1
+        })
         .await
     );
 
@@ -349,7 +315,7 @@ async fn waiters_recover_when_the_subscriber_connection_is_killed() {
         .expect("CLIENT KILL");
     assert!(killed >= 1);
     assert!(
-        eventually(Duration::from_secs(5), async || subscribers(
+        eventually(Duration::from_secs(5), async || lock_channel_subscribers(
             &mut redis, name
         )
         .await
@@ -358,12 +324,11 @@ async fn waiters_recover_when_the_subscriber_connection_is_killed() {
         "re-subscribed after reconnecting"
     );
     guard.unlock().await.expect("holder unlocks");
-    let unlocked = Instant::now();
-    let guard = tokio::time::timeout(Duration::from_secs(5), waiting)
-        .await
-        .expect("woken by the message, not the 30 s PTTL")
-        .expect("waiter task");
-    assert!(unlocked.elapsed() < Duration::from_secs(1));
+    let (after, guard) = acquired_after(waiting, Instant::now(), Duration::from_secs(5)).await;
+    assert!(
+        after < Duration::from_secs(1),
+        "woken by the message, not the 30 s PTTL: {after:?}"
+    );
     guard.unlock().await.expect("unlock");
 }
 

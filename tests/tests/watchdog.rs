@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock::{Error, Owner};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client_with, command_calls, raw};
+use rlock_tests::harness::{client_with, evalsha_calls, raw};
 use tokio::time::Instant;
 
 const WATCHDOG: Duration = Duration::from_millis(600);
@@ -19,14 +19,6 @@ async fn short_watchdog(server: &RedisServer) -> rlock::Client {
         config.retry_max_delay = Duration::from_millis(100);
     })
     .await
-}
-
-async fn evalsha_calls(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
-    command_calls(redis)
-        .await
-        .get("evalsha")
-        .copied()
-        .unwrap_or(0)
 }
 
 #[tokio::test]
