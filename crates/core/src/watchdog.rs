@@ -17,6 +17,7 @@
 //! generation number, so the reply to an old renewal never cancels a newer registration of the key.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -184,16 +185,36 @@ impl Renewer {
                 }
                 delay = self.interval;
             }
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(delay) => {}
-            }
-            delay = if self.renew_all().await {
-                self.interval
-            } else {
-                self.retry_delay
+            let renewed = async {
+                self.watching_leases(tokio::time::sleep(delay)).await;
+                self.watching_leases(self.renew_all()).await
             };
-            self.expire_overdue();
+            delay = tokio::select! {
+                () = shutdown.cancelled() => return,
+                renewed = renewed => if renewed { self.interval } else { self.retry_delay },
+            };
+        }
+    }
+
+    /// Runs `work` while declaring each lock lost the moment its lease ends without a confirmed
+    /// renewal: waiting for a slow renewal round (or sleeping until the next one) must not delay the
+    /// signal past the point where another client can take the lock.
+    async fn watching_leases<T>(&self, work: impl Future<Output = T>) -> T {
+        tokio::pin!(work);
+        loop {
+            let lease_end = self
+                .registry
+                .entries
+                .lock()
+                .values()
+                .map(|entry| entry.renewed_at + self.timeout)
+                .min();
+            tokio::select! {
+                output = &mut work => return output,
+                () = tokio::time::sleep_until(lease_end.unwrap_or_else(|| Instant::now() + self.interval)) => {
+                    self.expire_overdue();
+                }
+            }
         }
     }
 
@@ -275,7 +296,9 @@ impl Renewer {
         true
     }
 
-    /// Declares lost every lock whose last confirmed renewal is a whole lease ago: it has expired.
+    /// Declares lost every lock whose last confirmed renewal was sent a whole lease ago. The renewal
+    /// ran after it was sent, so Redis expires the key no earlier than this: the holder hears of the
+    /// loss before anyone else can acquire.
     fn expire_overdue(&self) {
         let now = Instant::now();
         self.registry.entries.lock().retain(|key, entry| {

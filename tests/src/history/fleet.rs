@@ -1,0 +1,392 @@
+//! A fleet of worker processes (the `rlock-torture` binary) contending for locks, with the hooks a
+//! fault-injection test needs: see who holds what, kill or freeze a worker, record faults, and at the
+//! end collect every history, check it and look for holds left behind in Redis.
+//!
+//! Workers are told to exit by closing their standard input, so a test that dies takes its workers
+//! with it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use super::checker::{History, Report};
+use super::record::{Event, FaultKind, Record, now_ns, read_log};
+
+/// How a worker behaves. [`WorkerSpec::new`] gives short, fast defaults for tests.
+#[derive(Clone, Debug)]
+pub struct WorkerSpec {
+    /// Lock names, picked at random for each attempt.
+    pub names: Vec<String>,
+    /// Concurrent tasks in the process.
+    pub tasks: u32,
+    /// How long the worker keeps starting attempts.
+    pub run_for: Duration,
+    /// How long a hold lasts (±50 % jitter).
+    pub hold: Duration,
+    /// Pause between a task's attempts (±50 % jitter).
+    pub think: Duration,
+    /// The client's watchdog timeout.
+    pub watchdog: Duration,
+    /// The client's command timeout.
+    pub command_timeout: Duration,
+    /// The client's connection pool size.
+    pub pool_size: usize,
+    /// `None`: acquire with `lock()`; `Some(wait)`: with `try_lock_for(wait)`.
+    pub wait: Option<Duration>,
+    /// Percentage of attempts dropped after a random delay of up to `cancel_within`.
+    pub cancel_percent: u8,
+    /// The longest delay before a cancelled attempt is dropped.
+    pub cancel_within: Duration,
+}
+
+impl WorkerSpec {
+    /// Three tasks contending for `names` for two seconds, 5 ms holds, a 1 s watchdog.
+    pub fn new(names: &[&str]) -> Self {
+        Self {
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+            tasks: 3,
+            run_for: Duration::from_secs(2),
+            hold: Duration::from_millis(5),
+            think: Duration::from_millis(2),
+            watchdog: Duration::from_secs(1),
+            command_timeout: Duration::from_millis(300),
+            pool_size: 4,
+            wait: None,
+            cancel_percent: 0,
+            cancel_within: Duration::from_millis(3),
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        let ms = |d: Duration| d.as_millis().to_string();
+        let mut args = vec![
+            "--names".to_owned(),
+            self.names.join(","),
+            "--tasks".to_owned(),
+            self.tasks.to_string(),
+            "--run-ms".to_owned(),
+            ms(self.run_for),
+            "--hold-ms".to_owned(),
+            ms(self.hold),
+            "--think-ms".to_owned(),
+            ms(self.think),
+            "--watchdog-ms".to_owned(),
+            ms(self.watchdog),
+            "--command-timeout-ms".to_owned(),
+            ms(self.command_timeout),
+            "--pool-size".to_owned(),
+            self.pool_size.to_string(),
+            "--cancel-percent".to_owned(),
+            self.cancel_percent.to_string(),
+            "--cancel-within-us".to_owned(),
+            self.cancel_within.as_micros().to_string(),
+        ];
+        if let Some(wait) = self.wait {
+            args.extend(["--wait-ms".to_owned(), ms(wait)]);
+        }
+        args
+    }
+}
+
+#[derive(Debug)]
+struct Worker {
+    name: String,
+    log: PathBuf,
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    killed: bool,
+    /// When it should have logged `Finished` at the latest.
+    finish_by: Instant,
+}
+
+/// Worker processes on one Redis, plus the faults injected into them.
+#[derive(Debug)]
+pub struct Fleet {
+    binary: PathBuf,
+    url: String,
+    dir: TempDir,
+    workers: Vec<Worker>,
+    names: BTreeSet<String>,
+    faults: Vec<Record>,
+}
+
+/// How long a worker may take past its run to let its last attempts finish.
+const FINISH_GRACE: Duration = Duration::from_secs(30);
+
+impl Fleet {
+    /// A fleet of `binary` workers (`env!("CARGO_BIN_EXE_rlock-torture")`) on the Redis at `url`.
+    pub fn new(binary: impl Into<PathBuf>, url: &str) -> Self {
+        Self {
+            binary: binary.into(),
+            url: url.to_owned(),
+            dir: tempfile::Builder::new()
+                .prefix("rlock-fleet-")
+                .tempdir()
+                .expect("a temporary directory for the histories"),
+            workers: Vec::new(),
+            names: BTreeSet::new(),
+            faults: Vec::new(),
+        }
+    }
+
+    /// Starts a worker; returns its index. Its process name in the history is `w<index>`.
+    pub fn spawn(&mut self, spec: &WorkerSpec) -> usize {
+        let url = self.url.clone();
+        self.spawn_on(&url, spec)
+    }
+
+    /// Starts a worker on another Redis than the fleet's (only the fleet's is checked for leaks):
+    /// a way to break mutual exclusion on purpose and see the checker catch it.
+    pub fn spawn_on(&mut self, url: &str, spec: &WorkerSpec) -> usize {
+        let index = self.workers.len();
+        let name = format!("w{index}");
+        let log = self.dir.path().join(format!("{name}.jsonl"));
+        let mut child = Command::new(&self.binary)
+            .arg("work")
+            .args(["--url", url, "--process", &name])
+            .arg("--log")
+            .arg(&log)
+            .args(spec.args())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.binary.display()));
+        let stdin = child.stdin.take();
+        self.names.extend(spec.names.iter().cloned());
+        self.workers.push(Worker {
+            name,
+            log,
+            child: Some(child),
+            stdin,
+            killed: false,
+            finish_by: Instant::now() + spec.run_for + FINISH_GRACE,
+        });
+        index
+    }
+
+    /// The history name of worker `index`.
+    pub fn name(&self, index: usize) -> &str {
+        &self.workers[index].name
+    }
+
+    /// The records worker `index` has written so far.
+    pub fn records(&self, index: usize) -> Vec<Record> {
+        let log = &self.workers[index].log;
+        if !log.exists() {
+            return Vec::new();
+        }
+        read_log(log).unwrap_or_else(|e| panic!("history of {}: {e}", self.workers[index].name))
+    }
+
+    /// The lock worker `index` holds right now (as far as its history tells), if any.
+    pub fn holding(&self, index: usize) -> Option<String> {
+        holding(&self.records(index))
+    }
+
+    /// Polls worker `index`'s history every 5 ms until `ready` says yes, for at most `limit`.
+    pub fn wait_until(
+        &self,
+        index: usize,
+        limit: Duration,
+        mut ready: impl FnMut(&[Record]) -> bool,
+    ) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            if ready(&self.records(index)) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits until worker `index` holds a lock (at most `limit`); returns its name.
+    pub fn wait_holding(&self, index: usize, limit: Duration) -> Option<String> {
+        let mut held = None;
+        let _ = self.wait_until(index, limit, |records| {
+            held = holding(records);
+            held.is_some()
+        });
+        held
+    }
+
+    /// `kill -9` of worker `index`, recorded at the moment it is dead.
+    pub fn kill(&mut self, index: usize) {
+        let worker = &mut self.workers[index];
+        let mut child = worker.child.take().expect("the worker is running");
+        child.kill().expect("SIGKILL the worker");
+        let _ = child.wait();
+        worker.killed = true;
+        let name = worker.name.clone();
+        self.record_fault(&name, FaultKind::KillHolder);
+    }
+
+    /// Freezes worker `index` with `SIGSTOP`.
+    pub fn stop(&self, index: usize) {
+        self.signal(index, rustix::process::Signal::STOP);
+    }
+
+    /// Resumes worker `index` with `SIGCONT`.
+    pub fn resume(&self, index: usize) {
+        self.signal(index, rustix::process::Signal::CONT);
+    }
+
+    fn signal(&self, index: usize, signal: rustix::process::Signal) {
+        let child = self.workers[index]
+            .child
+            .as_ref()
+            .expect("the worker is running");
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("a child has a pid");
+        rustix::process::kill_process(pid, signal).expect("signal the worker");
+    }
+
+    /// Records a fault injected into `process` (`redis` for the server) now.
+    pub fn record_fault(&mut self, process: &str, kind: FaultKind) {
+        self.faults.push(Record {
+            process: process.to_owned(),
+            at_ns: now_ns(),
+            event: Event::Fault { kind },
+        });
+    }
+
+    /// Ends the run: waits until every live worker has finished its attempts, gives Redis `settle`
+    /// to drop every lock (released holds, undone acquires and the leases of killed workers), lists
+    /// what is left as leaked, lets the workers exit, and checks the histories.
+    ///
+    /// # Panics
+    ///
+    /// When a worker does not finish in time or cannot be reaped, or a history is unreadable.
+    pub fn finish(mut self, settle: Duration) -> Report {
+        for index in 0..self.workers.len() {
+            if self.workers[index].killed {
+                continue;
+            }
+            let limit = self.workers[index]
+                .finish_by
+                .saturating_duration_since(Instant::now());
+            let finished = self.wait_until(index, limit, |records| {
+                records
+                    .iter()
+                    .any(|r| matches!(r.event, Event::Finished { .. }))
+            });
+            assert!(
+                finished,
+                "worker {} did not finish",
+                self.workers[index].name
+            );
+        }
+        let leaked = self.leftover_locks(settle);
+        let mut exits = Vec::new();
+        for worker in &mut self.workers {
+            drop(worker.stdin.take());
+            if let Some(mut child) = worker.child.take() {
+                exits.push((worker.name.clone(), wait_exit(&mut child)));
+            }
+        }
+        let mut history = History::new();
+        for index in 0..self.workers.len() {
+            history.extend(self.records(index));
+        }
+        history.extend(self.faults.iter().cloned());
+        let mut report = history.check();
+        report.leaked = leaked;
+        for (name, status) in exits {
+            if !status.is_some_and(|s| s.success()) {
+                report
+                    .panics
+                    .push(format!("{name} exited abnormally: {status:?}"));
+            }
+        }
+        report
+    }
+
+    /// Polls until none of the fleet's lock keys exists, for at most `settle`; describes the rest.
+    fn leftover_locks(&self, settle: Duration) -> Vec<String> {
+        let client = redis::Client::open(self.url.as_str()).expect("a valid URL");
+        let mut conn = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect to Redis to look for leaked holds");
+        conn.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("read timeout");
+        let until = Instant::now() + settle;
+        loop {
+            let mut left = Vec::new();
+            for name in &self.names {
+                let kind: String = redis::cmd("TYPE").arg(name).query(&mut conn).expect("TYPE");
+                if kind == "none" {
+                    continue;
+                }
+                let fields: Vec<(String, String)> = redis::cmd("HGETALL")
+                    .arg(name)
+                    .query(&mut conn)
+                    .unwrap_or_default();
+                let pttl: i64 = redis::cmd("PTTL").arg(name).query(&mut conn).expect("PTTL");
+                left.push(format!("{name} ({kind}, pttl {pttl} ms): {fields:?}"));
+            }
+            if left.is_empty() || Instant::now() >= until {
+                return left;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The directory holding the histories (kept until the fleet is dropped).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for worker in &mut self.workers {
+            if let Some(mut child) = worker.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Waits up to ten seconds for a child told to exit; kills it after that.
+fn wait_exit(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// The lock an attempt in `records` has acquired and not yet released.
+fn holding(records: &[Record]) -> Option<String> {
+    let mut open: Vec<((u32, u64), &str)> = Vec::new();
+    let mut names = std::collections::HashMap::new();
+    for record in records {
+        match &record.event {
+            Event::Started {
+                task, seq, name, ..
+            } => {
+                let _ = names.insert((*task, *seq), name.as_str());
+            }
+            Event::Acquired { task, seq, .. } => {
+                if let Some(name) = names.get(&(*task, *seq)) {
+                    open.push(((*task, *seq), name));
+                }
+            }
+            Event::Released { task, seq, .. } => open.retain(|(id, _)| *id != (*task, *seq)),
+            _ => {}
+        }
+    }
+    open.last().map(|(_, name)| (*name).to_owned())
+}

@@ -1,0 +1,338 @@
+//! The history format: one JSON object per line, written by workers as things happen.
+//!
+//! Every line is a [`Record`]: which process it is about, when it happened on the shared clock
+//! ([`now_ns`]), and the [`Event`]. Workers write their own file; the fault-injection harness writes
+//! the faults it injects (a `kill -9` is recorded against the process it killed). Lines are appended
+//! with one `write` each and never buffered, so a process killed with `SIGKILL` loses at most the
+//! event it was about to write.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+/// Nanoseconds on `CLOCK_MONOTONIC`: one clock for every process of this machine, never stepped by
+/// NTP, so timestamps of different processes can be compared directly.
+pub fn now_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let secs = u64::try_from(now.tv_sec).expect("the monotonic clock is positive");
+    let nanos = u64::try_from(now.tv_nsec).expect("nanoseconds are positive");
+    secs * 1_000_000_000 + nanos
+}
+
+/// One line of a history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The process the event is about: a worker's name, or `redis` for faults of the server.
+    pub process: String,
+    /// When it happened, from [`now_ns`].
+    pub at_ns: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// What a [`Record`] reports. Acquisition attempts are identified by `(process, task, seq)`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A worker is up; its rlock client's node id prefixes the hash fields of its holds.
+    Ready {
+        /// The client's node id.
+        node_id: String,
+    },
+    /// An acquisition attempt started on lock `name`.
+    Started {
+        /// The worker task.
+        task: u32,
+        /// The attempt's number within the task.
+        seq: u64,
+        /// The lock name.
+        name: String,
+        /// `None` for `lock()` (wait forever), else the `try_lock_for` wait in ms.
+        wait_ms: Option<u64>,
+    },
+    /// The attempt acquired the lock. `at_ns` is taken as soon as the acquire returned, before the
+    /// fence, so it lies inside the hold as Redis saw it.
+    Acquired {
+        /// The worker task.
+        task: u32,
+        /// The attempt.
+        seq: u64,
+        /// The value of `INCR <name>:fence` taken first thing inside the critical section (`None` if
+        /// Redis could not be reached).
+        fence: Option<i64>,
+        /// The hold's hash field.
+        field: String,
+    },
+    /// The holder left the critical section. `at_ns` is taken before the unlock is sent, so it also
+    /// lies inside the hold.
+    Released {
+        /// The worker task.
+        task: u32,
+        /// The attempt.
+        seq: u64,
+        /// `GET <name>:fence` taken last thing inside the critical section: equal to `fence` unless
+        /// someone else entered meanwhile.
+        fence_after: Option<i64>,
+        /// The holder was told its lease was lost (by `lease_lost()` or by the unlock).
+        lease_lost: bool,
+        /// The unlock's error, if it failed.
+        unlock_error: Option<String>,
+        /// How long the unlock took.
+        unlock_ms: u64,
+    },
+    /// The attempt was cancelled on purpose (its future dropped) before it acquired.
+    Cancelled {
+        /// The worker task.
+        task: u32,
+        /// The attempt.
+        seq: u64,
+    },
+    /// A `try_lock_for` wait ran out.
+    GaveUp {
+        /// The worker task.
+        task: u32,
+        /// The attempt.
+        seq: u64,
+    },
+    /// The attempt returned an error.
+    Failed {
+        /// The worker task.
+        task: u32,
+        /// The attempt.
+        seq: u64,
+        /// The error's kind (see [`error_kind`]).
+        error: String,
+        /// The error as displayed.
+        message: String,
+    },
+    /// The worker stopped starting attempts; `unfinished` tasks were still busy when it gave up
+    /// waiting for them.
+    Finished {
+        /// Tasks that did not finish in time.
+        unfinished: u32,
+    },
+    /// Something in the worker panicked.
+    Panicked {
+        /// The panic message and location.
+        message: String,
+    },
+    /// The harness injected a fault into `process` (for `kill -9`, the process is dead from `at_ns`).
+    Fault {
+        /// Which fault.
+        kind: FaultKind,
+    },
+}
+
+impl Event {
+    /// The `(task, seq)` of an attempt event.
+    pub fn attempt(&self) -> Option<(u32, u64)> {
+        match *self {
+            Self::Started { task, seq, .. }
+            | Self::Acquired { task, seq, .. }
+            | Self::Released { task, seq, .. }
+            | Self::Cancelled { task, seq }
+            | Self::GaveUp { task, seq }
+            | Self::Failed { task, seq, .. } => Some((task, seq)),
+            Self::Ready { .. }
+            | Self::Finished { .. }
+            | Self::Panicked { .. }
+            | Self::Fault { .. } => None,
+        }
+    }
+}
+
+/// The faults the harness injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// `SIGKILL` of a worker process.
+    KillHolder,
+    /// `SIGSTOP` of a worker process past its lease, then `SIGCONT`.
+    StopHolder,
+    /// `CLIENT KILL TYPE pubsub`: every subscriber connection dropped.
+    KillSubscribers,
+    /// A subscriber too slow to read its messages, disconnected by Redis' output buffer limit.
+    SlowSubscriber,
+    /// `CLIENT PAUSE ... ALL`.
+    ClientPause,
+    /// `SIGSTOP` of redis-server, then `SIGCONT`.
+    StopServer,
+    /// redis-server stopped and started again on the same port, with AOF.
+    RestartServer,
+    /// Acquire futures dropped at random points (one record per storm; the dropped attempts are
+    /// counted as `Cancelled` events).
+    CancellationStorm,
+    /// More concurrent operations than pooled connections, with a short command timeout.
+    PoolExhaustion,
+}
+
+impl FaultKind {
+    /// A short human name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::KillHolder => "kill -9 of a holder process",
+            Self::StopHolder => "SIGSTOP of a holder past its lease",
+            Self::KillSubscribers => "CLIENT KILL TYPE pubsub",
+            Self::SlowSubscriber => "slow subscriber dropped by Redis",
+            Self::ClientPause => "CLIENT PAUSE",
+            Self::StopServer => "SIGSTOP/SIGCONT of redis-server",
+            Self::RestartServer => "redis-server restart (AOF)",
+            Self::CancellationStorm => "cancellation storm",
+            Self::PoolExhaustion => "pool exhaustion",
+        }
+    }
+}
+
+/// The kind of an rlock error, for counting: `timeout`, `backend`, `wrong_type`...
+pub fn error_kind(error: &rlock::Error) -> &'static str {
+    match error {
+        rlock::Error::NotOwner { .. } => "not_owner",
+        rlock::Error::Timeout { .. } => "timeout",
+        rlock::Error::LeaseLost { .. } => "lease_lost",
+        rlock::Error::InvalidArgument(_) => "invalid_argument",
+        rlock::Error::WrongType { .. } => "wrong_type",
+        rlock::Error::UnexpectedReply { .. } => "unexpected_reply",
+        rlock::Error::Backend { .. } => "backend",
+        rlock::Error::Closed => "closed",
+        _ => "other",
+    }
+}
+
+/// Appends records to a history file, one `write` per line. Shared by all tasks of a process.
+#[derive(Debug)]
+pub struct LogWriter {
+    process: String,
+    file: Mutex<File>,
+}
+
+impl LogWriter {
+    /// Opens (creating or appending to) the history file at `path` for `process`.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be opened.
+    pub fn open(path: &Path, process: &str) -> io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Self {
+            process: process.to_owned(),
+            file: Mutex::new(file),
+        })
+    }
+
+    /// The process this writer writes for.
+    pub fn process(&self) -> &str {
+        &self.process
+    }
+
+    /// Writes `event` as having happened at `at_ns`.
+    ///
+    /// # Errors
+    ///
+    /// When the write fails.
+    pub fn write(&self, at_ns: u64, event: Event) -> io::Result<()> {
+        let record = Record {
+            process: self.process.clone(),
+            at_ns,
+            event,
+        };
+        let mut line = serde_json::to_vec(&record).map_err(io::Error::other)?;
+        line.push(b'\n');
+        // A poisoned lock only means another task panicked mid-write; the file is still usable.
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.write_all(&line)
+    }
+
+    /// Writes `event` as happening now.
+    ///
+    /// # Errors
+    ///
+    /// When the write fails.
+    pub fn write_now(&self, event: Event) -> io::Result<()> {
+        self.write(now_ns(), event)
+    }
+}
+
+/// Reads a history file. A last line cut short (its writer was killed mid-write) is skipped; any
+/// other unreadable line is an error.
+///
+/// # Errors
+///
+/// When the file cannot be read or holds a malformed line.
+pub fn read_log(path: &Path) -> io::Result<Vec<Record>> {
+    let lines: Vec<String> = BufReader::new(File::open(path)?)
+        .lines()
+        .collect::<io::Result<_>>()?;
+    let mut records = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str(line) {
+            Ok(record) => records.push(record),
+            Err(_) if i + 1 == lines.len() && !line.ends_with('}') => {}
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}:{}: {e}: {line}", path.display(), i + 1),
+                ));
+            }
+        }
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_as_flat_json_lines() {
+        let record = Record {
+            process: "w1".into(),
+            at_ns: 42,
+            event: Event::Acquired {
+                task: 2,
+                seq: 7,
+                fence: Some(3),
+                field: "uuid:9".into(),
+            },
+        };
+        let line = serde_json::to_string(&record).expect("serializes");
+        assert_eq!(
+            line,
+            r#"{"process":"w1","at_ns":42,"event":"acquired","task":2,"seq":7,"fence":3,"field":"uuid:9"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Record>(&line).expect("parses"),
+            record
+        );
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped_but_a_torn_middle_line_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("w.jsonl");
+        let log = LogWriter::open(&path, "w").expect("open");
+        log.write(1, Event::Finished { unfinished: 0 })
+            .expect("write");
+        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+        file.write_all(b"{\"process\":\"w\",\"at_").expect("write");
+        assert_eq!(read_log(&path).expect("readable").len(), 1);
+        file.write_all(
+            b"\n{\"process\":\"w\",\"at_ns\":2,\"event\":\"finished\",\"unfinished\":0}\n",
+        )
+        .expect("write");
+        assert!(read_log(&path).is_err());
+    }
+
+    #[test]
+    fn the_clock_is_monotonic() {
+        let a = now_ns();
+        let b = now_ns();
+        assert!(b >= a);
+    }
+}

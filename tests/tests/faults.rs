@@ -1,0 +1,732 @@
+//! Fault injection under the history checker (`rlock_tests::history`).
+//!
+//! Each scenario runs `rlock-torture` worker processes contending for a few locks on a private Redis,
+//! injects one kind of fault (on loopback only), then checks every worker's history: no overlap
+//! outside signalled lease loss, every attempt completed, nothing panicked, no hold left in Redis.
+//! On top of that each scenario asserts what its fault must (and must not) cause, e.g. that a killed
+//! holder's lock frees within the watchdog timeout.
+//!
+//! The scenarios are short (a few seconds each). `scripts/soak.sh` runs the same scenarios longer by
+//! setting `RLOCK_SOAK_SECS`, and collects the figures each one appends to `RLOCK_FAULTS_REPORT`.
+//! A holder partitioned from Redis while it keeps running is in `faults_partition.rs`.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rlock_tests::RedisServer;
+use rlock_tests::harness::{client_with, eventually, raw};
+use rlock_tests::history::{FaultKind, Fleet, Report, Summary, WorkerSpec, now_ns};
+
+const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
+
+/// How long a scenario runs: `default`, or `$RLOCK_SOAK_SECS` under `scripts/soak.sh`.
+fn length(default: Duration) -> Duration {
+    std::env::var("RLOCK_SOAK_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .map_or(default, Duration::from_secs)
+}
+
+/// Prints a scenario's figures and appends them to `$RLOCK_FAULTS_REPORT` (one JSON line).
+fn publish(summary: &Summary) {
+    eprintln!("{summary}");
+    if let Ok(path) = std::env::var("RLOCK_FAULTS_REPORT") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("open the figures file");
+        writeln!(file, "{summary}").expect("append the figures");
+    }
+}
+
+/// Publishes the figures of `report`, then asserts the history is sound.
+fn conclude(scenario: &str, report: &Report) {
+    publish(&report.summary(scenario));
+    report.assert_sound();
+}
+
+/// A plain blocking connection for injecting faults.
+fn admin(server: &RedisServer) -> redis::Connection {
+    let conn = server
+        .client()
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .expect("admin connection");
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("read timeout");
+    conn
+}
+
+fn client_pause(admin: &mut redis::Connection, pause: Duration) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(pause.as_millis() as u64)
+        .arg("ALL")
+        .query(admin)
+        .expect("CLIENT PAUSE");
+}
+
+fn kill_subscribers(admin: &mut redis::Connection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(admin)
+        .expect("CLIENT KILL TYPE pubsub")
+}
+
+fn pubsub_numsub(admin: &mut redis::Connection, channel: &str) -> i64 {
+    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(admin)
+        .expect("PUBSUB NUMSUB");
+    counts.first().map_or(0, |(_, n)| *n)
+}
+
+/// Whether `process` acquired some lock after `since_ns`.
+fn acquired_after(report: &Report, process: &str, since_ns: u64) -> bool {
+    report
+        .holds
+        .values()
+        .flatten()
+        .any(|h| h.id.process == process && h.acquired_ns > since_ns)
+}
+
+/// The suite can fail: workers on two different Redis servers "share" a lock name without excluding
+/// each other, and the checker must see their holds overlap.
+#[test]
+fn the_checker_catches_two_holders_of_one_lock() {
+    let (first, second) = (RedisServer::start(), RedisServer::start());
+    let mut fleet = Fleet::new(TORTURE, &first.url());
+    let spec = WorkerSpec {
+        run_for: Duration::from_secs(1),
+        tasks: 2,
+        hold: Duration::from_millis(10),
+        ..WorkerSpec::new(&["split:x"])
+    };
+    let _ = fleet.spawn(&spec);
+    let _ = fleet.spawn_on(&second.url(), &spec);
+    let report = fleet.finish(Duration::from_secs(2));
+    assert!(
+        !report.overlaps.is_empty(),
+        "two servers, two holders at once: {}",
+        report.summary("split brain")
+    );
+    assert!(report.overlaps.iter().all(|o| o.evidence.clock));
+    assert!(!report.violations().is_empty());
+}
+
+#[test]
+fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout() {
+    const WATCHDOG: Duration = Duration::from_secs(1);
+    let server = RedisServer::start();
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(4));
+    let contenders = WorkerSpec {
+        run_for: run,
+        watchdog: WATCHDOG,
+        ..WorkerSpec::new(&["kill:a", "kill:b"])
+    };
+    for _ in 0..2 {
+        let _ = fleet.spawn(&contenders);
+    }
+    // Each cycle a fresh victim with long holds acquires, is killed while holding, and its lock must
+    // pass to a waiting contender once its lease runs out.
+    let started = Instant::now();
+    let mut kills = 0;
+    while started.elapsed() + WATCHDOG * 2 < run {
+        let victim = fleet.spawn(&WorkerSpec {
+            tasks: 1,
+            hold: Duration::from_millis(800),
+            run_for: run - started.elapsed(),
+            ..contenders.clone()
+        });
+        let held = fleet.wait_holding(victim, Duration::from_secs(5));
+        assert!(held.is_some(), "the victim acquires a lock");
+        // Let contenders start waiting for it (the victim holds for at least 400 ms).
+        thread::sleep(Duration::from_millis(100));
+        fleet.kill(victim);
+        kills += 1;
+        thread::sleep(WATCHDOG + Duration::from_millis(300));
+    }
+    let report = fleet.finish(WATCHDOG + Duration::from_secs(1));
+    conclude("kill -9 of a holder", &report);
+    assert!(kills >= 1);
+    assert_eq!(report.faults[&FaultKind::KillHolder], kills);
+    assert_eq!(report.lease_losses(), 0, "nobody else lost a lease");
+    let freed = report
+        .max_handoff(true)
+        .expect("a waiter took over a killed holder's lock");
+    assert!(
+        freed <= WATCHDOG + Duration::from_millis(500),
+        "a killed holder's lock freed after {freed:?}, watchdog timeout {WATCHDOG:?}"
+    );
+}
+
+#[test]
+fn waiters_acquire_through_killed_subscriber_connections() {
+    const WATCHDOG: Duration = Duration::from_secs(2);
+    let server = RedisServer::start();
+    let mut admin = admin(&server);
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(3));
+    let spec = WorkerSpec {
+        run_for: run,
+        watchdog: WATCHDOG,
+        hold: Duration::from_millis(20),
+        ..WorkerSpec::new(&["pubsub:a", "pubsub:b"])
+    };
+    for _ in 0..3 {
+        let _ = fleet.spawn(&spec);
+    }
+    let started = Instant::now();
+    thread::sleep(Duration::from_millis(300));
+    while started.elapsed() + Duration::from_millis(600) < run {
+        fleet.record_fault("redis", FaultKind::KillSubscribers);
+        let _ = kill_subscribers(&mut admin);
+        thread::sleep(Duration::from_millis(fastrand::u64(150..400)));
+    }
+    let report = fleet.finish(Duration::from_secs(2));
+    conclude("CLIENT KILL TYPE pubsub", &report);
+    assert_eq!(report.lease_losses(), 0);
+    let slowest = report.max_handoff(false).expect("locks changed hands");
+    // Waits are bounded by the PTTL (the watchdog timeout) even when a message is lost; rlock
+    // re-tries as soon as its subscriber reconnects, so nobody waits anywhere near that long.
+    assert!(
+        slowest < WATCHDOG / 2,
+        "a waiter took {slowest:?} to take over a released lock (PTTL {WATCHDOG:?})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_unlock_message_costs_a_reconnect_not_a_lease() {
+    let server = RedisServer::start();
+    let holder = client_with(&server, |_| {}).await;
+    let waiter = client_with(&server, |_| {}).await;
+    let mut admin = admin(&server);
+    let mut redis = raw(&server).await;
+    let rounds = length(Duration::from_secs(10)).as_secs() * 2;
+    let mut delays = Vec::new();
+    for round in 0..rounds {
+        let name = format!("lost:{round}");
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let guard = holder
+            .lock(name.as_str())
+            .lock()
+            .await
+            .expect("holder locks");
+        let lock = waiter.lock(name.as_str());
+        let waiting = tokio::spawn(async move {
+            let guard = lock.lock().await.expect("the waiter acquires");
+            (tokio::time::Instant::now(), guard)
+        });
+        let subscribed = eventually(Duration::from_secs(5), async || {
+            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query_async(&mut redis)
+                .await
+                .expect("PUBSUB NUMSUB");
+            counts.first().is_some_and(|(_, n)| *n == 1)
+        })
+        .await;
+        assert!(subscribed, "the waiter subscribed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Drop the waiter's subscriber connection and unlock before it can reconnect (its first
+        // reconnect attempt is 50 ms away): the unlock message reaches nobody.
+        assert!(kill_subscribers(&mut admin) >= 1);
+        assert_eq!(pubsub_numsub(&mut admin, &channel), 0, "nobody listens");
+        guard.unlock().await.expect("holder unlocks");
+        let unlocked = tokio::time::Instant::now();
+        let (acquired, guard) = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the waiter acquires long before the 30 s PTTL")
+            .expect("waiter task");
+        delays.push(acquired.saturating_duration_since(unlocked));
+        guard.unlock().await.expect("waiter unlocks");
+    }
+    let slowest = delays.iter().max().copied().unwrap_or_default();
+    let mut summary = Summary {
+        scenario: "lost unlock message".into(),
+        runs: 1,
+        processes: 1,
+        acquisitions: 2 * delays.len(),
+        ..Summary::default()
+    };
+    let _ = summary
+        .faults
+        .insert(FaultKind::KillSubscribers.label().to_owned(), delays.len());
+    let _ = summary.figures.insert(
+        "max wake-up delay after a lost unlock message (ms)".into(),
+        slowest.as_secs_f64() * 1e3,
+    );
+    publish(&summary);
+    assert!(
+        slowest < Duration::from_millis(500),
+        "a waiter that lost the unlock message acquired after {slowest:?}: {delays:?}"
+    );
+}
+
+#[test]
+fn client_pause_and_a_frozen_server_are_bounded_and_recovered() {
+    const COMMAND_TIMEOUT: Duration = Duration::from_millis(250);
+    const WATCHDOG: Duration = Duration::from_secs(3);
+    const OUTAGE: Duration = Duration::from_millis(1200);
+    let server = RedisServer::start();
+    let mut admin = admin(&server);
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(5));
+    let spec = WorkerSpec {
+        run_for: run,
+        watchdog: WATCHDOG,
+        command_timeout: COMMAND_TIMEOUT,
+        hold: Duration::from_millis(10),
+        ..WorkerSpec::new(&["outage:a", "outage:b"])
+    };
+    let bounded = WorkerSpec {
+        wait: Some(Duration::from_secs(1)),
+        ..spec.clone()
+    };
+    for worker in [&bounded, &bounded, &spec] {
+        let _ = fleet.spawn(worker);
+    }
+    let started = Instant::now();
+    thread::sleep(Duration::from_millis(500));
+    let mut freeze = false;
+    let mut recovered_at = now_ns();
+    while started.elapsed() + OUTAGE * 2 < run {
+        if freeze {
+            fleet.record_fault("redis", FaultKind::StopServer);
+            server.pause();
+            thread::sleep(OUTAGE);
+            server.resume();
+        } else {
+            fleet.record_fault("redis", FaultKind::ClientPause);
+            client_pause(&mut admin, OUTAGE);
+            thread::sleep(OUTAGE);
+        }
+        recovered_at = now_ns();
+        freeze = !freeze;
+        thread::sleep(Duration::from_millis(600));
+    }
+    let report = fleet.finish(Duration::from_secs(2));
+    conclude("CLIENT PAUSE and SIGSTOP of redis-server", &report);
+    assert_eq!(report.lease_losses(), 0, "outages shorter than a lease");
+    let failed: usize = report.errors.values().sum();
+    assert!(
+        failed + report.gave_up > 0,
+        "the outages were felt: {report:?}"
+    );
+    assert!(
+        report
+            .errors
+            .keys()
+            .all(|kind| kind == "timeout" || kind == "backend"),
+        "only timeouts and backend errors: {:?}",
+        report.errors
+    );
+    // A bounded wait may overrun by one attempt: a pool checkout and one command, each bounded by the
+    // command timeout.
+    let overrun = Duration::from_nanos(report.max_overrun_ns.expect("bounded waits ran"));
+    assert!(
+        overrun <= COMMAND_TIMEOUT * 2 + Duration::from_millis(400),
+        "a try_lock_for overran its wait by {overrun:?}"
+    );
+    for worker in 0..3 {
+        assert!(
+            acquired_after(&report, &format!("w{worker}"), recovered_at),
+            "w{worker} acquired again after the last outage"
+        );
+    }
+}
+
+/// A slow server within the deadline is waited for: `command_timeout` decides, not redis-rs' default
+/// 500 ms response timeout (which the pool once inherited, failing such calls with `Backend`).
+#[tokio::test]
+async fn a_reply_within_the_command_timeout_is_waited_for() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| {
+        config.command_timeout = Duration::from_secs(3);
+    })
+    .await;
+    let mut redis = raw(&server).await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("ALL")
+        .query_async(&mut redis)
+        .await
+        .expect("CLIENT PAUSE");
+    let started = tokio::time::Instant::now();
+    let outcome = client.lock("slow-reply").try_lock().await;
+    let took = started.elapsed();
+    let guard = outcome
+        .unwrap_or_else(|e| panic!("failed after {took:?}, within the 3 s command timeout: {e:?}"))
+        .expect("the lock is free");
+    assert!(
+        took >= Duration::from_millis(900),
+        "answered after the pause"
+    );
+    guard.unlock().await.expect("unlock");
+}
+
+#[test]
+fn a_restart_with_aof_mid_run_is_survived() {
+    const WATCHDOG: Duration = Duration::from_secs(3);
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(4));
+    let spec = WorkerSpec {
+        run_for: run,
+        watchdog: WATCHDOG,
+        hold: Duration::from_millis(10),
+        ..WorkerSpec::new(&["restart:a", "restart:b"])
+    };
+    for _ in 0..3 {
+        let _ = fleet.spawn(&spec);
+    }
+    let started = Instant::now();
+    thread::sleep(Duration::from_secs(1));
+    let mut restarted_at = now_ns();
+    while started.elapsed() + Duration::from_secs(2) < run {
+        fleet.record_fault("redis", FaultKind::RestartServer);
+        server.restart();
+        restarted_at = now_ns();
+        thread::sleep(Duration::from_secs(1));
+    }
+    let report = fleet.finish(Duration::from_secs(2));
+    conclude("redis-server restart with AOF", &report);
+    assert_eq!(report.lease_losses(), 0, "restarts shorter than a lease");
+    for worker in 0..3 {
+        assert!(
+            acquired_after(&report, &format!("w{worker}"), restarted_at),
+            "w{worker} reconnected and acquired after the last restart"
+        );
+    }
+    // The restarted server had no scripts: clients got NOSCRIPT, loaded them and went on.
+    let info: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut admin(&server))
+        .expect("INFO errorstats");
+    assert!(
+        info.lines()
+            .any(|line| line.starts_with("errorstat_NOSCRIPT:")),
+        "scripts were reloaded after NOSCRIPT: {info}"
+    );
+}
+
+#[test]
+fn cancellation_storms_leave_no_stray_field_in_any_lock() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server);
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(3));
+    // A 30 s watchdog: a stray field could not expire before the leak check looks for it.
+    let spec = WorkerSpec {
+        run_for: run,
+        tasks: 4,
+        watchdog: Duration::from_secs(30),
+        hold: Duration::from_millis(2),
+        cancel_percent: 60,
+        cancel_within: Duration::from_millis(3),
+        ..WorkerSpec::new(&["storm:a", "storm:b", "storm:c"])
+    };
+    for _ in 0..3 {
+        let _ = fleet.spawn(&spec);
+    }
+    fleet.record_fault("redis", FaultKind::CancellationStorm);
+    // Short pauses leave scripts in flight, so that many acquires are dropped mid-script.
+    let started = Instant::now();
+    while started.elapsed() + Duration::from_millis(500) < run {
+        thread::sleep(Duration::from_millis(300));
+        fleet.record_fault("redis", FaultKind::ClientPause);
+        client_pause(&mut admin, Duration::from_millis(100));
+    }
+    let report = fleet.finish(Duration::from_secs(2));
+    conclude("cancellation storm", &report);
+    assert!(
+        report.cancelled >= 100,
+        "{} acquires dropped",
+        report.cancelled
+    );
+    assert!(report.acquisitions() >= 100);
+    assert_eq!(report.lease_losses(), 0);
+}
+
+#[test]
+fn a_holder_frozen_past_its_lease_is_told_and_the_overlap_is_a_known_window() {
+    const WATCHDOG: Duration = Duration::from_secs(1);
+    const FREEZE: Duration = Duration::from_millis(2500);
+    let server = RedisServer::start();
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(4));
+    let contenders = WorkerSpec {
+        run_for: run,
+        tasks: 2,
+        watchdog: WATCHDOG,
+        ..WorkerSpec::new(&["frozen:x"])
+    };
+    // The victim holds for 4–12 s: after the freeze only the lease-lost signal can end its hold soon.
+    let victim = WorkerSpec {
+        tasks: 1,
+        hold: Duration::from_secs(8),
+        run_for: Duration::from_millis(100),
+        ..contenders.clone()
+    };
+    let started = Instant::now();
+    let mut frozen = Vec::new();
+    let mut contending = false;
+    while started.elapsed() + FREEZE + Duration::from_secs(1) < run || frozen.is_empty() {
+        let index = fleet.spawn(&victim);
+        assert!(
+            fleet.wait_holding(index, Duration::from_secs(5)).is_some(),
+            "the victim acquires"
+        );
+        if !contending {
+            for _ in 0..2 {
+                let _ = fleet.spawn(&contenders);
+            }
+            contending = true;
+        }
+        let name = fleet.name(index).to_owned();
+        fleet.record_fault(&name, FaultKind::StopHolder);
+        fleet.stop(index);
+        thread::sleep(FREEZE);
+        let resumed = now_ns();
+        fleet.resume(index);
+        frozen.push((name, resumed));
+        thread::sleep(Duration::from_millis(300));
+    }
+    let report = fleet.finish(Duration::from_secs(2));
+    conclude("SIGSTOP of a holder past its lease", &report);
+    assert_eq!(
+        report.lease_losses(),
+        frozen.len(),
+        "exactly the frozen holders lost their lease"
+    );
+    assert!(
+        report.unsafe_windows.len() >= frozen.len(),
+        "contenders took the lock while each victim was frozen: {:?}",
+        report.unsafe_windows
+    );
+    for (name, resumed) in &frozen {
+        let hold = report
+            .holds
+            .values()
+            .flatten()
+            .find(|h| &h.id.process == name)
+            .expect("the victim's hold is in the history");
+        assert!(hold.lease_lost, "{name} was told its lease was lost");
+        let told_after = Duration::from_nanos(hold.end_ns.saturating_sub(*resumed));
+        assert!(
+            told_after < WATCHDOG,
+            "{name} left its critical section {told_after:?} after SIGCONT"
+        );
+    }
+}
+
+#[test]
+fn a_slow_subscriber_dropped_by_redis_reconnects_and_acquires() {
+    const WATCHDOG: Duration = Duration::from_secs(2);
+    const NAME: &str = "slow:x";
+    let server = RedisServer::start_with(&["--client-output-buffer-limit", "pubsub 64kb 32kb 1"]);
+    let mut admin = admin(&server);
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(3));
+    let spec = WorkerSpec {
+        run_for: run,
+        tasks: 2,
+        watchdog: WATCHDOG,
+        hold: Duration::from_millis(30),
+        ..WorkerSpec::new(&[NAME])
+    };
+    for _ in 0..3 {
+        let _ = fleet.spawn(&spec);
+    }
+    let channel = format!("redisson_lock__channel:{{{NAME}}}");
+    let garbage = "x".repeat(8192);
+    let started = Instant::now();
+    let mut resumed_at = Vec::new();
+    thread::sleep(Duration::from_millis(300));
+    while started.elapsed() + Duration::from_secs(1) < run {
+        // Freeze one worker (a subscriber that stops reading) and flood its lock channel with
+        // garbage: Redis drops the connection once the output buffer passes its limit.
+        let index = resumed_at.len() % 3;
+        let name = fleet.name(index).to_owned();
+        if !freeze_while_subscribed(&fleet, index, &mut admin, &channel) {
+            continue;
+        }
+        fleet.record_fault(&name, FaultKind::SlowSubscriber);
+        // The kernel's socket buffers take a few MB before Redis' own output buffer grows.
+        let before = slow_clients_dropped(&server);
+        for _ in 0..50 {
+            let mut flood = redis::pipe();
+            for _ in 0..100 {
+                let _ = flood.cmd("PUBLISH").arg(&channel).arg(&garbage);
+            }
+            let _: Vec<i64> = flood.query(&mut admin).expect("PUBLISH");
+            if slow_clients_dropped(&server) > before {
+                break;
+            }
+        }
+        thread::sleep(Duration::from_millis(200));
+        fleet.resume(index);
+        resumed_at.push((name, now_ns()));
+        thread::sleep(Duration::from_millis(300));
+    }
+    let report = fleet.finish(Duration::from_secs(2));
+    conclude("slow subscriber dropped by Redis", &report);
+    let dropped = slow_clients_dropped(&server);
+    assert!(
+        dropped >= resumed_at.len(),
+        "Redis dropped {dropped} slow subscribers for {} floods",
+        resumed_at.len()
+    );
+    assert_eq!(report.lease_losses(), 0);
+    for (name, resumed) in &resumed_at[..resumed_at.len() - 1] {
+        assert!(
+            acquired_after(&report, name, *resumed),
+            "{name} acquired again after it was dropped"
+        );
+    }
+    let slowest = report.max_handoff(false).expect("locks changed hands");
+    assert!(slowest < WATCHDOG, "hand-off took {slowest:?}");
+}
+
+/// How many clients Redis has dropped for exceeding their output buffer limit (from its log).
+fn slow_clients_dropped(server: &RedisServer) -> usize {
+    std::fs::read_to_string(server.dir().join("redis.log"))
+        .expect("the server log")
+        .matches("overcoming of output buffer limits")
+        .count()
+}
+
+/// Freezes worker `index` at a moment its subscriber listens on `channel` (as do the other two
+/// workers'); returns false if that did not happen within a second.
+fn freeze_while_subscribed(
+    fleet: &Fleet,
+    index: usize,
+    admin: &mut redis::Connection,
+    channel: &str,
+) -> bool {
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        fleet.stop(index);
+        if pubsub_numsub(admin, channel) == 3 {
+            return true;
+        }
+        fleet.resume(index);
+        thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_pool_gives_bounded_waits_and_clear_errors() {
+    const COMMAND_TIMEOUT: Duration = Duration::from_millis(100);
+    const WAIT: Duration = Duration::from_millis(200);
+    const SLACK: Duration = Duration::from_millis(400);
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| {
+        config.pool_size = 1;
+        config.command_timeout = COMMAND_TIMEOUT;
+        config.retry_delay = Duration::from_millis(50);
+        config.retry_max_delay = Duration::from_millis(100);
+    })
+    .await;
+    let mut redis = raw(&server).await;
+    let names: Vec<String> = (0..10).map(|i| format!("pool:{i}")).collect();
+    let rounds = length(Duration::from_secs(1)).as_secs().max(1);
+    let (mut acquired, mut timeouts, mut slowest_overrun) = (0, 0, Duration::ZERO);
+    for _ in 0..rounds {
+        let operations: Vec<_> = (0..300)
+            .map(|i| {
+                let lock = client.lock(names[i % names.len()].as_str());
+                tokio::spawn(async move {
+                    let started = tokio::time::Instant::now();
+                    let (outcome, budget) = if i % 3 == 0 {
+                        (lock.is_locked().await.map(|_| false), COMMAND_TIMEOUT * 2)
+                    } else {
+                        let outcome = match lock.try_lock_for(WAIT).await {
+                            Ok(Some(guard)) => guard.unlock().await.map(|()| true),
+                            Ok(None) => Ok(false),
+                            Err(e) => Err(e),
+                        };
+                        (outcome, WAIT + COMMAND_TIMEOUT * 2)
+                    };
+                    (outcome, started.elapsed().saturating_sub(budget))
+                })
+            })
+            .collect();
+        // A slow server on top: the single connection's holder waits, everyone else queues.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(300)
+            .arg("ALL")
+            .query_async(&mut redis)
+            .await
+            .expect("CLIENT PAUSE");
+        for operation in operations {
+            let (outcome, overrun) = operation.await.expect("no panic");
+            slowest_overrun = slowest_overrun.max(overrun);
+            match outcome {
+                Ok(true) => acquired += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    assert!(e.is_timeout(), "a pool timeout is a Timeout: {e}");
+                    assert!(e.to_string().contains("timed out"), "clear message: {e}");
+                    timeouts += 1;
+                }
+            }
+        }
+    }
+    let mut summary = Summary {
+        scenario: "pool exhaustion".into(),
+        runs: 1,
+        processes: 1,
+        attempts: 200 * rounds as usize,
+        acquisitions: acquired,
+        ..Summary::default()
+    };
+    let _ = summary.faults.insert(
+        FaultKind::PoolExhaustion.label().to_owned(),
+        rounds as usize,
+    );
+    let _ = summary.errors.insert("timeout".into(), timeouts);
+    let _ = summary.figures.insert(
+        "max overrun of a deadline with pool_size 1 (ms)".into(),
+        slowest_overrun.as_secs_f64() * 1e3,
+    );
+    let leftover = !eventually(Duration::from_secs(2), async || {
+        let mut left = 0;
+        for name in &names {
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(name)
+                .query_async(&mut redis)
+                .await
+                .expect("EXISTS");
+            left += exists;
+        }
+        left == 0
+    })
+    .await;
+    summary.leaked_holds = usize::from(leftover);
+    publish(&summary);
+    assert!(acquired > 0 && timeouts > 0, "{summary}");
+    assert!(
+        slowest_overrun <= SLACK,
+        "an operation overran its deadline by {slowest_overrun:?}"
+    );
+    assert!(!leftover, "no hold is left behind");
+    let guard = client
+        .lock("pool:after")
+        .try_lock()
+        .await
+        .expect("the client still works")
+        .expect("free");
+    guard.unlock().await.expect("unlock");
+    assert_eq!(client.stats().renewing_locks, 0);
+}
