@@ -17,6 +17,8 @@
 //! ```
 
 pub mod harness;
+pub mod history;
 pub mod server;
+pub mod topology;
 
 pub use server::RedisServer;
