@@ -18,6 +18,7 @@
 
 pub mod harness;
 pub mod history;
+pub mod redisson;
 pub mod server;
 pub mod topology;
 

@@ -104,33 +104,38 @@ pub(crate) enum Expiry {
     At(Instant),
 }
 
-/// Hold counts of this client's owners, as far as this client has seen them confirmed. They tell an
-/// undo what the owner held before the acquire it undoes.
+/// What this client has seen confirmed of each owner's holds: how many, and the lease of the latest.
+/// The count tells an undo what the owner held before the acquire it undoes; the lease is what a
+/// partial release re-applies, as Redisson re-applies the lease its holds were taken with.
 #[derive(Debug, Default)]
-pub(crate) struct Holds(Mutex<HashMap<(String, Owner), u32>>);
+pub(crate) struct Holds(Mutex<HashMap<(String, Owner), (u32, Duration)>>);
 
 impl Holds {
     fn count(&self, key: &str, owner: Owner) -> u32 {
         self.0
             .lock()
             .get(&(key.to_owned(), owner))
-            .copied()
-            .unwrap_or(0)
+            .map_or(0, |(count, _)| *count)
     }
 
-    fn add(&self, key: &str, owner: Owner) {
-        *self.0.lock().entry((key.to_owned(), owner)).or_insert(0) += 1;
+    fn add(&self, key: &str, owner: Owner, lease: Duration) {
+        let mut holds = self.0.lock();
+        let (count, latest) = holds.entry((key.to_owned(), owner)).or_insert((0, lease));
+        *count += 1;
+        *latest = lease;
     }
 
-    fn remove(&self, key: &str, owner: Owner) {
-        let mut counts = self.0.lock();
+    /// Forgets one hold; returns the lease of the owner's latest hold, if this client knew of any.
+    fn remove(&self, key: &str, owner: Owner) -> Option<Duration> {
+        let mut holds = self.0.lock();
         let id = (key.to_owned(), owner);
-        if let Some(count) = counts.get_mut(&id) {
-            *count -= 1;
-            if *count == 0 {
-                let _ = counts.remove(&id);
-            }
+        let (count, lease) = holds.get_mut(&id)?;
+        let lease = *lease;
+        *count -= 1;
+        if *count == 0 {
+            let _ = holds.remove(&id);
         }
+        Some(lease)
     }
 }
 
@@ -341,7 +346,7 @@ async fn attempt_once(
             reply: Value::Nil, ..
         })) => {
             undo.disarm();
-            client.holds.add(kind.key(), owner);
+            client.holds.add(kind.key(), owner, lease_time);
             let expiry = match lease {
                 Lease::Watchdog => {
                     Expiry::Watchdog(client.watchdog.register(kind.key(), owner, field, sent_at))
@@ -475,7 +480,8 @@ pub(crate) enum Released {
     Partially,
 }
 
-/// Releases one hold of `kind` by `owner`, re-applying `lease` if holds remain.
+/// Releases one hold of `kind` by `owner`. If holds remain, their lease is re-applied: the watchdog
+/// timeout while some are renewed here, else the lease of the owner's latest hold (PROTOCOL.md §11.10).
 ///
 /// Renewal stops first. The unlock is re-sent after a timeout or a broken connection with the same
 /// request id, so a re-send of an unlock that had run replays its result instead of releasing twice.
@@ -487,15 +493,12 @@ pub(crate) async fn release(
     client: &Inner,
     kind: &impl LockKind,
     owner: Owner,
-    lease: Duration,
 ) -> Result<Released> {
     client.watchdog.deregister(kind.key(), owner);
-    client.holds.remove(kind.key(), owner);
-    // Holds left in renewal keep the watchdog lease; otherwise the caller's lease is re-applied.
-    let lease = if client.watchdog.is_renewing(kind.key()) {
-        client.watchdog.timeout()
-    } else {
-        lease
+    let latest = client.holds.remove(kind.key(), owner);
+    let lease = match latest {
+        Some(lease) if !client.watchdog.is_renewing(kind.key()) => lease,
+        _ => client.watchdog.timeout(),
     };
     let field = client.field(owner);
     let latch = names::unlock_latch(kind.key(), &names::new_request_id());

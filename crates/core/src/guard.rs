@@ -1,7 +1,6 @@
 //! The guard of one hold.
 
 use std::fmt;
-use std::time::Duration;
 
 use crate::engine::{Expiry, Held};
 use crate::error::{Error, Result};
@@ -37,19 +36,16 @@ pub struct LockGuard {
     owner: Owner,
     field: String,
     expiry: Expiry,
-    /// The lease re-applied if this release leaves other holds of the owner.
-    lease: Duration,
     released: bool,
 }
 
 impl LockGuard {
-    pub(crate) fn new(lock: Lock, owner: Owner, held: Held, lease: Duration) -> Self {
+    pub(crate) fn new(lock: Lock, owner: Owner, held: Held) -> Self {
         Self {
             lock,
             owner,
             field: held.field,
             expiry: held.expiry,
-            lease,
             released: false,
         }
     }
@@ -123,7 +119,7 @@ impl LockGuard {
     /// Cancel safe: the release runs to completion in the background even if this future is dropped.
     pub async fn unlock(mut self) -> Result<()> {
         self.released = true;
-        match self.lock.release(self.owner, self.lease).await {
+        match self.lock.release(self.owner).await {
             Ok(_) => Ok(()),
             Err(Error::NotOwner { name, .. }) => Err(Error::LeaseLost { name }),
             Err(e) => Err(e),
@@ -134,7 +130,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            self.lock.release_in_background(self.owner, self.lease);
+            self.lock.release_in_background(self.owner);
         }
     }
 }

@@ -289,11 +289,7 @@ impl Lock {
         self.check_name()?;
         let owner = self.owner.unwrap_or_else(Owner::new);
         let held = engine::acquire(&self.client.inner, &*self.state, owner, wait, lease).await?;
-        let lease = match lease {
-            Lease::Watchdog => self.client.config().watchdog_timeout,
-            Lease::Fixed(lease) => lease,
-        };
-        Ok(held.map(|held| LockGuard::new(self.clone(), owner, held, lease)))
+        Ok(held.map(|held| LockGuard::new(self.clone(), owner, held)))
     }
 
     /// Releases one hold of `owner`, like Redisson's `unlock(threadId)`: the lock is free once every
@@ -309,8 +305,7 @@ impl Lock {
     /// Cancel safe: the release runs to completion in the background even if this future is dropped.
     pub async fn unlock(&self, owner: Owner) -> Result<()> {
         self.check_name()?;
-        let lease = self.client.config().watchdog_timeout;
-        self.release(owner, lease).await.map(|_| ())
+        self.release(owner).await.map(|_| ())
     }
 
     /// Releases one hold of `owner` on a background task, so it completes even if the caller goes
@@ -318,7 +313,6 @@ impl Lock {
     fn spawn_release<T: Send + 'static>(
         &self,
         owner: Owner,
-        lease: Duration,
         then: impl FnOnce(Result<Released>) -> T + Send + 'static,
     ) -> tokio::task::JoinHandle<T> {
         let client = self.client.inner.clone();
@@ -326,28 +320,26 @@ impl Lock {
         self.client
             .inner
             .background
-            .spawn(async move { then(engine::release(&client, &*state, owner, lease).await) })
+            .spawn(async move { then(engine::release(&client, &*state, owner).await) })
     }
 
-    pub(crate) async fn release(&self, owner: Owner, lease: Duration) -> Result<Released> {
-        self.spawn_release(owner, lease, |outcome| outcome)
+    pub(crate) async fn release(&self, owner: Owner) -> Result<Released> {
+        self.spawn_release(owner, |outcome| outcome)
             .await
             .map_err(|_| Error::Closed)?
     }
 
-    pub(crate) fn release_in_background(&self, owner: Owner, lease: Duration) {
+    pub(crate) fn release_in_background(&self, owner: Owner) {
         let name = self.state.name.clone();
-        drop(
-            self.spawn_release(owner, lease, move |outcome| match outcome {
-                Ok(_) => {}
-                Err(Error::NotOwner { .. }) => {
-                    tracing::debug!(lock = %name, "guard dropped after its lease was lost");
-                }
-                Err(e) => {
-                    tracing::warn!(lock = %name, error = %e, "releasing a dropped guard failed")
-                }
-            }),
-        );
+        drop(self.spawn_release(owner, move |outcome| match outcome {
+            Ok(_) => {}
+            Err(Error::NotOwner { .. }) => {
+                tracing::debug!(lock = %name, "guard dropped after its lease was lost");
+            }
+            Err(e) => {
+                tracing::warn!(lock = %name, error = %e, "releasing a dropped guard failed")
+            }
+        }));
     }
 
     /// Deletes the lock whoever holds it and wakes a waiter (Java's included). Returns whether a lock

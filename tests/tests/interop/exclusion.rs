@@ -1,0 +1,111 @@
+//! Mutual exclusion under mixed contention: emulated Java threads (two clients) and rlock tasks
+//! (two clients) increment a non-atomic GET/SET counter under one lock; the counter ends exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rlock_tests::redisson::RedissonVersion;
+use rlock_tests::{RedisServer, harness};
+
+use crate::support::{Party, PartyLock, Redis, Side};
+
+const NAME: &str = "interop:counter";
+const COUNTER: &str = "interop:counter:value";
+const WORKERS_PER_CLIENT: u64 = 2;
+const ITERATIONS: u64 = 12;
+/// Far below the 30 s PTTL a waiter would sleep out if some unlock failed to wake it.
+const LIMIT: Duration = Duration::from_secs(25);
+
+/// Two Java clients of `version` and two rlock clients, two workers each, every worker taking the
+/// lock `ITERATIONS` times (with `lease`, or the watchdog).
+async fn counter_stays_exact(version: RedissonVersion, lease: Option<Duration>) {
+    let server = RedisServer::start();
+    let mut redis = Redis::connect(&server).await;
+    let parties = [
+        Party::java(&server, version, None).await,
+        Party::java(&server, version, None).await,
+        Party::connect(Side::Rlock, &server).await,
+        Party::connect(Side::Rlock, &server).await,
+    ];
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for party in &parties {
+        for thread in 1..=WORKERS_PER_CLIENT {
+            let lock = party.lock(NAME);
+            let conn = redis.conn.clone();
+            workers.push(tokio::spawn(work(
+                lock,
+                thread,
+                lease,
+                conn,
+                inside.clone(),
+            )));
+        }
+    }
+    let all = futures::future::join_all(workers);
+    let results = tokio::time::timeout(LIMIT, all)
+        .await
+        .expect("all workers finish well before a 30 s PTTL: no wake-up was lost");
+    for result in results {
+        result.expect("a worker failed");
+    }
+
+    let total = WORKERS_PER_CLIENT * ITERATIONS * parties.len() as u64;
+    let counter: u64 = redis.conn.get(COUNTER).await.expect("GET counter");
+    assert_eq!(counter, total, "every increment happened under exclusion");
+    assert!(!redis.exists(NAME).await, "the lock is free at the end");
+    let mut check = redis.clone();
+    let clean = harness::eventually(Duration::from_secs(2), async || {
+        check.channels().await.is_empty() && check.latch_keys().await.is_empty()
+    })
+    .await;
+    assert!(
+        clean,
+        "every waiter unsubscribed and every latch was deleted"
+    );
+}
+
+async fn work(
+    lock: PartyLock,
+    thread: u64,
+    lease: Option<Duration>,
+    mut conn: redis::aio::MultiplexedConnection,
+    inside: Arc<AtomicUsize>,
+) {
+    for _ in 0..ITERATIONS {
+        let hold = match lease {
+            None => lock.lock(thread).await,
+            Some(lease) => lock.lock_with_lease(thread, lease).await,
+        };
+        assert_eq!(
+            inside.fetch_add(1, Ordering::SeqCst),
+            0,
+            "two holders at once"
+        );
+        let value: Option<u64> = conn.get(COUNTER).await.expect("GET");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let _: () = conn
+            .set(COUNTER, value.unwrap_or(0) + 1)
+            .await
+            .expect("SET");
+        let _ = inside.fetch_sub(1, Ordering::SeqCst);
+        hold.release().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_head_and_rlock_with_watchdog_holds() {
+    counter_stays_exact(RedissonVersion::V4, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_3_12_and_rlock_with_leases() {
+    counter_stays_exact(RedissonVersion::V3_12, Some(Duration::from_secs(10))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_3_31_and_rlock_with_leases() {
+    counter_stays_exact(RedissonVersion::V3_31, Some(Duration::from_secs(10))).await;
+}

@@ -1,0 +1,41 @@
+//! Java interop: rlock and an emulated Redisson client (`rlock_tests::redisson`, written from
+//! PROTOCOL.md) share locks on one Redis.
+//!
+//! Every scenario is written once over [`support::Party`] and instantiated in both directions
+//! (`…::java_to_rlock` / `…::rlock_to_java`: which side plays the scenario's first role), and every
+//! test checks what Redis shows (hash fields and counts, PTTLs, channels, messages, latch keys) or
+//! what the clock shows (wake-ups within [`support::WAKE_LIMIT`] of the release).
+//!
+//! Modules, one behaviour each:
+//! - [`exclusion`]: mutual exclusion under mixed contention (a non-atomic counter stays exact);
+//! - [`wakeup`]: unlock and force-unlock wake the other side at once despite a 30 s PTTL;
+//! - [`reentrancy`]: both sides' holds on one name over time, partial unlocks re-applying leases,
+//!   and unlocks by a non-owner refused on both sides;
+//! - [`watchdog`]: renewal keeps the other side out past the lease (two tests take ~35 s), and a
+//!   holder notices a foreign force-unlock;
+//! - [`lease`]: leases expire silently and hand the lock over at the PTTL;
+//! - [`latch`]: the unlock latch (replays, lifetime, stale latches);
+//! - [`names`]: odd names, and the channel / key / latch names byte for byte;
+//! - [`messages`]: raw messages (`0`, `1`, garbage) and subscriber reconnects;
+//! - [`versions`]: one handshake per emulated Redisson version;
+//! - [`differences`]: the known differences, pinned down;
+//! - [`cluster`]: the same in a Redis Cluster, with sharded pub/sub as Redisson picks it;
+//! - [`wire`]: the exact commands each side's scripts run (MONITOR), against literal traces.
+//!
+//! Wake-up latencies are printed on stderr (`cargo test --test interop -- --nocapture`), as lines
+//! starting with `interop timing:`.
+
+mod support;
+
+mod cluster;
+mod differences;
+mod exclusion;
+mod latch;
+mod lease;
+mod messages;
+mod names;
+mod reentrancy;
+mod versions;
+mod wakeup;
+mod watchdog;
+mod wire;
