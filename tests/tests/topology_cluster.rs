@@ -254,3 +254,48 @@ async fn cluster_lock_writes_wait_for_replicas_and_roll_back_without_them() {
         "the unacknowledged acquire was undone"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_on_many_locks_in_many_slots_all_wake_promptly() {
+    let cluster = Cluster::start(3, 0);
+    let holder = cluster_client(&cluster, |_| {}).await;
+    let waiter = cluster_client(&cluster, |_| {}).await;
+    // Parked together, so their sharded subscriptions go out in the same batch.
+    let names: Vec<String> = (0..12).map(|i| format!("cluster:many:{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(
+            holder
+                .lock(name.as_str())
+                .lock()
+                .await
+                .expect("holder locks"),
+        );
+    }
+    let waiting: Vec<_> = names
+        .iter()
+        .map(|name| spawn_waiter(waiter.lock(name.as_str())))
+        .collect();
+    let all_subscribed = eventually(Duration::from_secs(5), async || {
+        names.iter().all(|name| {
+            shard_subscribers(&cluster, &format!("redisson_lock__channel:{{{name}}}")) == 1
+        })
+    })
+    .await;
+    assert!(
+        all_subscribed,
+        "every channel is subscribed on its own slot's master"
+    );
+    let released = Instant::now();
+    for guard in guards {
+        guard.unlock().await.expect("holder unlocks");
+    }
+    for waiting in waiting {
+        let (after, guard) = acquired_after(waiting, released, Duration::from_secs(10)).await;
+        assert!(
+            after < Duration::from_secs(1),
+            "woken {after:?} after the unlocks"
+        );
+        guard.unlock().await.expect("unlock");
+    }
+}

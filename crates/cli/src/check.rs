@@ -41,7 +41,6 @@ struct Report {
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     let client = target.client().await?;
-    let redis = target.redis().await?;
     let counter = critical::counter_key(&args.name);
     let hold = Duration::from_millis(args.hold_ms);
 
@@ -49,15 +48,14 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     let mut tasks = JoinSet::new();
     for _ in 0..args.tasks {
         let lock = client.lock(args.name.as_str());
-        let mut redis = redis.clone();
-        let counter = counter.clone();
+        let (client, counter) = (client.clone(), counter.clone());
         let _ = tasks.spawn(async move {
             let mut waits = Vec::new();
             for _ in 0..args.iterations {
                 let asked = Instant::now();
                 let guard = lock.lock().await?;
                 waits.push(asked.elapsed());
-                critical::increment(&mut redis, &counter, hold).await?;
+                critical::increment(&client, &counter, hold).await?;
                 guard.unlock().await?;
             }
             Ok::<_, crate::Error>(waits)
@@ -69,10 +67,9 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     }
     let elapsed = started.elapsed();
 
-    let mut redis = redis;
     output::emit(&Report {
         acquisitions: waits.len(),
-        counter: critical::read(&mut redis, &counter).await?,
+        counter: critical::read(&client, &counter).await?,
         elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         per_s: stats::rate(waits.len(), elapsed),
         wait_p50_ms: stats::percentile_ms(&mut waits, 50.0),

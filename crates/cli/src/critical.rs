@@ -1,9 +1,11 @@
 //! The critical section shared by `check` and the demo: a deliberately non-atomic increment.
+//!
+//! The counters go through the client's own connections, so in a cluster each command goes to the
+//! node that owns its key.
 
 use std::time::Duration;
 
-use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
+use rlock::Client;
 
 /// The counter key of lock `name`.
 pub(crate) fn counter_key(name: &str) -> String {
@@ -12,22 +14,26 @@ pub(crate) fn counter_key(name: &str) -> String {
 
 /// Reads the counter, optionally sleeps, and writes it back plus one. Two of these overlapping lose an
 /// increment, which is how a broken lock shows.
-pub(crate) async fn increment(
-    redis: &mut MultiplexedConnection,
-    counter: &str,
-    hold: Duration,
-) -> redis::RedisResult<()> {
-    let value: Option<u64> = redis.get(counter).await?;
+pub(crate) async fn increment(client: &Client, counter: &str, hold: Duration) -> rlock::Result<()> {
+    let value = read(client, counter).await?;
     if !hold.is_zero() {
         tokio::time::sleep(hold).await;
     }
-    redis.set(counter, value.unwrap_or(0) + 1).await
+    client
+        .query(redis::cmd("SET").arg(counter).arg(value + 1))
+        .await
 }
 
 /// The counter's value; 0 when unset.
-pub(crate) async fn read(
-    redis: &mut MultiplexedConnection,
-    counter: &str,
-) -> redis::RedisResult<u64> {
-    Ok(redis.get::<_, Option<u64>>(counter).await?.unwrap_or(0))
+pub(crate) async fn read(client: &Client, counter: &str) -> rlock::Result<u64> {
+    let value: Option<u64> = client.query(redis::cmd("GET").arg(counter)).await?;
+    Ok(value.unwrap_or(0))
+}
+
+/// Deletes the counters, one by one: in a cluster they may live on different nodes.
+pub(crate) async fn reset(client: &Client, counters: &[String]) -> rlock::Result<()> {
+    for counter in counters {
+        client.query::<()>(redis::cmd("DEL").arg(counter)).await?;
+    }
+    Ok(())
 }

@@ -1,17 +1,16 @@
 //! `rlock inspect`: a lock's holders as stored in Redis.
 //!
-//! This reads the hash directly instead of going through the lock API, so it shows holds of any
-//! client: rlock's, and Redisson's `RLock` and `RReadWriteLock` alike (PROTOCOL.md §2.1).
+//! The holders are read from the lock's hash, so they are any client's: rlock's, and Redisson's
+//! `RLock` and `RReadWriteLock` alike (PROTOCOL.md §2.1). Fields that are not `<uuid>:<owner>` (a
+//! read-write lock's `mode`) are not holders.
 
 use std::process::ExitCode;
 
+use rlock::RemainingTtl;
 use serde::Serialize;
 
 use crate::target::Target;
 use crate::{Result, output};
-
-/// The field in which a Redisson read-write lock stores its mode; it is not a holder.
-const MODE_FIELD: &str = "mode";
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -24,6 +23,7 @@ pub(crate) struct Args {
 struct Report {
     name: String,
     exists: bool,
+    /// Redis' `PTTL`: -2 without the key, -1 without an expiry.
     pttl: i64,
     holders: Vec<Holder>,
 }
@@ -38,29 +38,31 @@ struct Holder {
     count: u64,
 }
 
-pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
-    let mut redis = target.redis().await?;
-    // One transaction, so the type, TTL and holders are a consistent snapshot. HGETALL fails on a
-    // key of another type; its error is kept in place so the type can be reported instead.
-    let (kind, pttl, fields): (String, i64, redis::RedisResult<Vec<(String, String)>>) =
-        redis::pipe()
-            .atomic()
-            .ignore_errors()
-            .cmd("TYPE")
-            .arg(&args.name)
-            .cmd("PTTL")
-            .arg(&args.name)
-            .cmd("HGETALL")
-            .arg(&args.name)
-            .query_async(&mut redis)
-            .await?;
-    let holders = match kind.as_str() {
-        "none" => Vec::new(),
-        "hash" => holders(fields?),
-        other => {
-            return Err(format!("key {:?} holds a {other}, not a lock hash", args.name).into());
+impl From<rlock::Holder> for Holder {
+    fn from(holder: rlock::Holder) -> Self {
+        Self {
+            node: holder.node,
+            owner: holder.owner,
+            count: holder.count,
         }
-    };
+    }
+}
+
+pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
+    let client = target.client().await?;
+    let lock = client.lock(args.name.as_str());
+    // Separate reads, each routed to the key's node: the lock may change between them.
+    let kind: String = client.query(redis::cmd("TYPE").arg(&args.name)).await?;
+    if !matches!(kind.as_str(), "none" | "hash") {
+        return Err(format!("key {:?} holds a {kind}, not a lock hash", args.name).into());
+    }
+    let pttl = pttl(lock.remaining_ttl().await?);
+    let holders = lock
+        .holders()
+        .await?
+        .into_iter()
+        .map(Holder::from)
+        .collect();
     output::emit(&Report {
         exists: kind != "none",
         name: args.name,
@@ -70,59 +72,11 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The holders among a lock hash's fields: `<uuid>:<owner>` with a decimal count.
-fn holders(fields: Vec<(String, String)>) -> Vec<Holder> {
-    fields
-        .into_iter()
-        .filter(|(field, _)| field != MODE_FIELD)
-        .filter_map(|(field, count)| {
-            let holder = parse_holder(&field, &count);
-            if holder.is_none() {
-                eprintln!("warning: skipping field {field:?} = {count:?}: not a lock holder");
-            }
-            holder
-        })
-        .collect()
-}
-
-fn parse_holder(field: &str, count: &str) -> Option<Holder> {
-    // The uuid has no colon, so the first one ends it; the owner may have more (`57:write`).
-    let (node, owner) = field.split_once(':')?;
-    if node.is_empty() || owner.is_empty() {
-        return None;
-    }
-    Some(Holder {
-        node: node.to_owned(),
-        owner: owner.to_owned(),
-        count: count.parse().ok()?,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NODE: &str = "3b241101-e2bb-4255-8caf-4136c566a962";
-
-    fn field(value: &str) -> (String, String) {
-        (format!("{NODE}:{value}"), "2".to_owned())
-    }
-
-    #[test]
-    fn redisson_fields_are_holders() {
-        let fields = vec![
-            field("57"),
-            field("9223372036854775807:write"),
-            ("mode".to_owned(), "write".to_owned()),
-        ];
-        let owners: Vec<_> = holders(fields).into_iter().map(|h| h.owner).collect();
-        assert_eq!(owners, ["57", "9223372036854775807:write"]);
-    }
-
-    #[test]
-    fn malformed_fields_are_not_holders() {
-        assert_eq!(parse_holder("no-colon", "1"), None);
-        assert_eq!(parse_holder(&format!("{NODE}:57"), "many"), None);
-        assert_eq!(parse_holder(&format!("{NODE}:"), "1"), None);
+/// The `PTTL` reply that `ttl` stands for.
+fn pttl(ttl: RemainingTtl) -> i64 {
+    match ttl {
+        RemainingTtl::NotLocked => -2,
+        RemainingTtl::NoExpiry => -1,
+        RemainingTtl::Expires(left) => i64::try_from(left.as_millis()).unwrap_or(i64::MAX),
     }
 }

@@ -14,6 +14,7 @@ mod output;
 mod server;
 mod stats;
 mod target;
+mod topology;
 
 use std::process::ExitCode;
 

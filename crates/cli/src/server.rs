@@ -11,7 +11,6 @@ use tempfile::TempDir;
 use tokio::time::{Instant, sleep, timeout};
 
 use crate::Result;
-use crate::target::raw_connection;
 
 /// Names the `redis-server` binary to use instead of the one on `PATH`, as for the test suite.
 const BINARY_ENV: &str = "RLOCK_REDIS_SERVER";
@@ -20,6 +19,8 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The free port we pick is released before redis binds it; if someone takes it meanwhile, redis
 /// exits and we try again on another.
 const START_ATTEMPTS: u32 = 3;
+/// How long one readiness probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 const LOG_FILE: &str = "redis.log";
 
 #[derive(Debug)]
@@ -106,7 +107,7 @@ async fn wait_ready(child: &mut Child, port: u16, dir: &Path) -> Result<Option<S
             let log = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap_or_default();
             return Ok(Some(format!("redis-server exited with {status}:\n{log}")));
         }
-        let probe = timeout(Duration::from_secs(1), is_ours(&url, child.id())).await;
+        let probe = timeout(PROBE_TIMEOUT, is_ours(&url, child.id())).await;
         if probe.is_ok_and(|ours| ours.unwrap_or(false)) {
             return Ok(None);
         }
@@ -119,11 +120,11 @@ async fn wait_ready(child: &mut Child, port: u16, dir: &Path) -> Result<Option<S
 
 /// Whether the server at `url` answers and is process `pid`, not one that took the port first.
 async fn is_ours(url: &str, pid: u32) -> Result<bool> {
-    let mut redis = raw_connection(url).await?;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut redis)
-        .await?;
+    let mut config = rlock::Config::new(url);
+    config.connect_timeout = PROBE_TIMEOUT;
+    config.command_timeout = PROBE_TIMEOUT;
+    let client = rlock::Client::with_config(config).await?;
+    let info: String = client.query(redis::cmd("INFO").arg("server")).await?;
     Ok(info
         .lines()
         .any(|line| line.trim() == format!("process_id:{pid}")))

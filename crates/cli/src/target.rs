@@ -2,59 +2,164 @@
 
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-
 use crate::Result;
+use crate::topology::Topology;
 
-const GLOBAL: &str = "Global options";
+pub(crate) const GLOBAL: &str = "Global options";
+/// The environment variable of the URLs, comma-separated.
+const URL_ENV: &str = "REDIS_URL";
 
 /// The Redis every command talks to.
-#[derive(Debug, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub(crate) struct Target {
-    /// The Redis URL, e.g. redis://127.0.0.1:6379/ (`demo` starts a private server without one).
-    #[arg(long, env = "REDIS_URL", global = true, hide_env_values = true, help_heading = GLOBAL)]
-    url: Option<String>,
+    /// The Redis URL, e.g. redis://127.0.0.1:6379/; repeat it (or separate URLs with commas) for
+    /// several cluster seeds or sentinels. `demo` starts a private server without one.
+    #[arg(long = "url", value_name = "URL", env = URL_ENV, value_delimiter = ',', global = true,
+          hide_env_values = true, help_heading = GLOBAL)]
+    urls: Vec<String>,
+    #[command(flatten)]
+    topology: Topology,
     /// The lease of locks held without one, renewed every third of it while held.
     #[arg(long, value_name = "MS", default_value_t = 30_000, global = true, help_heading = GLOBAL)]
     watchdog_ms: u64,
 }
 
 impl Target {
-    /// The URL given with `--url` or `REDIS_URL`, if any.
-    pub(crate) fn given_url(&self) -> Option<&str> {
-        self.url.as_deref().filter(|url| !url.is_empty())
+    /// The URLs given with `--url` or `REDIS_URL`.
+    fn urls(&self) -> Vec<String> {
+        let urls = self.urls.iter().filter(|url| !url.is_empty());
+        urls.cloned().collect()
     }
 
-    pub(crate) fn url(&self) -> Result<&str> {
-        self.given_url()
-            .ok_or_else(|| "no Redis URL: pass --url or set REDIS_URL".into())
+    /// Whether any URL was given.
+    pub(crate) fn is_given(&self) -> bool {
+        !self.urls().is_empty()
     }
 
-    pub(crate) fn watchdog_ms(&self) -> u64 {
-        self.watchdog_ms
+    /// Fails when the options describe a deployment of several servers, which needs URLs.
+    pub(crate) fn check_single(&self) -> Result<()> {
+        match self.topology.flag() {
+            Some(flag) => Err(format!("{flag} needs --url or {URL_ENV}").into()),
+            None => Ok(()),
+        }
     }
 
-    /// An rlock client of [`Target::url`].
-    pub(crate) async fn client(&self) -> Result<rlock::Client> {
-        let mut config = rlock::Config::new(self.url()?);
+    /// This target on the server at `url` instead.
+    pub(crate) fn with_url(&self, url: String) -> Self {
+        Self {
+            urls: vec![url],
+            ..self.clone()
+        }
+    }
+
+    /// The rlock configuration of these options.
+    pub(crate) fn config(&self) -> Result<rlock::Config> {
+        let urls = self.urls();
+        if urls.is_empty() {
+            return Err(format!("no Redis URL: pass --url or set {URL_ENV}").into());
+        }
+        let mut config = self.topology.config(&urls)?;
         config.watchdog_timeout = Duration::from_millis(self.watchdog_ms);
-        Ok(rlock::Client::with_config(config).await?)
+        Ok(config)
     }
 
-    /// A plain Redis connection to [`Target::url`], for what the lock API does not cover.
-    pub(crate) async fn redis(&self) -> Result<MultiplexedConnection> {
-        raw_connection(self.url()?).await
+    /// An rlock client of [`Target::config`].
+    pub(crate) async fn client(&self) -> Result<rlock::Client> {
+        Ok(rlock::Client::with_config(self.config()?).await?)
+    }
+
+    /// These options again, for a child process of this binary (the URLs, which may hold passwords,
+    /// through the environment).
+    pub(crate) fn forward(&self, command: &mut tokio::process::Command) {
+        command
+            .arg("--watchdog-ms")
+            .arg(self.watchdog_ms.to_string())
+            .env(URL_ENV, self.urls().join(","));
+        self.topology.forward(command);
     }
 }
 
-/// A plain Redis connection to `url`.
-pub(crate) async fn raw_connection(url: &str) -> Result<MultiplexedConnection> {
-    let connect = async {
-        redis::Client::open(url)?
-            .get_multiplexed_async_connection()
-            .await
-    };
-    connect
-        .await
-        .map_err(|e| format!("cannot connect to Redis: {e}").into())
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use rlock::{ShardedPubSub, Topology};
+
+    use super::*;
+
+    const SEEDS: [&str; 2] = ["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"];
+
+    fn target(options: &[&str]) -> Target {
+        let args = ["rlock"].iter().chain(options).chain(&["inspect", "x"]);
+        crate::Cli::try_parse_from(args)
+            .expect("valid options")
+            .target
+    }
+
+    /// The options a child of `target` gets, with the URLs it would read from the environment.
+    fn forwarded(target: &Target) -> (Vec<String>, Vec<(String, String)>) {
+        let mut command = tokio::process::Command::new("rlock");
+        target.forward(&mut command);
+        let command = command.as_std();
+        let args = command.get_args().map(|a| a.to_string_lossy().into_owned());
+        let env = command.get_envs().filter_map(|(name, value)| {
+            Some((name.to_str()?.to_owned(), value?.to_str()?.to_owned()))
+        });
+        (args.collect(), env.collect())
+    }
+
+    #[test]
+    fn cluster_seeds_and_sharded_mode_reach_the_config() {
+        let config = target(&[
+            "--cluster",
+            "--sharded-pubsub",
+            "off",
+            "--url",
+            SEEDS[0],
+            "--url",
+            SEEDS[1],
+        ])
+        .config()
+        .expect("a cluster config");
+        assert_eq!(config.topology, Topology::Cluster);
+        assert_eq!(config.url, SEEDS[0]);
+        assert_eq!(config.nodes, [SEEDS[1]]);
+        assert_eq!(config.sharded_pubsub, ShardedPubSub::Off);
+    }
+
+    #[test]
+    fn sentinel_credentials_reach_children_through_the_environment_only() {
+        let parent = target(&[
+            "--sentinel-master",
+            "m",
+            "--sentinel-user",
+            "u",
+            "--sentinel-password",
+            "secret",
+            "--url",
+            SEEDS[0],
+            "--url",
+            SEEDS[1],
+        ]);
+        let expected = Topology::Sentinel {
+            master_name: "m".into(),
+            username: Some("u".into()),
+            password: Some("secret".into()),
+        };
+        assert_eq!(
+            parent.config().expect("a sentinel config").topology,
+            expected
+        );
+
+        let (args, env) = forwarded(&parent);
+        assert!(!args.iter().any(|arg| arg.contains("secret")), "{args:?}");
+        assert!(env.contains(&("RLOCK_SENTINEL_PASSWORD".into(), "secret".into())));
+        assert!(env.contains(&(URL_ENV.into(), SEEDS.join(","))));
+        // The child parses the same options back (its URLs given explicitly here).
+        let mut child_args: Vec<&str> = args.iter().map(String::as_str).collect();
+        child_args.extend(["--sentinel-user", "u", "--sentinel-password", "secret"]);
+        child_args.extend(["--url", SEEDS[0], "--url", SEEDS[1]]);
+        let child = target(&child_args).config().expect("the child's config");
+        assert_eq!(child.topology, expected);
+        assert_eq!(child.nodes, [SEEDS[1]]);
+    }
 }

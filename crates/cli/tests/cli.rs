@@ -1,42 +1,18 @@
 //! The `rlock` binary against real, private redis-servers.
 
-use std::process::{Child, Command, Output, Stdio};
+mod support;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 
 use redis::Commands;
 use rlock_tests::RedisServer;
 use serde_json::{Value, json};
+use support::{assert_fails_cleanly, json_lines, rlock, run, run_ok};
 
 /// A Redisson client id, as Java writes it in hash fields.
 const JAVA_NODE: &str = "3b241101-e2bb-4255-8caf-4136c566a962";
-
-/// `rlock ARGS`, with `--url` first when given and `REDIS_URL` never inherited.
-fn rlock(url: Option<&str>, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rlock"));
-    command.env_remove("REDIS_URL");
-    if let Some(url) = url {
-        command.args(["--url", url]);
-    }
-    command.args(args);
-    command
-}
-
-fn run(url: Option<&str>, args: &[&str]) -> Output {
-    rlock(url, args).output().expect("cannot run rlock")
-}
-
-/// Runs `rlock ARGS` expecting success, and returns its stdout as JSON lines.
-fn run_ok(url: &str, args: &[&str]) -> Vec<Value> {
-    let output = run(Some(url), args);
-    assert!(output.status.success(), "rlock {args:?} failed: {output:?}");
-    json_lines(&output)
-}
-
-fn json_lines(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("stdout line is not JSON"))
-        .collect()
-}
 
 fn redis(server: &RedisServer) -> redis::Connection {
     server.client().get_connection().expect("raw connection")
@@ -90,7 +66,7 @@ fn inspect_shows_holders_written_by_java() {
         .expect("HSET");
     let _: () = redis.pexpire("cli:java", 30_000).expect("PEXPIRE");
 
-    let report = run_ok(&server.url(), &["inspect", "cli:java"]);
+    let report = run_ok(Some(&server.url()), &["inspect", "cli:java"]);
     assert_eq!(report.len(), 1);
     let report = &report[0];
     assert_eq!(report["name"], "cli:java");
@@ -102,7 +78,7 @@ fn inspect_shows_holders_written_by_java() {
         json!([{"node": JAVA_NODE, "owner": "57", "count": 2}])
     );
 
-    let report = run_ok(&server.url(), &["inspect", "cli:absent"]);
+    let report = run_ok(Some(&server.url()), &["inspect", "cli:absent"]);
     assert_eq!(
         report,
         [json!({"name": "cli:absent", "exists": false, "pttl": -2, "holders": []})]
@@ -116,16 +92,19 @@ fn force_unlock_releases_once() {
         .hset("cli:forced", format!("{JAVA_NODE}:1"), 1)
         .expect("HSET");
 
-    let first = run_ok(&server.url(), &["force-unlock", "cli:forced"]);
+    let first = run_ok(Some(&server.url()), &["force-unlock", "cli:forced"]);
     assert_eq!(first, [json!({"released": true})]);
-    let second = run_ok(&server.url(), &["force-unlock", "cli:forced"]);
+    let second = run_ok(Some(&server.url()), &["force-unlock", "cli:forced"]);
     assert_eq!(second, [json!({"released": false})]);
 }
 
 #[test]
 fn lock_reports_acquire_and_release() {
     let server = RedisServer::start();
-    let events = run_ok(&server.url(), &["lock", "cli:held", "--hold-ms", "200"]);
+    let events = run_ok(
+        Some(&server.url()),
+        &["lock", "cli:held", "--hold-ms", "200"],
+    );
     assert_eq!(events.len(), 2, "{events:?}");
     assert_eq!(events[0]["event"], "acquired");
     assert_eq!(events[1]["event"], "released");
@@ -210,11 +189,7 @@ fn bad_input_fails_without_panicking() {
         (None, &["check", "x", "--tasks", "1", "--iterations", "1"]),
     ];
     for (url, args) in cases {
-        let output = run(url, args);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert!(!stderr.is_empty(), "{args:?} failed silently");
+        assert_fails_cleanly(&run(url, args), &format!("{args:?}"));
     }
 }
 
@@ -243,4 +218,88 @@ fn demo_without_url_runs_its_own_server_and_stops_it() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "redis-server {pid} outlived the demo"
     );
+}
+
+/// A redis-server that also listens with TLS, on a certificate of a private CA.
+struct TlsServer {
+    _server: RedisServer,
+    url: String,
+    ca_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TlsServer {
+    fn start() -> Self {
+        let ca_key = rcgen::KeyPair::generate().expect("CA key");
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_pem = ca.self_signed(&ca_key).expect("CA certificate").pem();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = rcgen::KeyPair::generate().expect("server key");
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .expect("server params")
+            .signed_by(&key, &issuer)
+            .expect("server certificate");
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, pem: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, pem).expect("write a PEM file");
+            path
+        };
+        let ca_file = write("ca.pem", &ca_pem);
+        let cert_file = write("cert.pem", &cert.pem());
+        let key_file = write("key.pem", &key.serialize_pem());
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port()
+            .to_string();
+        let path = |file: &PathBuf| file.to_string_lossy().into_owned();
+        let server = RedisServer::start_with(&[
+            "--tls-port",
+            &port,
+            "--tls-cert-file",
+            &path(&cert_file),
+            "--tls-key-file",
+            &path(&key_file),
+            "--tls-auth-clients",
+            "no",
+        ]);
+        Self {
+            _server: server,
+            url: format!("rediss://127.0.0.1:{port}/"),
+            ca_file,
+            _dir: dir,
+        }
+    }
+}
+
+#[test]
+fn tls_ca_is_trusted_by_check_and_by_demo_workers() {
+    let tls = TlsServer::start();
+    let ca = tls.ca_file.to_str().expect("a UTF-8 path");
+    let check = ["check", "cli:tls", "--tasks", "2", "--iterations", "10"];
+    let report = run_ok(Some(&tls.url), &[&["--tls-ca", ca][..], &check].concat());
+    assert_eq!(report[0]["counter"], 20, "{report:?}");
+
+    let demo = [
+        "--tls-ca",
+        ca,
+        "demo",
+        "--processes",
+        "2",
+        "--tasks",
+        "1",
+        "--locks",
+        "1",
+        "--iterations",
+        "5",
+    ];
+    let totals = run_ok(Some(&tls.url), &demo).pop().expect("a totals line");
+    assert_eq!(totals["mutual_exclusion"], true, "{totals}");
+    assert_eq!(totals["workers_failed"], 0, "{totals}");
+
+    // Without the CA, the server's certificate is not trusted.
+    assert_fails_cleanly(&run(Some(&tls.url), &check), "check without --tls-ca");
 }

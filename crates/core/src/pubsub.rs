@@ -312,42 +312,57 @@ enum Link {
 
 impl Link {
     fn subscribe(&self, channels: Vec<String>) -> Change {
-        match self {
-            Self::Node(sink) => {
-                let mut sink = sink.clone();
-                Box::pin(async move { sink.subscribe(channels).await })
-            }
-            Self::Cluster { conn, sharded } => {
-                let (mut conn, sharded) = (conn.clone(), *sharded);
-                Box::pin(async move {
-                    if sharded {
-                        conn.ssubscribe(channels).await
-                    } else {
-                        conn.subscribe(channels).await
-                    }
-                })
-            }
-        }
+        self.change(channels, true)
     }
 
     fn unsubscribe(&self, channels: Vec<String>) -> Change {
+        self.change(channels, false)
+    }
+
+    fn change(&self, channels: Vec<String>, subscribe: bool) -> Change {
         match self {
             Self::Node(sink) => {
                 let mut sink = sink.clone();
-                Box::pin(async move { sink.unsubscribe(channels).await })
+                Box::pin(async move {
+                    if subscribe {
+                        sink.subscribe(channels).await
+                    } else {
+                        sink.unsubscribe(channels).await
+                    }
+                })
             }
             Self::Cluster { conn, sharded } => {
                 let (mut conn, sharded) = (conn.clone(), *sharded);
                 Box::pin(async move {
-                    if sharded {
-                        conn.sunsubscribe(channels).await
-                    } else {
-                        conn.unsubscribe(channels).await
+                    // One command per slot: a sharded command's channels must share a slot.
+                    for batch in by_slot(channels, sharded) {
+                        match (sharded, subscribe) {
+                            (true, true) => conn.ssubscribe(batch).await?,
+                            (true, false) => conn.sunsubscribe(batch).await?,
+                            (false, true) => conn.subscribe(batch).await?,
+                            (false, false) => conn.unsubscribe(batch).await?,
+                        }
                     }
+                    Ok(())
                 })
             }
         }
     }
+}
+
+/// `channels` grouped by cluster slot when `sharded`, else in one group.
+fn by_slot(channels: Vec<String>, sharded: bool) -> Vec<Vec<String>> {
+    if !sharded {
+        return vec![channels];
+    }
+    let mut groups: HashMap<redis::cluster_routing::Slot, Vec<String>> = HashMap::new();
+    for channel in channels {
+        groups
+            .entry(redis::cluster_routing::Slot::for_key(&channel))
+            .or_default()
+            .push(channel);
+    }
+    groups.into_values().collect()
 }
 
 /// The task that owns the subscriber connection.

@@ -18,7 +18,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 use crate::server::PrivateRedis;
-use crate::target::{Target, raw_connection};
+use crate::target::Target;
 use crate::{Result, critical, output, stats};
 
 use self::progress::Progress;
@@ -119,27 +119,25 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
 
 /// Runs the demo on the given Redis, or else on a private one.
 async fn on_some_server(target: &Target, args: &Args) -> Result<ExitCode> {
-    if let Some(url) = target.given_url() {
-        return show(url, target.watchdog_ms(), args).await;
+    if target.is_given() {
+        return show(target, args).await;
     }
+    target.check_single()?;
     eprintln!("no --url or REDIS_URL: starting a private redis-server");
     let server = PrivateRedis::start().await?;
     eprintln!("redis-server pid {} at {}", server.pid(), server.url());
-    show(&server.url(), target.watchdog_ms(), args).await
+    show(&target.with_url(server.url()), args).await
 }
 
-async fn show(url: &str, watchdog_ms: u64, args: &Args) -> Result<ExitCode> {
+async fn show(target: &Target, args: &Args) -> Result<ExitCode> {
     let plan = args.plan;
     let expected = plan.acquisitions_per_lock(args.processes);
-    let mut redis = raw_connection(url).await?;
+    let client = target.client().await?;
     let counters: Vec<String> = (0..plan.locks)
         .map(|lock| critical::counter_key(&lock_name(lock)))
         .collect();
     // Start from zero even on a server an earlier demo ran on.
-    redis::cmd("DEL")
-        .arg(&counters)
-        .exec_async(&mut redis)
-        .await?;
+    critical::reset(&client, &counters).await?;
 
     eprintln!(
         "{} processes × {} tasks contend for {} locks: {} acquisitions per task, holding {} ms\n",
@@ -149,13 +147,7 @@ async fn show(url: &str, watchdog_ms: u64, args: &Args) -> Result<ExitCode> {
     let (reports, mut received) = mpsc::unbounded_channel();
     let mut workers = Vec::new();
     for process in 0..args.processes {
-        workers.push(spawn_worker(
-            url,
-            watchdog_ms,
-            process,
-            plan,
-            reports.clone(),
-        )?);
+        workers.push(spawn_worker(target, process, plan, reports.clone())?);
     }
     drop(reports);
 
@@ -193,7 +185,7 @@ async fn show(url: &str, watchdog_ms: u64, args: &Args) -> Result<ExitCode> {
 
     let mut counts = Vec::new();
     for counter in &counters {
-        counts.push(critical::read(&mut redis, counter).await?);
+        counts.push(critical::read(&client, counter).await?);
     }
     let totals = summarize(&acquisitions, &counts, &expected, workers_failed, elapsed);
     output::emit(&totals)?;
@@ -207,23 +199,21 @@ async fn show(url: &str, watchdog_ms: u64, args: &Args) -> Result<ExitCode> {
 
 /// Starts worker `process`, forwarding each line it prints, parsed, to `reports`.
 fn spawn_worker(
-    url: &str,
-    watchdog_ms: u64,
+    target: &Target,
     process: u32,
     plan: Plan,
     reports: mpsc::UnboundedSender<Result<Acquisition, String>>,
 ) -> Result<Child> {
-    let mut worker = Command::new(std::env::current_exe()?)
-        .arg("--watchdog-ms")
-        .arg(watchdog_ms.to_string())
+    let mut worker = Command::new(std::env::current_exe()?);
+    // The same Redis, as this process reaches it.
+    target.forward(&mut worker);
+    let mut worker = worker
         .arg("demo-worker")
         .args(["--process", &process.to_string()])
         .args(["--tasks", &plan.tasks.to_string()])
         .args(["--locks", &plan.locks.to_string()])
         .args(["--iterations", &plan.iterations.to_string()])
         .args(["--hold-ms", &plan.hold_ms.to_string()])
-        // Through the environment rather than argv, where other users could read a password.
-        .env("REDIS_URL", url)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .kill_on_drop(true)

@@ -23,7 +23,6 @@ pub(crate) struct Args {
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     let Args { process, plan } = args;
     let client = target.client().await?;
-    let redis = target.redis().await?;
     let locks: Vec<_> = (0..plan.locks)
         .map(|lock| client.lock(lock_name(lock)))
         .collect();
@@ -32,7 +31,7 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     let (reports, mut received) = mpsc::unbounded_channel();
     let mut tasks = JoinSet::new();
     for task in 0..plan.tasks {
-        let (locks, mut redis, reports) = (locks.clone(), redis.clone(), reports.clone());
+        let (client, locks, reports) = (client.clone(), locks.clone(), reports.clone());
         let _ = tasks.spawn(async move {
             for iteration in 0..plan.iterations {
                 let lock = plan.lock_for(process, task, iteration);
@@ -41,8 +40,7 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
                 let guard = handle.lock().await?;
                 let wait = asked.elapsed();
                 let acquired_at_us = output::epoch_us();
-                critical::increment(&mut redis, &critical::counter_key(handle.name()), hold)
-                    .await?;
+                critical::increment(&client, &critical::counter_key(handle.name()), hold).await?;
                 let released_at_us = output::epoch_us();
                 guard.unlock().await?;
                 let _ = reports.send(Acquisition {
