@@ -8,7 +8,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ShardedPubSub, Topology, redact};
 use crate::connection::Commands;
-use crate::engine::Holds;
+use crate::engine::{Holds, Latches};
 use crate::error::{Error, Operation, Result};
 use crate::lock::Lock;
 use crate::owner::{self, Owner};
@@ -50,6 +50,7 @@ pub(crate) struct Inner {
     pub(crate) subscriber: Subscriber,
     pub(crate) watchdog: Watchdog,
     pub(crate) holds: Holds,
+    pub(crate) latches: Latches,
     /// Where releases and undos run after their caller has gone.
     pub(crate) background: Background,
     _shutdown: DropGuard,
@@ -157,6 +158,7 @@ impl Client {
                 subscriber,
                 watchdog,
                 holds: Holds::default(),
+                latches: Latches::default(),
                 background: Background {
                     runtime,
                     tracker: TaskTracker::new(),

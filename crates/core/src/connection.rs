@@ -33,10 +33,19 @@ use crate::config::{Config, Topology};
 use crate::error::{Error, Operation, Result};
 use crate::scripts::ScriptCall;
 
-/// A checked-out command connection. Dropping it returns it to the pool.
-pub(crate) type Connection = Object<Manager>;
+/// A checked-out command connection: a handle on one pooled multiplexed connection.
+///
+/// The pool slot is given back as soon as the handle is taken: a multiplexed connection carries
+/// any number of concurrent requests, and holding the slot for a whole round trip would cap the
+/// client at `pool_size` requests in flight. The handle still names one connection, so requests
+/// sent on it (an acquire, then its undo) reach Redis in order.
+#[derive(Clone, Debug)]
+pub(crate) struct Connection {
+    pub(crate) conn: Conn,
+}
 
 /// One command connection of any topology.
+#[derive(Clone)]
 pub(crate) enum Conn {
     /// A server: the single server, the master, or the master Sentinel names.
     Node(MultiplexedConnection),
@@ -152,7 +161,24 @@ impl managed::Manager for Manager {
 
     async fn create(&self) -> Result<Pooled, RedisError> {
         let generation = self.failures.load(Ordering::Acquire);
-        let conn = match &self.factory {
+        // Boxed: connecting takes kilobytes of future state, which would otherwise be part of every
+        // checkout's future, and so of every waiting acquire.
+        let conn = Box::pin(self.open()).await?;
+        Ok(Pooled { conn, generation })
+    }
+
+    async fn recycle(&self, pooled: &mut Pooled, _: &Metrics) -> RecycleResult<RedisError> {
+        if pooled.generation < self.failures.load(Ordering::Acquire) {
+            Err(RecycleError::message("opened before a connection failure"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Manager {
+    async fn open(&self) -> Result<Conn, RedisError> {
+        Ok(match &self.factory {
             Factory::Node(client) => Conn::Node(
                 client
                     .get_multiplexed_async_connection_with_config(&self.settings)
@@ -167,16 +193,7 @@ impl managed::Manager for Manager {
                         .await?,
                 )
             }
-        };
-        Ok(Pooled { conn, generation })
-    }
-
-    async fn recycle(&self, pooled: &mut Pooled, _: &Metrics) -> RecycleResult<RedisError> {
-        if pooled.generation < self.failures.load(Ordering::Acquire) {
-            Err(RecycleError::message("opened before a connection failure"))
-        } else {
-            Ok(())
-        }
+        })
     }
 }
 
@@ -323,13 +340,22 @@ impl Commands {
         })
     }
 
+    /// The slot `key` belongs to: its cluster slot, or one slot for a whole single server.
+    pub(crate) fn slot_of(&self, key: &str) -> Slot {
+        if self.cluster {
+            Slot::for_key(key)
+        } else {
+            SINGLE_NODE
+        }
+    }
+
     /// Checks a connection out of the pool.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: nothing has been sent yet.
     pub(crate) async fn get(&self, operation: Operation, name: &str) -> Result<Connection> {
-        self.pool.get().await.map_err(|e| match e {
+        let pooled: Object<Manager> = self.pool.get().await.map_err(|e| match e {
             PoolError::Timeout(_) => Error::timeout(operation, name, self.timeout),
             PoolError::Backend(source) => {
                 self.connection_failed();
@@ -340,6 +366,9 @@ impl Commands {
             }
             PoolError::Closed | PoolError::NoRuntimeSpecified => Error::Closed,
             PoolError::PostCreateHook(e) => Error::InvalidArgument(e.to_string()),
+        })?;
+        Ok(Connection {
+            conn: pooled.conn.clone(),
         })
     }
 
@@ -377,11 +406,7 @@ impl Commands {
             });
         };
         let key = call.keys().first().map_or("", String::as_str);
-        let slot = if self.cluster {
-            Slot::for_key(key)
-        } else {
-            SINGLE_NODE
-        };
+        let slot = self.slot_of(key);
         let known = self.replicas.lock().get(&slot).copied();
         let replicas = match known {
             Some(replicas) => replicas,

@@ -28,6 +28,7 @@
 //! every re-send, so a re-sent unlock that had already run replays its stored result.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -317,12 +318,25 @@ async fn attempt_once(
     field: &str,
     lease: Lease,
 ) -> Result<Tried> {
+    let conn = client.commands.get(Operation::Acquire, kind.name()).await?;
+    // The request's state (undo, script call, reply futures: kilobytes) lives on the heap, and only
+    // while a connection is in hand, so a waiting task's future stays small.
+    Box::pin(attempt_on(client, kind, owner, field, lease, conn)).await
+}
+
+async fn attempt_on(
+    client: &Inner,
+    kind: &impl LockKind,
+    owner: Owner,
+    field: &str,
+    lease: Lease,
+    conn: Connection,
+) -> Result<Tried> {
     let lease_time = match lease {
         Lease::Watchdog => client.watchdog.timeout(),
         Lease::Fixed(lease) => lease,
     };
     let held_before = client.holds.count(kind.key(), owner);
-    let conn = client.commands.get(Operation::Acquire, kind.name()).await?;
     let mut undo = Undo::arm(
         client,
         conn,
@@ -387,7 +401,7 @@ async fn attempt_once(
 /// Undoes an acquire unless disarmed: on drop, sends the undo script on the acquire's own connection
 /// from a background task (so it runs after the acquire, if the acquire runs at all).
 struct Undo {
-    conn: Option<Connection>,
+    conn: Connection,
     call: Option<ScriptCall>,
     commands: crate::connection::Commands,
     background: crate::client::Background,
@@ -398,7 +412,7 @@ struct Undo {
 impl Undo {
     fn arm(client: &Inner, conn: Connection, call: ScriptCall, lease: Duration) -> Self {
         Self {
-            conn: Some(conn),
+            conn,
             call: Some(call),
             commands: client.commands.clone(),
             background: client.background.clone(),
@@ -407,9 +421,7 @@ impl Undo {
     }
 
     fn connection(&mut self) -> &mut Connection {
-        self.conn
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("the connection is only taken on drop"))
+        &mut self.conn
     }
 
     fn disarm(&mut self) {
@@ -419,7 +431,9 @@ impl Undo {
 
 impl Drop for Undo {
     fn drop(&mut self) {
-        if let (Some(conn), Some(call)) = (self.conn.take(), self.call.take()) {
+        if let Some(call) = self.call.take() {
+            // A handle on the same multiplexed connection: the undo queues up behind the acquire.
+            let conn = self.conn.clone();
             let commands = self.commands.clone();
             drop(
                 self.background
@@ -557,12 +571,41 @@ pub(crate) async fn release(
     }
 }
 
-/// Deletes an unlock latch once its reply is in hand (best effort, in the background), as Redisson does.
+/// How long an unlock latch whose reply is in hand waits to be deleted with the others.
+const LATCH_BATCH_DELAY: Duration = Duration::from_millis(100);
+
+/// Unlock latches whose replies are in hand, deleted together (one `DEL` per slot) a moment later.
+/// Deleting each one on its own, as Redisson does, costs a command, a task and a wake-up per unlock;
+/// nothing reads a latch after its reply was seen, and each also expires by itself.
+#[derive(Debug, Default)]
+pub(crate) struct Latches(Arc<Mutex<Vec<String>>>);
+
+/// Deletes an unlock latch once its reply is in hand (best effort, in the background, batched).
 fn forget_latch(client: &Inner, latch: String) {
+    let first = {
+        let mut pending = client.latches.0.lock();
+        pending.push(latch);
+        pending.len() == 1
+    };
+    if !first {
+        return;
+    }
+    let pending = client.latches.0.clone();
     let commands = client.commands.clone();
     drop(client.background.spawn(async move {
-        let _ = commands
-            .query::<()>(Operation::Unlock, "", redis::cmd("DEL").arg(&latch))
-            .await;
+        tokio::time::sleep(LATCH_BATCH_DELAY).await;
+        let latches = std::mem::take(&mut *pending.lock());
+        let mut by_slot: HashMap<_, Vec<String>> = HashMap::new();
+        for latch in latches {
+            by_slot
+                .entry(commands.slot_of(&latch))
+                .or_default()
+                .push(latch);
+        }
+        for latches in by_slot.into_values() {
+            let _ = commands
+                .query::<()>(Operation::Unlock, "", redis::cmd("DEL").arg(&latches))
+                .await;
+        }
     }));
 }

@@ -323,10 +323,25 @@ impl Lock {
             .spawn(async move { then(engine::release(&client, &*state, owner).await) })
     }
 
+    /// Releases inline, on the caller's task: no spawn, no hand-over between tasks on the fast path.
+    /// If this future is dropped before the release completed, the very same release (same request
+    /// id) goes on in the background, so it still runs to completion.
     pub(crate) async fn release(&self, owner: Owner) -> Result<Released> {
-        self.spawn_release(owner, |outcome| outcome)
-            .await
-            .map_err(|_| Error::Closed)?
+        let client = self.client.inner.clone();
+        let state = self.state.clone();
+        let mut release = FinishOnDrop {
+            release: Some(Box::pin(async move {
+                engine::release(&client, &*state, owner).await
+            })),
+            client: self.client.inner.clone(),
+            name: self.state.name.clone(),
+        };
+        let outcome = match release.release.as_mut() {
+            Some(pending) => pending.await,
+            None => Err(Error::Closed),
+        };
+        release.release = None;
+        outcome
     }
 
     pub(crate) fn release_in_background(&self, owner: Owner) {
@@ -519,6 +534,28 @@ impl fmt::Debug for Lock {
             .field("name", &self.state.name)
             .field("owner", &self.owner)
             .finish()
+    }
+}
+
+type Releasing = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Released>> + Send>>;
+
+/// A release running on the caller's task; dropped before it completed, it finishes in the background.
+struct FinishOnDrop {
+    release: Option<Releasing>,
+    client: Arc<crate::client::Inner>,
+    name: String,
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            let name = std::mem::take(&mut self.name);
+            drop(self.client.background.spawn(async move {
+                if let Err(e) = release.await {
+                    tracing::warn!(lock = %name, error = %e, "finishing a cancelled release failed");
+                }
+            }));
+        }
     }
 }
 

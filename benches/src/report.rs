@@ -1,0 +1,588 @@
+//! The results: JSON for machines, markdown tables for people, and the issue's goals judged.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::contenders::Kind;
+use crate::scenarios::{Plan, contended, cycle, throughput, waiters, watchdog};
+use crate::stats::{Summary, ratio};
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Results {
+    /// The command line that produced these results.
+    pub(crate) command: String,
+    pub(crate) started_unix: u64,
+    pub(crate) machine: Machine,
+    pub(crate) plan: Plan,
+    /// The idle single-command round trip (`PING`), measured before scenario 3.
+    pub(crate) round_trip: Summary,
+    pub(crate) cycle: Vec<cycle::Measured>,
+    pub(crate) throughput: Vec<throughput::Measured>,
+    pub(crate) contended: Vec<contended::Measured>,
+    pub(crate) watchdog: watchdog::Measured,
+    pub(crate) waiters: waiters::Measured,
+    pub(crate) goals: Vec<Goal>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Machine {
+    pub(crate) cpus: usize,
+    /// `/proc/loadavg` before and after the run.
+    pub(crate) load_before: String,
+    pub(crate) load_after: String,
+    pub(crate) redis_version: String,
+    /// Whether the benchmark started its own redis-server.
+    pub(crate) private_redis: bool,
+}
+
+/// One goal of issue 5.
+#[derive(Debug, Serialize)]
+pub(crate) struct Goal {
+    pub(crate) goal: &'static str,
+    pub(crate) target: &'static str,
+    /// The measurement, in words and numbers.
+    pub(crate) measured: String,
+    /// The ratio (or count) the goal is judged on.
+    pub(crate) value: f64,
+    pub(crate) met: bool,
+}
+
+impl Results {
+    /// Judges the goals from the measurements.
+    pub(crate) fn judge(&mut self) {
+        let mut goals = Vec::new();
+        if let (Some(rlock), Some(raw)) = (
+            find(&self.cycle, Kind::Rlock, |m| m.kind),
+            find(&self.cycle, Kind::Raw, |m| m.kind),
+        ) {
+            let value = ratio(rlock.latency.p50_us, raw.latency.p50_us);
+            goals.push(Goal {
+                goal: "uncontended cycle ≤ 1.15× the raw two-EVALSHA baseline (p50)",
+                target: "≤ 1.15",
+                measured: format!(
+                    "{} µs vs {} µs",
+                    num(rlock.latency.p50_us, 1),
+                    num(raw.latency.p50_us, 1)
+                ),
+                value,
+                met: value <= 1.15,
+            });
+        }
+        let rlock = self.contended(Kind::Rlock, false);
+        let rslock = self.contended(Kind::Rslock, false);
+        if let Some(rlock) = rlock {
+            let value = ratio(rlock.handoff.p50_us, self.round_trip.p50_us);
+            goals.push(Goal {
+                goal: "contended hand-off p50 ≤ 3× the single-command round trip",
+                target: "≤ 3",
+                measured: format!(
+                    "{} µs vs idle PING p50 {} µs",
+                    num(rlock.handoff.p50_us, 1),
+                    num(self.round_trip.p50_us, 1)
+                ),
+                value,
+                met: value <= 3.0,
+            });
+        }
+        if let (Some(rlock), Some(rslock)) = (rlock, rslock) {
+            let value = ratio(rlock.acquisitions_per_sec, rslock.acquisitions_per_sec);
+            goals.push(Goal {
+                goal: "acquisitions/s on one hot name ≥ 5× rslock's",
+                target: "≥ 5",
+                measured: format!(
+                    "{} /s vs {} /s",
+                    num(rlock.acquisitions_per_sec, 0),
+                    num(rslock.acquisitions_per_sec, 0)
+                ),
+                value,
+                met: value >= 5.0,
+            });
+        }
+        if let Some(rlock) = rlock {
+            let value = rlock.client_commands_per_acquisition;
+            goals.push(Goal {
+                goal: "≤ 3 Redis commands per contended acquisition (client-sent; no polling)",
+                target: "≤ 3",
+                measured: format!(
+                    "{} client-sent ({} counting script-internal calls)",
+                    num(value, 2),
+                    num(rlock.all_commands_per_acquisition, 2)
+                ),
+                value,
+                met: value <= 3.0,
+            });
+        }
+        let w = &self.watchdog;
+        goals.push(Goal {
+            goal: "watchdog: ≤ ceil(N/100) renewal scripts per period",
+            target: "≤ 1 (÷ ceil(N/100))",
+            measured: format!(
+                "{} scripts per period (most of {} whole periods) for {} locks, target {}",
+                w.max_scripts_per_period, w.rounds, w.locks, w.target_scripts_per_period
+            ),
+            value: ratio(
+                w.max_scripts_per_period as f64,
+                w.target_scripts_per_period as f64,
+            ),
+            met: w.rounds > 0 && w.max_scripts_per_period <= w.target_scripts_per_period as u64,
+        });
+        let m = &self.waiters;
+        goals.push(Goal {
+            goal: "10,000 waiters: one subscriber connection",
+            target: "= 1",
+            measured: format!(
+                "{} connection(s), {} channels, {} waiters",
+                m.subscriber_connections, m.subscribed_channels, m.waiters
+            ),
+            value: m.subscriber_connections as f64,
+            met: m.subscriber_connections == 1,
+        });
+        goals.push(Goal {
+            goal: "10,000 waiters: ≤ 64 MiB resident memory for the process",
+            target: "≤ 1 (÷ 64 MiB)",
+            measured: format!(
+                "peak {} MiB (VmHWM), {} MiB while waiting (VmRSS)",
+                num(m.after.peak_rss_mib, 1),
+                num(m.waiting.rss_mib, 1)
+            ),
+            value: m.after.peak_rss_mib / 64.0,
+            met: m.after.peak_rss_mib <= 64.0,
+        });
+        self.goals = goals;
+    }
+
+    /// The results as markdown: the main table, the goals, and the command breakdown of scenario 4.
+    pub(crate) fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Command: `{}`  \nMachine: {} CPUs, load average before {} / after {}, Redis {}{}\n",
+            self.command,
+            self.machine.cpus,
+            self.machine.load_before,
+            self.machine.load_after,
+            self.machine.redis_version,
+            if self.plan.quick {
+                "  \n**Quick smoke run: too short to judge the goals on.**"
+            } else {
+                ""
+            }
+        );
+        out.push_str(&self.main_table());
+        out.push('\n');
+        out.push_str(&self.goals_table());
+        out.push('\n');
+        out.push_str(&self.commands_table());
+        out
+    }
+
+    fn main_table(&self) -> String {
+        let mut table = Table::new(&["#", "measure", "rlock", "raw 2×EVALSHA", "rslock", "ratio"]);
+        let cycle = |kind| find(&self.cycle, kind, |m| m.kind);
+        let (c_rlock, c_raw, c_rslock) =
+            (cycle(Kind::Rlock), cycle(Kind::Raw), cycle(Kind::Rslock));
+        let latency = |m: Option<&cycle::Measured>, f: fn(&Summary) -> f64| {
+            m.map_or(f64::NAN, |m| f(&m.latency))
+        };
+        for (label, f) in [
+            ("p50", (|s: &Summary| s.p50_us) as fn(&Summary) -> f64),
+            ("p99", |s: &Summary| s.p99_us),
+        ] {
+            let (r, raw, rs) = (latency(c_rlock, f), latency(c_raw, f), latency(c_rslock, f));
+            table.row([
+                "1, 7".into(),
+                format!("uncontended lock+unlock cycle, {label} (µs)"),
+                num(r, 1),
+                num(raw, 1),
+                num(rs, 1),
+                format!("{} rlock/raw", num(ratio(r, raw), 2)),
+            ]);
+        }
+        let commands = |m: Option<&cycle::Measured>| {
+            m.map_or("—".into(), |m| {
+                format!(
+                    "{} / {}",
+                    num(m.client_commands_per_cycle, 2),
+                    num(m.all_commands_per_cycle, 2)
+                )
+            })
+        };
+        table.row([
+            "1".into(),
+            "commands per cycle, client-sent / all".into(),
+            commands(c_rlock),
+            commands(c_raw),
+            commands(c_rslock),
+            String::new(),
+        ]);
+
+        let tput = |kind| find(&self.throughput, kind, |m| m.kind);
+        if let (Some(r), Some(raw)) = (tput(Kind::Rlock), tput(Kind::Raw)) {
+            table.row([
+                "2".into(),
+                format!(
+                    "uncontended throughput, {} tasks, {} connections (cycles/s)",
+                    r.concurrency, r.connections
+                ),
+                num(r.cycles_per_sec, 0),
+                num(raw.cycles_per_sec, 0),
+                "—".into(),
+                format!(
+                    "{} rlock/raw",
+                    num(ratio(r.cycles_per_sec, raw.cycles_per_sec), 2)
+                ),
+            ]);
+        }
+
+        table.row([
+            "3".into(),
+            "single-command round trip (PING) p50, idle (µs)".into(),
+            num(self.round_trip.p50_us, 1),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+        let rlock = self.contended(Kind::Rlock, false);
+        let rslock = self.contended(Kind::Rslock, false);
+        let contended_row = |table: &mut Table,
+                             measure: String,
+                             f: &dyn Fn(&contended::Measured) -> f64,
+                             digits,
+                             ratio_label: &str| {
+            let (r, rs) = (rlock.map_or(f64::NAN, f), rslock.map_or(f64::NAN, f));
+            table.row([
+                "3, 7".into(),
+                measure,
+                num(r, digits),
+                "—".into(),
+                num(rs, digits),
+                if ratio_label.is_empty() {
+                    String::new()
+                } else {
+                    format!("{} {ratio_label}", num(ratio(r, rs), 2))
+                },
+            ]);
+        };
+        if let Some(m) = rlock.or(rslock) {
+            contended_row(
+                &mut table,
+                format!(
+                    "contended acquisitions/s, one name, {} processes × {} tasks, {} µs critical section, {} µs think time",
+                    m.processes, m.tasks_per_process, m.hold_us, m.think_us
+                ),
+                &|m| m.acquisitions_per_sec,
+                0,
+                "rlock/rslock",
+            );
+        }
+        let fairness = |m: Option<&contended::Measured>| {
+            m.map_or("—".into(), |m| {
+                format!("{} / {}", m.per_task_min, m.per_task_max)
+            })
+        };
+        table.row([
+            "3, 7".into(),
+            "acquisitions per task, fewest / most".into(),
+            fairness(rlock),
+            "—".into(),
+            fairness(rslock),
+            String::new(),
+        ]);
+        contended_row(
+            &mut table,
+            "wait p50 (ms)".into(),
+            &|m| m.wait.p50_us / 1e3,
+            2,
+            "",
+        );
+        contended_row(
+            &mut table,
+            "wait p99 (ms)".into(),
+            &|m| m.wait.p99_us / 1e3,
+            2,
+            "",
+        );
+        contended_row(
+            &mut table,
+            "hand-off p50, next acquire returned − unlock returned (µs)".into(),
+            &|m| m.handoff.p50_us,
+            1,
+            "rlock/rslock",
+        );
+        contended_row(
+            &mut table,
+            "hand-off p99 (µs)".into(),
+            &|m| m.handoff.p99_us,
+            1,
+            "",
+        );
+        contended_row(
+            &mut table,
+            "hand-offs < 0: acquired before the unlock call returned (%)".into(),
+            &|m| ratio(m.handoff.negative as f64, m.handoff.count as f64) * 100.0,
+            1,
+            "",
+        );
+        contended_row(
+            &mut table,
+            "hand-off p50 from the unlock call (µs)".into(),
+            &|m| m.handoff_from_unlock_call.p50_us,
+            1,
+            "",
+        );
+        contended_row(
+            &mut table,
+            "mutual-exclusion overlaps (must be 0)".into(),
+            &|m| m.overlaps as f64,
+            0,
+            "",
+        );
+        contended_row(
+            &mut table,
+            "round trip (PING) p50 under this load (µs)".into(),
+            &|m| m.loaded_round_trip.p50_us,
+            1,
+            "",
+        );
+        for (label, f) in [
+            (
+                "commands per contended acquisition, client-sent",
+                (|m: &contended::Measured| m.client_commands_per_acquisition)
+                    as fn(&contended::Measured) -> f64,
+            ),
+            (
+                "commands per contended acquisition, all (script-internal too)",
+                |m: &contended::Measured| m.all_commands_per_acquisition,
+            ),
+        ] {
+            let (r, rs) = (rlock.map_or(f64::NAN, f), rslock.map_or(f64::NAN, f));
+            table.row([
+                "4, 7".into(),
+                label.into(),
+                num(r, 2),
+                "—".into(),
+                num(rs, 2),
+                format!("{} rlock/rslock", num(ratio(r, rs), 2)),
+            ]);
+        }
+
+        let (barging_rlock, barging_rslock) = (
+            self.contended(Kind::Rlock, true),
+            self.contended(Kind::Rslock, true),
+        );
+        if let (Some(r), Some(rs)) = (barging_rlock, barging_rslock) {
+            table.row([
+                "3, 7".into(),
+                "without think time (a releasing task may take the lock straight back): acquisitions/s; per task fewest / most".into(),
+                format!("{}; {}", num(r.acquisitions_per_sec, 0), fairness(Some(r))),
+                "—".into(),
+                format!("{}; {}", num(rs.acquisitions_per_sec, 0), fairness(Some(rs))),
+                format!(
+                    "{} rlock/rslock",
+                    num(ratio(r.acquisitions_per_sec, rs.acquisitions_per_sec), 2)
+                ),
+            ]);
+            table.row([
+                "4, 7".into(),
+                "without think time: commands per acquisition, client-sent / all".into(),
+                format!(
+                    "{} / {}",
+                    num(r.client_commands_per_acquisition, 2),
+                    num(r.all_commands_per_acquisition, 2)
+                ),
+                "—".into(),
+                format!(
+                    "{} / {}",
+                    num(rs.client_commands_per_acquisition, 2),
+                    num(rs.all_commands_per_acquisition, 2)
+                ),
+                String::new(),
+            ]);
+        }
+
+        let w = &self.watchdog;
+        let rlock_only = |table: &mut Table, id: &str, measure: String, value: String| {
+            table.row([
+                id.into(),
+                measure,
+                value,
+                "—".into(),
+                "—".into(),
+                String::new(),
+            ]);
+        };
+        rlock_only(
+            &mut table,
+            "5",
+            format!(
+                "watchdog, {} locks, {} ms timeout: renewal scripts per period, most / mean (target {})",
+                w.locks, w.watchdog_timeout_ms, w.target_scripts_per_period
+            ),
+            format!(
+                "{} / {}",
+                w.max_scripts_per_period,
+                num(w.mean_scripts_per_period, 1)
+            ),
+        );
+        rlock_only(
+            &mut table,
+            "5",
+            "watchdog: keys renewed per period".into(),
+            num(w.keys_renewed_per_period, 0),
+        );
+        rlock_only(
+            &mut table,
+            "5",
+            format!(
+                "watchdog: client CPU per {} ms period (ms) / share of one core",
+                num(w.period_ms, 0)
+            ),
+            format!(
+                "{} / {} %",
+                num(w.cpu_ms_per_period, 2),
+                num(w.cpu_percent_of_core, 2)
+            ),
+        );
+        rlock_only(
+            &mut table,
+            "5",
+            "watchdog: least PTTL left at the end (ms) / locks still renewed after release".into(),
+            format!("{} / {}", w.min_pttl_ms, w.renewing_after_release),
+        );
+        let m = &self.waiters;
+        rlock_only(
+            &mut table,
+            "6",
+            format!(
+                "{} waiters on {} names: subscriber connections (channels)",
+                m.waiters, m.names
+            ),
+            format!("{} ({})", m.subscriber_connections, m.subscribed_channels),
+        );
+        rlock_only(
+            &mut table,
+            "6",
+            "resident memory while waiting / peak (MiB)".into(),
+            format!(
+                "{} / {}",
+                num(m.waiting.rss_mib, 1),
+                num(m.after.peak_rss_mib, 1)
+            ),
+        );
+        rlock_only(
+            &mut table,
+            "6",
+            "acquire attempts per waiter until all waited".into(),
+            num(m.attempts_per_waiter, 2),
+        );
+        rlock_only(
+            &mut table,
+            "6",
+            "bytes of one `Lock::lock()` future / of one whole waiter task's future".into(),
+            format!("{} / {}", m.lock_future_bytes, m.task_future_bytes),
+        );
+        rlock_only(
+            &mut table,
+            "6",
+            "time from release until all acquired once (ms)".into(),
+            format!("{} ({} acquired)", num(m.all_acquired_ms, 1), m.acquired),
+        );
+        table.to_string()
+    }
+
+    fn goals_table(&self) -> String {
+        let mut table = Table::new(&["goal", "target", "measured", "value", "met"]);
+        for goal in &self.goals {
+            table.row([
+                goal.goal.into(),
+                goal.target.into(),
+                goal.measured.clone(),
+                num(goal.value, 2),
+                if goal.met { "met" } else { "**not met**" }.into(),
+            ]);
+        }
+        table.to_string()
+    }
+
+    /// Scenario 4 by command: what one contended acquisition costs.
+    fn commands_table(&self) -> String {
+        let mut names: Vec<&String> = self
+            .contended
+            .iter()
+            .flat_map(|m| m.commands_per_acquisition.keys())
+            .collect();
+        names.sort();
+        names.dedup();
+        let labels: Vec<String> = self
+            .contended
+            .iter()
+            .map(|m| format!("{}, {} µs think", m.kind.label(), m.think_us))
+            .collect();
+        let mut headers = vec!["calls per contended acquisition"];
+        headers.extend(labels.iter().map(String::as_str));
+        let mut table = Table::new(&headers);
+        for name in names {
+            let mut row = vec![format!("`{name}`")];
+            row.extend(self.contended.iter().map(|m| {
+                m.commands_per_acquisition
+                    .get(name)
+                    .map_or("—".into(), |v| num(*v, 3))
+            }));
+            table.row(row);
+        }
+        table.to_string()
+    }
+}
+
+impl Results {
+    /// Scenario 3's measurement of `kind`, with think time or without (`barging`).
+    fn contended(&self, kind: Kind, barging: bool) -> Option<&contended::Measured> {
+        self.contended
+            .iter()
+            .find(|m| m.kind == kind && (m.think_us == 0) == barging)
+    }
+}
+
+fn find<T>(items: &[T], kind: Kind, kind_of: fn(&T) -> Kind) -> Option<&T> {
+    items.iter().find(|item| kind_of(item) == kind)
+}
+
+/// A number with `digits` decimals; "n/a" when it is not one.
+pub(crate) fn num(value: f64, digits: usize) -> String {
+    if value.is_finite() {
+        format!("{value:.digits$}")
+    } else {
+        "n/a".into()
+    }
+}
+
+/// A markdown table.
+#[derive(Debug)]
+struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(headers: &[&str]) -> Self {
+        Self {
+            rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()],
+        }
+    }
+
+    fn row(&mut self, cells: impl IntoIterator<Item = String>) {
+        self.rows.push(cells.into_iter().collect());
+    }
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, row) in self.rows.iter().enumerate() {
+            writeln!(f, "| {} |", row.join(" | "))?;
+            if i == 0 {
+                writeln!(f, "|{}", "---|".repeat(row.len()))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,325 @@
+//! Scenarios 3 and 4 (and rslock's part of scenario 7): contended hand-off on one hot name.
+//!
+//! `processes` worker processes (this binary's hidden subcommand), each with one client and
+//! `tasks_per_process` tasks, loop on one lock name: acquire, a critical section that spins for
+//! `hold_us`, release, then `think_us` of work outside the lock (a sleep) before wanting the lock
+//! again. The think time keeps a releasing task from immediately taking the lock back ("barging"),
+//! which would measure how often one task re-acquires its own lock instead of how the lock passes
+//! between tasks; it is far shorter than the queue ahead of a task, so the lock stays saturated. The
+//! runner also runs each implementation without think time, to show barging and its unfairness
+//! (acquisitions per task, least and most).
+//!
+//! Every acquisition is recorded with timestamps on the shared clock ([`crate::clock`]):
+//!
+//! - `wait`: from calling acquire to acquire returning (monotonic clock, in the worker).
+//! - `acquired`: just after acquire returned; `unlock_called`: just before release is called;
+//!   `unlock_returned`: just after release returned.
+//!
+//! The runner merges the records of all processes and orders them by `acquired`. For each pair of
+//! consecutive holders A then B it computes the **hand-off** `B.acquired − A.unlock_returned`, the
+//! issue's definition. It can be negative, and that is not a clock error: the unlock script publishes
+//! the wake-up message from inside Redis, so B's acquire can return before A's unlock reply has even
+//! been read by A. Negative values are kept as they are (the table shows how many). The hand-off from
+//! `A.unlock_called` is also reported; it includes A's unlock round trip and can never be negative
+//! unless mutual exclusion is broken, which the runner counts as an overlap (expected: 0).
+//!
+//! Scenario 4: `INFO commandstats` is read before the workers start and after they all exit; the
+//! difference, divided by all acquisitions, is the command cost per acquisition, split into what
+//! clients sent and what scripts called inside Redis (see [`Kind::script_calls`]).
+//!
+//! While the workers run, the runner also times `PING`s every millisecond: the round trip under the
+//! same load, for context (those `PING`s are subtracted from the command counts).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::Result;
+use crate::child::{ChildProcess, Parent};
+use crate::clock::epoch_ns;
+use crate::contenders::{Contender, Kind, Rlock, Rslock};
+use crate::probe::{CommandStats, Probe, Sampler};
+use crate::scenarios::WorkerTask as Task;
+use crate::stats::{self, Summary};
+
+/// Pause between two round-trip probes while the workers run.
+const LOADED_PING_INTERVAL: Duration = Duration::from_millis(1);
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct Params {
+    pub(crate) processes: usize,
+    pub(crate) tasks_per_process: usize,
+    pub(crate) duration_ms: u64,
+    pub(crate) hold_us: u64,
+    pub(crate) think_us: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Measured {
+    pub(crate) kind: Kind,
+    pub(crate) processes: usize,
+    pub(crate) tasks_per_process: usize,
+    pub(crate) hold_us: u64,
+    pub(crate) think_us: u64,
+    pub(crate) seconds: f64,
+    /// Acquisitions that returned inside the measured window.
+    pub(crate) acquisitions: usize,
+    pub(crate) acquisitions_per_sec: f64,
+    /// Acquisitions per process inside the window.
+    pub(crate) per_process: Vec<usize>,
+    /// The fewest and the most acquisitions a single task made inside the window (fairness).
+    pub(crate) per_task_min: usize,
+    pub(crate) per_task_max: usize,
+    pub(crate) wait: Summary,
+    /// `B.acquired − A.unlock_returned` (may be negative, see the module docs).
+    pub(crate) handoff: Summary,
+    /// `B.acquired − A.unlock_called`.
+    pub(crate) handoff_from_unlock_call: Summary,
+    /// Pairs where B acquired before A even called unlock: mutual exclusion broken.
+    pub(crate) overlaps: usize,
+    /// `PING` round trip while the workers ran.
+    pub(crate) loaded_round_trip: Summary,
+    /// All acquisitions, the drain after the window included: the divisor of the command counts.
+    pub(crate) counted_acquisitions: u64,
+    pub(crate) all_commands_per_acquisition: f64,
+    pub(crate) client_commands_per_acquisition: f64,
+    pub(crate) commands_per_acquisition: BTreeMap<String, f64>,
+}
+
+/// One worker process's job.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct WorkerTask {
+    kind: Kind,
+    url: String,
+    name: String,
+    tasks: usize,
+    hold_us: u64,
+    think_us: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum FromWorker {
+    Ready,
+    Done(Vec<Record>),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Go {
+    stop_at_ns: i64,
+}
+
+/// One acquisition, times in ns (see the module docs).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Record {
+    #[serde(default)]
+    process: usize,
+    task: usize,
+    wait_ns: i64,
+    acquired_ns: i64,
+    unlock_called_ns: i64,
+    unlock_returned_ns: i64,
+}
+
+/// Runs the scenario for `kind` and measures it.
+pub(crate) async fn run(
+    url: &str,
+    probe: &mut Probe,
+    params: Params,
+    kind: Kind,
+) -> Result<Measured> {
+    let name = format!("bench:hot:{}", uuid::Uuid::new_v4().simple());
+    let mut workers = Vec::with_capacity(params.processes);
+    for _ in 0..params.processes {
+        workers.push(ChildProcess::spawn(&Task::Contend(WorkerTask {
+            kind,
+            url: url.to_owned(),
+            name: name.clone(),
+            tasks: params.tasks_per_process,
+            hold_us: params.hold_us,
+            think_us: params.think_us,
+        }))?);
+    }
+    for worker in &mut workers {
+        expect_ready(worker.receive().await?)?;
+    }
+
+    let before = probe.command_stats().await?;
+    let pinger = probe.clone();
+    let pings = Sampler::start(LOADED_PING_INTERVAL, move || {
+        let mut pinger = pinger.clone();
+        async move { Ok(stats::ns(pinger.ping().await?)) }
+    });
+    let go_ns = epoch_ns();
+    let stop_at_ns = go_ns + stats::ns(Duration::from_millis(params.duration_ms));
+    for worker in &mut workers {
+        worker.send(&Go { stop_at_ns }).await?;
+    }
+    let mut records = Vec::new();
+    for (process, mut worker) in workers.into_iter().enumerate() {
+        let FromWorker::Done(done) = worker.receive().await? else {
+            return Err("worker sent Ready twice".into());
+        };
+        records.extend(done.into_iter().map(|r| Record { process, ..r }));
+        worker.finish().await?;
+    }
+    let mut ping_times = pings.stop().await?;
+    let mut calls = probe.command_stats().await?.since(&before);
+    calls.subtract("ping", ping_times.len() as u64);
+
+    Ok(analyse(
+        kind,
+        params,
+        (go_ns, stop_at_ns),
+        records,
+        &calls,
+        Summary::of_ns(&mut ping_times),
+    ))
+}
+
+fn expect_ready(message: FromWorker) -> Result<()> {
+    match message {
+        FromWorker::Ready => Ok(()),
+        FromWorker::Done(_) => Err("worker finished before it was started".into()),
+    }
+}
+
+fn analyse(
+    kind: Kind,
+    params: Params,
+    (go_ns, stop_at_ns): (i64, i64),
+    mut records: Vec<Record>,
+    calls: &CommandStats,
+    loaded_round_trip: Summary,
+) -> Measured {
+    records.sort_by_key(|r| r.acquired_ns);
+    let counted_acquisitions = records.len() as u64;
+    let in_window = |r: &Record| (go_ns..=stop_at_ns).contains(&r.acquired_ns);
+    let mut per_process = vec![0; params.processes];
+    let mut per_task = vec![0; params.processes * params.tasks_per_process];
+    let mut waits = Vec::new();
+    let mut handoffs = Vec::new();
+    let mut from_call = Vec::new();
+    let mut overlaps = 0;
+    for (i, record) in records.iter().enumerate() {
+        if !in_window(record) {
+            continue;
+        }
+        per_process[record.process] += 1;
+        per_task[record.process * params.tasks_per_process + record.task] += 1;
+        waits.push(record.wait_ns);
+        if let Some(previous) = i.checked_sub(1).map(|p| &records[p]) {
+            handoffs.push(record.acquired_ns - previous.unlock_returned_ns);
+            from_call.push(record.acquired_ns - previous.unlock_called_ns);
+            if record.acquired_ns < previous.unlock_called_ns {
+                overlaps += 1;
+            }
+        }
+    }
+    let seconds =
+        Duration::from_nanos(u64::try_from(stop_at_ns - go_ns).unwrap_or(0)).as_secs_f64();
+    let acquisitions = waits.len();
+    let total = calls.total();
+    Measured {
+        kind,
+        processes: params.processes,
+        tasks_per_process: params.tasks_per_process,
+        hold_us: params.hold_us,
+        think_us: params.think_us,
+        seconds,
+        acquisitions,
+        acquisitions_per_sec: acquisitions as f64 / seconds,
+        per_process,
+        per_task_min: per_task.iter().copied().min().unwrap_or(0),
+        per_task_max: per_task.iter().copied().max().unwrap_or(0),
+        wait: Summary::of_ns(&mut waits),
+        handoff: Summary::of_ns(&mut handoffs),
+        handoff_from_unlock_call: Summary::of_ns(&mut from_call),
+        overlaps,
+        loaded_round_trip,
+        counted_acquisitions,
+        all_commands_per_acquisition: stats::ratio(total as f64, counted_acquisitions as f64),
+        client_commands_per_acquisition: stats::ratio(
+            (total - kind.script_calls(calls)) as f64,
+            counted_acquisitions as f64,
+        ),
+        commands_per_acquisition: calls.per(counted_acquisitions),
+    }
+}
+
+/// The worker process: connects, warms up, reports ready, and on `Go` contends until the stop time.
+pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
+    match task.kind {
+        Kind::Rlock => contend(Rlock::connect(&task.url).await?, &task, &mut parent).await,
+        Kind::Rslock => contend(Rslock::new(&task.url), &task, &mut parent).await,
+        Kind::Raw => Err("the raw scripts cannot wait for a lock".into()),
+    }
+}
+
+async fn contend<C: Contender>(contender: C, task: &WorkerTask, parent: &mut Parent) -> Result<()> {
+    let contender = Arc::new(contender);
+    // One cycle per task on a name of its own: connections open, scripts load.
+    let warm_ups: Vec<_> = (0..task.tasks)
+        .map(|t| {
+            let contender = contender.clone();
+            let name = format!("{}:warm-up:{}:{t}", task.name, std::process::id());
+            tokio::spawn(async move {
+                let held = contender.acquire(&name).await?;
+                contender.release(held).await
+            })
+        })
+        .collect();
+    for warm_up in warm_ups {
+        warm_up.await??;
+    }
+    parent.send(&FromWorker::Ready).await?;
+    let Go { stop_at_ns } = parent.receive().await?;
+
+    let hold = Duration::from_micros(task.hold_us);
+    let think = Duration::from_micros(task.think_us);
+    let loops: Vec<_> = (0..task.tasks)
+        .map(|t| {
+            let contender = contender.clone();
+            let name = task.name.clone();
+            tokio::spawn(async move {
+                let mut records = Vec::new();
+                while epoch_ns() < stop_at_ns {
+                    let start = Instant::now();
+                    let held = contender.acquire(&name).await?;
+                    let acquired_ns = epoch_ns();
+                    let wait_ns = stats::ns(start.elapsed());
+                    critical_section(hold);
+                    let unlock_called_ns = epoch_ns();
+                    contender.release(held).await?;
+                    records.push(Record {
+                        process: 0,
+                        task: t,
+                        wait_ns,
+                        acquired_ns,
+                        unlock_called_ns,
+                        unlock_returned_ns: epoch_ns(),
+                    });
+                    if !think.is_zero() {
+                        tokio::time::sleep(think).await;
+                    }
+                }
+                Ok::<_, crate::Error>(records)
+            })
+        })
+        .collect();
+    let mut records = Vec::new();
+    for task in loops {
+        records.extend(task.await??);
+    }
+    parent.send(&FromWorker::Done(records)).await
+}
+
+/// A small critical section: busy for `hold` (a sleep would be rounded up to a millisecond).
+fn critical_section(hold: Duration) {
+    let until = std::time::Instant::now() + hold;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}

@@ -1,0 +1,107 @@
+//! The scenarios of issue 5, one module each, and the plan that sizes them.
+
+pub(crate) mod contended;
+pub(crate) mod cycle;
+pub(crate) mod throughput;
+pub(crate) mod waiters;
+pub(crate) mod watchdog;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::child::Parent;
+
+/// How big each scenario is.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct Plan {
+    pub(crate) quick: bool,
+    /// `PING`s that measure the idle single-command round trip.
+    pub(crate) round_trip_samples: usize,
+    pub(crate) cycle: cycle::Params,
+    pub(crate) throughput: throughput::Params,
+    pub(crate) contended: contended::Params,
+    pub(crate) watchdog: watchdog::Params,
+    pub(crate) waiters: waiters::Params,
+}
+
+impl Plan {
+    /// The sizes the goals are judged on.
+    pub(crate) fn full() -> Self {
+        Self {
+            quick: false,
+            round_trip_samples: 5_000,
+            cycle: cycle::Params {
+                rounds: 20,
+                cycles_per_round: 250,
+            },
+            throughput: throughput::Params {
+                concurrency: 64,
+                segments: 3,
+                segment_ms: 1_000,
+            },
+            contended: contended::Params {
+                processes: 4,
+                tasks_per_process: 8,
+                duration_ms: 5_000,
+                hold_us: 50,
+                think_us: 1_000,
+            },
+            watchdog: watchdog::Params {
+                locks: 10_000,
+                watchdog_timeout_ms: 3_000,
+            },
+            waiters: waiters::Params {
+                waiters: 10_000,
+                names: 100,
+            },
+        }
+    }
+
+    /// A smoke run of every scenario that finishes in well under 30 s.
+    pub(crate) fn quick() -> Self {
+        let full = Self::full();
+        Self {
+            quick: true,
+            round_trip_samples: 500,
+            cycle: cycle::Params {
+                rounds: 3,
+                cycles_per_round: 100,
+            },
+            throughput: throughput::Params {
+                concurrency: 16,
+                segments: 1,
+                segment_ms: 300,
+            },
+            contended: contended::Params {
+                processes: 2,
+                tasks_per_process: 4,
+                duration_ms: 1_000,
+                ..full.contended
+            },
+            watchdog: watchdog::Params {
+                watchdog_timeout_ms: 900,
+                ..full.watchdog
+            },
+            waiters: full.waiters,
+        }
+    }
+}
+
+/// What a benchmark child process runs (see [`crate::child`]).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum WorkerTask {
+    Contend(contended::WorkerTask),
+    Watchdog(watchdog::WorkerTask),
+    Waiters(waiters::WorkerTask),
+}
+
+/// The body of a child process: runs `task`, talking to the runner on stdin and stdout.
+pub(crate) async fn serve(task: &str) -> Result<()> {
+    let task: WorkerTask = serde_json::from_str(task)?;
+    let parent = Parent::connect();
+    match task {
+        WorkerTask::Contend(task) => contended::work(task, parent).await,
+        WorkerTask::Watchdog(task) => watchdog::work(task, parent).await,
+        WorkerTask::Waiters(task) => waiters::work(task, parent).await,
+    }
+}
