@@ -108,3 +108,18 @@ pub async fn acquired_after(
         .expect("the waiter task did not panic");
     (at.saturating_duration_since(since), guard)
 }
+
+/// [`spawn_waiter`] on a single server, returning once the waiter's subscription is live there.
+pub async fn park_subscribed_waiter(
+    lock: rlock::Lock,
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> tokio::task::JoinHandle<(tokio::time::Instant, rlock::LockGuard)> {
+    let name = lock.name().to_owned();
+    let waiting = spawn_waiter(lock);
+    let subscribed = eventually(Duration::from_secs(5), async || {
+        lock_channel_subscribers(conn, &name).await == 1
+    })
+    .await;
+    assert!(subscribed, "the waiter on {name} subscribed");
+    waiting
+}

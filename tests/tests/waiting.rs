@@ -9,7 +9,8 @@ use redis::AsyncCommands;
 use rlock::Client;
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{
-    acquired_after, client, evalsha_calls, eventually, lock_channel_subscribers, raw, spawn_waiter,
+    acquired_after, client, evalsha_calls, eventually, lock_channel_subscribers,
+    park_subscribed_waiter, raw,
 };
 use tokio::time::Instant;
 
@@ -47,13 +48,7 @@ async fn a_waiter_wakes_within_milliseconds_of_an_unlock_despite_a_long_pttl() {
     let mut delays = Vec::new();
     for _ in 0..20 {
         let guard = holder.lock(name).lock().await.expect("holder locks");
-        let waiting = spawn_waiter(waiter.lock(name));
-        assert!(
-            eventually(Duration::from_secs(5), async || {
-                lock_channel_subscribers(&mut redis, name).await == 1
-            })
-            .await
-        );
+        let waiting = park_subscribed_waiter(waiter.lock(name), &mut redis).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
         let pttl: i64 = redis.pttl(name).await.expect("pttl");
         assert!(
@@ -145,13 +140,7 @@ async fn force_unlock_wakes_a_waiter() {
     let mut redis = raw(&server).await;
     let name = "waiting:force";
     let _held = holder.lock(name).lock().await.expect("holder locks");
-    let waiting = spawn_waiter(waiter.lock(name));
-    assert!(
-        eventually(Duration::from_secs(5), async || {
-            lock_channel_subscribers(&mut redis, name).await == 1
-        })
-        .await
-    );
+    let waiting = park_subscribed_waiter(waiter.lock(name), &mut redis).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(
         operator
@@ -298,13 +287,7 @@ async fn waiters_recover_when_the_subscriber_connection_is_killed() {
     let mut redis = raw(&server).await;
     let name = "waiting:reconnect";
     let guard = holder.lock(name).lock().await.expect("holder locks");
-    let waiting = spawn_waiter(waiter.lock(name));
-    assert!(
-        eventually(Duration::from_secs(5), async || {
-            lock_channel_subscribers(&mut redis, name).await == 1
-        })
-        .await
-    );
+    let waiting = park_subscribed_waiter(waiter.lock(name), &mut redis).await;
 
     let killed: i64 = redis::cmd("CLIENT")
         .arg("KILL")
