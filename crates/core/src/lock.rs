@@ -5,6 +5,8 @@
 //! leases and cancellation are the [engine](crate::engine)'s.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -308,53 +310,28 @@ impl Lock {
         self.release(owner).await.map(|_| ())
     }
 
-    /// Releases one hold of `owner` on a background task, so it completes even if the caller goes
-    /// away, and hands the outcome to `then`.
-    fn spawn_release<T: Send + 'static>(
-        &self,
-        owner: Owner,
-        then: impl FnOnce(Result<Released>) -> T + Send + 'static,
-    ) -> tokio::task::JoinHandle<T> {
+    /// A release of one hold of `owner`: awaited, it runs on the caller's task; dropped before it
+    /// completed (or never awaited), it finishes in the background. Either way it is the same
+    /// release, with the same request id, so it applies once.
+    fn releasing(&self, owner: Owner) -> Releasing {
         let client = self.client.inner.clone();
         let state = self.state.clone();
-        self.client
-            .inner
-            .background
-            .spawn(async move { then(engine::release(&client, &*state, owner).await) })
-    }
-
-    /// Releases inline, on the caller's task: no spawn, no hand-over between tasks on the fast path.
-    /// If this future is dropped before the release completed, the very same release (same request
-    /// id) goes on in the background, so it still runs to completion.
-    pub(crate) async fn release(&self, owner: Owner) -> Result<Released> {
-        let client = self.client.inner.clone();
-        let state = self.state.clone();
-        let mut release = FinishOnDrop {
-            release: Some(Box::pin(async move {
+        Releasing {
+            pending: Some(Box::pin(async move {
                 engine::release(&client, &*state, owner).await
             })),
-            client: self.client.inner.clone(),
+            background: self.client.inner.background.clone(),
             name: self.state.name.clone(),
-        };
-        let outcome = match release.release.as_mut() {
-            Some(pending) => pending.await,
-            None => Err(Error::Closed),
-        };
-        release.release = None;
-        outcome
+        }
     }
 
+    pub(crate) async fn release(&self, owner: Owner) -> Result<Released> {
+        self.releasing(owner).finish().await
+    }
+
+    /// Releases without waiting (a dropped guard).
     pub(crate) fn release_in_background(&self, owner: Owner) {
-        let name = self.state.name.clone();
-        drop(self.spawn_release(owner, move |outcome| match outcome {
-            Ok(_) => {}
-            Err(Error::NotOwner { .. }) => {
-                tracing::debug!(lock = %name, "guard dropped after its lease was lost");
-            }
-            Err(e) => {
-                tracing::warn!(lock = %name, error = %e, "releasing a dropped guard failed")
-            }
-        }));
+        drop(self.releasing(owner));
     }
 
     /// Deletes the lock whoever holds it and wakes a waiter (Java's included). Returns whether a lock
@@ -537,25 +514,39 @@ impl fmt::Debug for Lock {
     }
 }
 
-type Releasing = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Released>> + Send>>;
-
-/// A release running on the caller's task; dropped before it completed, it finishes in the background.
-struct FinishOnDrop {
-    release: Option<Releasing>,
-    client: Arc<crate::client::Inner>,
+/// A release in progress; see [`Lock::releasing`].
+struct Releasing {
+    pending: Option<Pin<Box<dyn Future<Output = Result<Released>> + Send>>>,
+    background: crate::client::Background,
     name: String,
 }
 
-impl Drop for FinishOnDrop {
+impl Releasing {
+    async fn finish(mut self) -> Result<Released> {
+        let outcome = match self.pending.as_mut() {
+            Some(pending) => pending.await,
+            None => Err(Error::Closed),
+        };
+        self.pending = None;
+        outcome
+    }
+}
+
+impl Drop for Releasing {
     fn drop(&mut self) {
-        if let Some(release) = self.release.take() {
-            let name = std::mem::take(&mut self.name);
-            drop(self.client.background.spawn(async move {
-                if let Err(e) = release.await {
-                    tracing::warn!(lock = %name, error = %e, "finishing a cancelled release failed");
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        let name = std::mem::take(&mut self.name);
+        drop(self.background.spawn(async move {
+            match pending.await {
+                Ok(_) => {}
+                Err(Error::NotOwner { .. }) => {
+                    tracing::debug!(lock = %name, "released after the lease was already lost");
                 }
-            }));
-        }
+                Err(e) => tracing::warn!(lock = %name, error = %e, "a background release failed"),
+            }
+        }));
     }
 }
 
