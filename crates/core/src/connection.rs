@@ -10,7 +10,9 @@
 //! timeout, which would cut a 1 s `WAIT` short and turn it into an error whose outcome looks known.
 //! Here rlock owns every deadline, recycling is free, and every connection opened before the last
 //! connection failure is retired: one broken connection (or a master turned replica after a failover)
-//! usually means its siblings are stale too.
+//! usually means its siblings are stale too. A request that misses its deadline counts as a failure:
+//! replies come in order, so a stuck request would hold up everything sent after it on that
+//! connection (seen after a Sentinel failover: a `WAIT` on the promoted master never returned).
 //!
 //! Lock writes in replicated topologies are pipelined with `WAIT <replicas> <timeout>` on the same
 //! connection to the same master (PROTOCOL.md §5.2); the replica count is read from the master's
@@ -373,16 +375,19 @@ impl Commands {
     }
 
     /// Awaits `request` (a command on a checked-out connection) under the command timeout (plus the
-    /// replica wait when the request includes one). Connection failures retire the pool's older
-    /// connections. `Err(Elapsed)` means the deadline passed.
+    /// replica wait when the request includes one). Connection failures and missed deadlines retire
+    /// the pool's older connections. `Err(Elapsed)` means the deadline passed.
     pub(crate) async fn run<T>(
         &self,
         request: impl Future<Output = RedisResult<T>>,
     ) -> Result<RedisResult<T>, Elapsed> {
         let deadline = self.timeout + self.sync.map_or(Duration::ZERO, |s| s.timeout);
-        let reply = tokio::time::timeout(deadline, request)
-            .await
-            .map_err(|_| Elapsed)?;
+        let Ok(reply) = tokio::time::timeout(deadline, request).await else {
+            // Requests on a multiplexed connection are answered in order: one that is stuck (a
+            // paused server, a `WAIT` that never returns) holds up every later one on it.
+            self.connection_failed();
+            return Err(Elapsed);
+        };
         if let Err(e) = &reply
             && retires_connection(e)
         {
