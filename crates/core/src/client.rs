@@ -29,7 +29,7 @@ use crate::watchdog::Watchdog;
 /// # async fn main() -> rlock::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
 /// let client = rlock::Client::connect(&url).await?;
-/// let lock = client.lock("orders:42");
+/// let lock = client.lock("doc:client:example");
 /// let guard = lock.lock().await?;
 /// // ... the critical section ...
 /// guard.unlock().await?;
