@@ -22,19 +22,68 @@ fn blocking_locks_exclude_and_hand_off_between_threads() {
         waited
     });
     std::thread::sleep(Duration::from_millis(200));
-    assert!(
-        client
-            .lock("blocking:handoff")
-            .try_lock()
-            .expect("try_lock")
-            .is_none()
-    );
+    // Another thread is another owner: excluded. (This thread would re-enter; see below.)
+    let prober = client.lock("blocking:handoff");
+    let refused = std::thread::spawn(move || prober.try_lock().expect("try_lock").is_none());
+    assert!(refused.join().expect("prober thread"));
     drop(guard); // a blocking guard releases before drop returns
     let waited = waiter.join().expect("waiter thread");
     assert!(
         waited >= Duration::from_millis(200) && waited < Duration::from_secs(5),
         "{waited:?}"
     );
+    assert!(!lock.is_locked().expect("is_locked"));
+}
+
+/// Java's `lock.lock(); lock.lock();` on one thread: the blocking API re-enters by thread, while the
+/// same handle used from another thread is excluded.
+#[test]
+fn nested_locks_on_one_thread_re_enter_and_other_threads_are_excluded() {
+    let server = RedisServer::start();
+    let client = blocking::Client::connect(server.url()).expect("connect");
+    let lock = client.lock("blocking:nested");
+    let outer = lock.lock().expect("lock");
+    let inner = lock
+        .try_lock_for(Duration::from_millis(500))
+        .expect("try_lock_for")
+        .expect("the same thread re-enters at once");
+    let nested = lock.lock().expect("a nested lock() re-enters");
+    assert_eq!(lock.owner(), Owner::thread());
+    assert_eq!(outer.owner(), Some(Owner::thread()));
+    assert_eq!(lock.hold_count().expect("hold_count"), 3);
+    assert!(lock.is_held_by_current_thread().expect("is_held_by"));
+
+    // One hash field (this thread's), counting the three holds.
+    let mut redis = server.client().get_connection().expect("redis");
+    let fields: Vec<(String, u32)> = redis::cmd("HGETALL")
+        .arg("blocking:nested")
+        .query(&mut redis)
+        .expect("HGETALL");
+    let field = format!("{}:{}", client.as_async().node_id(), Owner::thread().id());
+    assert_eq!(fields, vec![(field, 3)]);
+
+    // The same handle, cloned into another thread: another owner, excluded, and its own count is 0.
+    let elsewhere = lock.clone();
+    let (refused, count, held) = std::thread::spawn(move || {
+        let refused = elsewhere.try_lock().expect("try_lock").is_none();
+        (
+            refused,
+            elsewhere.hold_count().expect("hold_count"),
+            elsewhere.is_held_by_current_thread().expect("is_held_by"),
+        )
+    })
+    .join()
+    .expect("other thread");
+    assert!(
+        refused,
+        "another thread must not re-enter this thread's holds"
+    );
+    assert_eq!((count, held), (0, false));
+
+    nested.unlock().expect("unlock");
+    inner.unlock().expect("unlock");
+    assert_eq!(lock.hold_count().expect("hold_count"), 1);
+    outer.unlock().expect("unlock");
     assert!(!lock.is_locked().expect("is_locked"));
 }
 
@@ -46,7 +95,7 @@ fn blocking_reentrancy_and_errors() {
     let lock = client.lock("blocking:reentry").with_owner(owner);
     let outer = lock.lock_with_lease(Duration::from_secs(10)).expect("lock");
     let inner = lock.try_lock().expect("try_lock").expect("re-enters");
-    assert_eq!(lock.hold_count(owner).expect("hold_count"), 2);
+    assert_eq!(lock.hold_count_of(owner).expect("hold_count"), 2);
     assert!(lock.is_held_by(owner).expect("is_held_by"));
     assert!(matches!(
         lock.unlock(Owner::new()),
@@ -54,7 +103,7 @@ fn blocking_reentrancy_and_errors() {
     ));
     inner.unlock().expect("unlock");
     outer.unlock().expect("unlock");
-    assert_eq!(lock.hold_count(owner).expect("hold_count"), 0);
+    assert_eq!(lock.hold_count_of(owner).expect("hold_count"), 0);
     assert!(!lock.force_unlock().expect("force_unlock"));
 }
 

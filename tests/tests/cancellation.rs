@@ -113,7 +113,7 @@ async fn a_timed_out_reentry_is_undone_without_touching_the_earlier_hold() {
     // The re-entry ran after the pause (count 2), then its undo (count 1): never 0, never left at 2.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let settled = eventually(Duration::from_secs(2), async || {
-        lock.hold_count(owner).await.expect("hold_count") == 1
+        lock.hold_count_of(owner).await.expect("hold_count") == 1
     })
     .await;
     assert!(
@@ -138,7 +138,7 @@ async fn an_unlock_whose_reply_is_lost_is_applied_exactly_once() {
     // The first send times out; the re-send (same request id) replays the stored result.
     inner.unlock().await.expect("unlock eventually confirmed");
     assert_eq!(
-        lock.hold_count(owner).await.expect("hold_count"),
+        lock.hold_count_of(owner).await.expect("hold_count"),
         1,
         "decremented once, not twice"
     );

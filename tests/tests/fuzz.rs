@@ -441,7 +441,7 @@ async fn run(lock: &rlock::Lock, owner: Owner, op: Op) -> Result<String, Error> 
         Op::ForceUnlock => format!("{:?}", lock.force_unlock().await?),
         Op::IsLocked => format!("{:?}", lock.is_locked().await?),
         Op::IsHeldBy => format!("{:?}", lock.is_held_by(owner).await?),
-        Op::HoldCount => format!("{:?}", lock.hold_count(owner).await?),
+        Op::HoldCount => format!("{:?}", lock.hold_count_of(owner).await?),
         Op::RemainingTtl => format!("{:?}", lock.remaining_ttl().await?),
     })
 }

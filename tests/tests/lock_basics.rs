@@ -27,7 +27,7 @@ async fn hash_field_is_node_uuid_colon_owner_id_and_counts_reentry() {
     let inner = lock.lock().await.expect("re-enter");
     let count: String = redis.hget("basics:reentry", &field).await.expect("hget");
     assert_eq!(count, "2");
-    assert_eq!(lock.hold_count(owner).await.expect("hold_count"), 2);
+    assert_eq!(lock.hold_count_of(owner).await.expect("hold_count"), 2);
     assert!(lock.is_held_by(owner).await.expect("is_held_by"));
     assert!(
         !lock
@@ -42,7 +42,7 @@ async fn hash_field_is_node_uuid_colon_owner_id_and_counts_reentry() {
     outer.unlock().await.expect("unlock outer");
     let exists: bool = redis.exists("basics:reentry").await.expect("exists");
     assert!(!exists);
-    assert_eq!(lock.hold_count(owner).await.expect("hold_count"), 0);
+    assert_eq!(lock.hold_count_of(owner).await.expect("hold_count"), 0);
 }
 
 #[tokio::test]
@@ -306,7 +306,7 @@ async fn a_non_hash_value_at_the_lock_key_is_wrong_type_and_left_alone() {
         Err(Error::WrongType { .. })
     ));
     assert!(matches!(
-        lock.hold_count(owner).await,
+        lock.hold_count_of(owner).await,
         Err(Error::WrongType { .. })
     ));
     assert!(matches!(
@@ -339,7 +339,7 @@ async fn an_odd_hold_count_is_an_unexpected_reply() {
         .expect("hset");
     let lock = client.lock("basics:odd");
     assert!(matches!(
-        lock.hold_count(owner).await,
+        lock.hold_count_of(owner).await,
         Err(Error::UnexpectedReply { .. })
     ));
 }

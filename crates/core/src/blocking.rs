@@ -1,5 +1,10 @@
 //! A blocking facade over the async API, for threads that are not async.
 //!
+//! As in Java, the owner of a call is the calling thread ([`Owner::thread`], resolved on the thread
+//! that makes each call, not when a handle is made or cloned): a nested `lock()` on one thread
+//! re-enters, and the same handle used from another thread excludes. A handle bound with
+//! [`Lock::with_owner`] uses its owner instead.
+//!
 //! [`Client`] owns a small tokio runtime (one worker thread) that runs the subscriber, the watchdog and
 //! every operation; each method blocks the calling thread until its operation completes. Calling it from
 //! inside an async runtime is refused with [`Error::InvalidArgument`] rather than deadlocking.
@@ -10,6 +15,9 @@
 //! let lock = client.lock("doc:blocking:example");
 //! let guard = lock.lock()?;
 //! assert!(lock.is_locked()?);
+//! let nested = lock.lock()?; // this thread re-enters
+//! assert_eq!(lock.hold_count()?, 2);
+//! nested.unlock()?;
 //! guard.unlock()?;
 //! # Ok::<(), rlock::Error>(())
 //! ```
@@ -125,6 +133,17 @@ impl Lock {
         }
     }
 
+    /// The async handle for a call made now, on this thread: bound to this thread's owner unless the
+    /// handle has one of its own.
+    fn here(&self) -> crate::Lock {
+        self.inner.clone().with_owner(self.owner())
+    }
+
+    /// The owner a call on this thread uses: the bound owner, else [`Owner::thread`].
+    pub fn owner(&self) -> Owner {
+        self.inner.owner().unwrap_or_else(Owner::thread)
+    }
+
     /// The lock's name.
     pub fn name(&self) -> &str {
         self.inner.name()
@@ -144,7 +163,7 @@ impl Lock {
     ///
     /// As [`crate::Lock::lock`].
     pub fn lock(&self) -> Result<LockGuard> {
-        block_on(&self.runtime, self.inner.lock()).map(|g| self.guard(g))
+        block_on(&self.runtime, self.here().lock()).map(|g| self.guard(g))
     }
 
     /// See [`crate::Lock::lock_with_lease`].
@@ -153,7 +172,7 @@ impl Lock {
     ///
     /// As [`crate::Lock::lock_with_lease`].
     pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        block_on(&self.runtime, self.inner.lock_with_lease(lease)).map(|g| self.guard(g))
+        block_on(&self.runtime, self.here().lock_with_lease(lease)).map(|g| self.guard(g))
     }
 
     /// See [`crate::Lock::try_lock`].
@@ -162,7 +181,7 @@ impl Lock {
     ///
     /// As [`crate::Lock::try_lock`].
     pub fn try_lock(&self) -> Result<Option<LockGuard>> {
-        block_on(&self.runtime, self.inner.try_lock()).map(|g| g.map(|g| self.guard(g)))
+        block_on(&self.runtime, self.here().try_lock()).map(|g| g.map(|g| self.guard(g)))
     }
 
     /// See [`crate::Lock::try_lock_for`].
@@ -171,7 +190,7 @@ impl Lock {
     ///
     /// As [`crate::Lock::try_lock_for`].
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        block_on(&self.runtime, self.inner.try_lock_for(wait)).map(|g| g.map(|g| self.guard(g)))
+        block_on(&self.runtime, self.here().try_lock_for(wait)).map(|g| g.map(|g| self.guard(g)))
     }
 
     /// See [`crate::Lock::try_lock_with_lease`].
@@ -184,7 +203,7 @@ impl Lock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<LockGuard>> {
-        block_on(&self.runtime, self.inner.try_lock_with_lease(wait, lease))
+        block_on(&self.runtime, self.here().try_lock_with_lease(wait, lease))
             .map(|g| g.map(|g| self.guard(g)))
     }
 
@@ -224,13 +243,32 @@ impl Lock {
         block_on(&self.runtime, self.inner.is_held_by(owner))
     }
 
-    /// See [`crate::Lock::hold_count`].
+    /// How many holds this thread's owner (or the bound owner) has: Redisson's `getHoldCount`.
     ///
     /// # Errors
     ///
-    /// As [`crate::Lock::hold_count`].
-    pub fn hold_count(&self, owner: Owner) -> Result<u32> {
-        block_on(&self.runtime, self.inner.hold_count(owner))
+    /// As [`crate::Lock::hold_count_of`].
+    pub fn hold_count(&self) -> Result<u32> {
+        block_on(&self.runtime, self.inner.hold_count_of(self.owner()))
+    }
+
+    /// See [`crate::Lock::hold_count_of`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::hold_count_of`].
+    pub fn hold_count_of(&self, owner: Owner) -> Result<u32> {
+        block_on(&self.runtime, self.inner.hold_count_of(owner))
+    }
+
+    /// Whether this thread's owner (or the bound owner) holds the lock: Redisson's
+    /// `isHeldByCurrentThread`.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::is_held_by`].
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        block_on(&self.runtime, self.inner.is_held_by(self.owner()))
     }
 
     /// See [`crate::Lock::remaining_ttl`].

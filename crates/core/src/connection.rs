@@ -285,12 +285,49 @@ struct ReplicaSync {
     required: bool,
 }
 
+/// What became of a lock write: the one outcome type every caller sorts.
+#[derive(Debug)]
+pub(crate) enum Written {
+    /// The script ran and replied; replicas acknowledged it where the topology asks for that.
+    Ran(Value),
+    /// The script ran on the master, but none of its `replicas` connected replicas acknowledged it.
+    Unsynced {
+        /// The script's reply.
+        reply: Value,
+        /// How many replicas were connected.
+        replicas: u32,
+    },
+    /// Redis refused the script (e.g. `WRONGTYPE`): it changed nothing.
+    Refused(RedisError),
+    /// No reply: the script may or may not have run.
+    Unknown(Unknown),
+}
+
+/// Why the outcome of a write is not known.
+#[derive(Debug)]
+pub(crate) enum Unknown {
+    /// The connection broke after the request may have been sent.
+    Broken(RedisError),
+    /// The command deadline passed.
+    TimedOut(Duration),
+}
+
+impl Unknown {
+    /// The error a caller reports when it cannot reconcile the outcome itself.
+    pub(crate) fn into_error(self, operation: Operation, name: &str) -> Error {
+        match self {
+            Self::Broken(source) => Error::Backend { operation, source },
+            Self::TimedOut(after) => Error::timeout(operation, name, after),
+        }
+    }
+}
+
 /// The reply of a lock write and, where replicas are waited for, how many acknowledged it.
 #[derive(Debug)]
-pub(crate) struct Synced {
-    pub(crate) reply: Value,
+struct Synced {
+    reply: Value,
     /// Connected replicas that did not acknowledge: `Some(n)` when none of `n > 0` did.
-    pub(crate) unsynced: Option<u32>,
+    unsynced: Option<u32>,
 }
 
 impl Commands {
@@ -396,13 +433,30 @@ impl Commands {
         Ok(reply)
     }
 
-    /// Runs a lock write (a script call whose first key is the lock) on `conn`, followed on the same
-    /// connection by `WAIT` for the master's replicas when the topology has them.
+    /// Runs a lock write (a script call whose first key is the lock) on `conn` under the command
+    /// deadline, followed on the same connection by `WAIT` for the master's replicas when the
+    /// topology has them.
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe: the script may or may not have run. Callers own an undo for that.
-    pub(crate) async fn write(&self, conn: &mut Conn, call: &ScriptCall) -> RedisResult<Synced> {
+    pub(crate) async fn write(&self, conn: &mut Conn, call: &ScriptCall) -> Written {
+        match self.run(self.write_synced(conn, call)).await {
+            Ok(Ok(Synced {
+                reply,
+                unsynced: None,
+            })) => Written::Ran(reply),
+            Ok(Ok(Synced {
+                reply,
+                unsynced: Some(replicas),
+            })) => Written::Unsynced { reply, replicas },
+            Ok(Err(e)) if outcome_unknown(&e) => Written::Unknown(Unknown::Broken(e)),
+            Ok(Err(e)) => Written::Refused(e),
+            Err(Elapsed) => Written::Unknown(Unknown::TimedOut(self.timeout)),
+        }
+    }
+
+    async fn write_synced(&self, conn: &mut Conn, call: &ScriptCall) -> RedisResult<Synced> {
         let Some(sync) = self.sync else {
             let reply = call.invoke(conn).await?;
             return Ok(Synced {

@@ -1,35 +1,58 @@
 //! The reentrant lock: Redisson's `RLock` (PROTOCOL.md §2).
 //!
 //! The lock is a Redis hash at the lock's name with one field, `<node-uuid>:<owner-id>`, whose value
-//! is the hold count. Acquire, unlock and force-unlock are the scripts in `lua/lock_*.lua`; waiting,
-//! leases and cancellation are the [engine](crate::engine)'s.
+//! is the hold count. Acquire, unlock, undo, renewal and force-unlock are the scripts in
+//! `lua/lock_*.lua`; waiting, leases and cancellation are the [engine](crate::engine)'s.
 
+use std::borrow::Cow;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::Value;
+use redis::{Script, Value};
 
-use crate::client::Client;
-use crate::connection::Synced;
-use crate::engine::{self, Lease, LockKind, Released, Wait};
+use crate::connection::Written;
+use crate::engine::{self, Attempt, Guard, Kind, Lease, Wait};
 use crate::error::{Error, Operation, Result};
-use crate::guard::LockGuard;
 use crate::names;
 use crate::owner::Owner;
-use crate::scripts::{LOCK_ACQUIRE, LOCK_FORCE_UNLOCK, LOCK_UNDO_ACQUIRE, LOCK_UNLOCK, ScriptCall};
+use crate::scripts::{ScriptCall, lua};
+use crate::services::Services;
+use crate::wake::WakeRule;
+use crate::watchdog::Renewal;
+
+static ACQUIRE: LazyLock<Script> = lua!("lock_acquire.lua");
+static UNLOCK: LazyLock<Script> = lua!("lock_unlock.lua");
+static UNDO_ACQUIRE: LazyLock<Script> = lua!("lock_undo_acquire.lua");
+static FORCE_UNLOCK: LazyLock<Script> = lua!("lock_force_unlock.lua");
+static RENEW: LazyLock<Script> = lua!("lock_renew.lua");
+
+/// Renewal of hash locks held by one field: `HEXISTS` then `PEXPIRE` (PROTOCOL.md §4.2 `LockTask`).
+/// Only one owner holds a reentrant lock at a time, so the first of this client's fields is the one.
+static RENEWAL: Renewal = Renewal {
+    name: "lock",
+    script: &RENEW,
+    add: |call, key, fields| call.key(key).arg(fields.first().map_or("", String::as_str)),
+};
 
 /// The message that wakes one waiter.
 const UNLOCK_MESSAGE: &str = "0";
 
+/// A guard of a [`Lock`] hold.
+pub type LockGuard = Guard<()>;
+
 /// A distributed reentrant lock, shared with Redisson's `RLock` of the same name.
 ///
 /// Acquiring returns a [`LockGuard`] that releases the hold when dropped (in the background) or
-/// explicitly with [`LockGuard::unlock`]. Without an explicit [`Owner`], every acquisition is a new
-/// owner, so two tasks using one `Lock` exclude each other like a mutex. Bind an owner with
-/// [`Lock::with_owner`] to make acquisitions re-enter, as a Java thread re-enters its `RLock`.
+/// explicitly with [`Guard::unlock`]. Acquisitions re-enter the holds of their [owner](Owner), as a
+/// Java thread re-enters its `RLock`; which owner a call uses:
+///
+/// | where the call is made | owner |
+/// |---|---|
+/// | a handle bound with [`Lock::with_owner`] | that owner |
+/// | async code inside [`Owner::scope`] | the scope's owner (nested locks re-enter) |
+/// | a thread outside any async runtime (the [blocking](crate::blocking) API) | the thread's owner |
+/// | other async code | a fresh owner per acquisition (tasks exclude each other like a mutex) |
 ///
 /// Holds taken without a lease (`lock`, `try_lock`, `try_lock_for`) live for the watchdog timeout and
 /// are renewed while held; holds with a lease expire after it unless released first.
@@ -59,21 +82,23 @@ const UNLOCK_MESSAGE: &str = "0";
 /// ```
 #[derive(Clone)]
 pub struct Lock {
-    client: Client,
-    state: Arc<LockState>,
+    services: Arc<Services>,
+    kind: Arc<Reentrant>,
     owner: Option<Owner>,
 }
 
-/// The lock's names on the wire.
+/// The reentrant lock as an engine kind: its names on the wire and its scripts.
 #[derive(Debug)]
-pub(crate) struct LockState {
+pub(crate) struct Reentrant {
     name: String,
     channel: String,
     /// `PUBLISH` or `SPUBLISH`, as the client decided (PROTOCOL.md §2.6).
     publish: &'static str,
 }
 
-impl LockKind for LockState {
+impl Kind for Reentrant {
+    type Token = ();
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -82,19 +107,27 @@ impl LockKind for LockState {
         &self.name
     }
 
-    fn channel(&self) -> &str {
-        &self.channel
+    fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+        Some((Cow::Borrowed(&self.channel), WakeRule::OneOrAll))
     }
 
     fn acquire_call(&self, field: &str, lease: Duration) -> ScriptCall {
-        ScriptCall::new(&LOCK_ACQUIRE)
+        ScriptCall::new(&ACQUIRE)
             .key(&self.name)
             .arg(lease.as_millis())
             .arg(field)
     }
 
+    fn decode_acquire(&self, reply: Value) -> Option<Attempt<()>> {
+        match reply {
+            Value::Nil => Some(Attempt::Acquired(())),
+            Value::Int(pttl) => Some(Attempt::busy_for_pttl(pttl)),
+            _ => None,
+        }
+    }
+
     fn undo_acquire_call(&self, field: &str, held_before: u32, lease: Duration) -> ScriptCall {
-        ScriptCall::new(&LOCK_UNDO_ACQUIRE)
+        ScriptCall::new(&UNDO_ACQUIRE)
             .key(&self.name)
             .key(&self.channel)
             .arg(field)
@@ -111,7 +144,7 @@ impl LockKind for LockState {
         latch: &str,
         latch_ttl: Duration,
     ) -> ScriptCall {
-        ScriptCall::new(&LOCK_UNLOCK)
+        ScriptCall::new(&UNLOCK)
             .key(&self.name)
             .key(&self.channel)
             .key(latch)
@@ -120,6 +153,10 @@ impl LockKind for LockState {
             .arg(field)
             .arg(self.publish)
             .arg(latch_ttl.as_millis())
+    }
+
+    fn renewal(&self) -> &'static Renewal {
+        &RENEWAL
     }
 }
 
@@ -138,7 +175,7 @@ pub enum RemainingTtl {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Holder {
-    /// The client's node id (a Redisson client's UUID, or an rlock [`Client::node_id`]).
+    /// The client's node id (a Redisson client's UUID, or an rlock [`Client::node_id`](crate::Client::node_id)).
     pub node: String,
     /// The owner: a Java thread id, an rlock [`Owner`] id, possibly with a suffix such as `:write`.
     pub owner: String,
@@ -161,23 +198,22 @@ impl Holder {
 }
 
 impl Lock {
-    pub(crate) fn new(client: Client, name: String) -> Self {
-        let channel = names::lock_channel(&name);
-        let publish = client.inner.publish;
+    pub(crate) fn new(services: Arc<Services>, name: String) -> Self {
+        let kind = Reentrant {
+            channel: names::lock_channel(&name),
+            publish: services.publish,
+            name,
+        };
         Self {
-            client,
-            state: Arc::new(LockState {
-                name,
-                channel,
-                publish,
-            }),
+            services,
+            kind: Arc::new(kind),
             owner: None,
         }
     }
 
     /// The lock's name (also its Redis key).
     pub fn name(&self) -> &str {
-        &self.state.name
+        &self.kind.name
     }
 
     /// This lock handle bound to `owner`: its acquisitions re-enter each other (and any other hold of
@@ -192,7 +228,7 @@ impl Lock {
     /// let lock = client.lock("doc:lock:reentrant").with_owner(owner);
     /// let outer = lock.lock().await?;
     /// let inner = lock.lock().await?; // re-enters
-    /// assert_eq!(lock.hold_count(owner).await?, 2);
+    /// assert_eq!(lock.hold_count().await?, 2);
     /// inner.unlock().await?;
     /// outer.unlock().await?;
     /// assert!(!lock.is_locked().await?);
@@ -209,6 +245,12 @@ impl Lock {
         self.owner
     }
 
+    /// The owner an acquisition through this handle would use right now, if it is known in advance:
+    /// the bound owner, else [`Owner::current`]. `None` means every acquisition gets a fresh owner.
+    pub fn current_owner(&self) -> Option<Owner> {
+        self.owner.or_else(Owner::current)
+    }
+
     /// Waits until the lock is acquired; the hold is kept alive by the watchdog until released.
     ///
     /// # Errors
@@ -221,9 +263,7 @@ impl Lock {
     /// Cancel safe: dropping the future never leaves a hold behind. If the acquire script may have run,
     /// it is undone in the background.
     pub async fn lock(&self) -> Result<LockGuard> {
-        self.acquire(Wait::Forever, Lease::Watchdog)
-            .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, self.name(), Duration::MAX))
+        self.acquire_until_held(Lease::Watchdog).await
     }
 
     /// Waits until the lock is acquired, for a hold that expires after `lease` unless released first.
@@ -236,10 +276,7 @@ impl Lock {
     ///
     /// Cancel safe, as [`Lock::lock`].
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        engine::check_lease(lease)?;
-        self.acquire(Wait::Forever, Lease::Fixed(lease))
-            .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, self.name(), Duration::MAX))
+        self.acquire_until_held(Lease::fixed(lease)?).await
     }
 
     /// Tries once; `None` if someone else holds the lock. The hold is kept alive by the watchdog.
@@ -283,15 +320,19 @@ impl Lock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<LockGuard>> {
-        engine::check_lease(lease)?;
-        self.acquire(Wait::For(wait), Lease::Fixed(lease)).await
+        self.acquire(Wait::For(wait), Lease::fixed(lease)?).await
+    }
+
+    async fn acquire_until_held(&self, lease: Lease) -> Result<LockGuard> {
+        self.acquire(Wait::Forever, lease)
+            .await?
+            .ok_or_else(|| Error::timeout(Operation::Acquire, self.name(), Duration::MAX))
     }
 
     async fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<LockGuard>> {
         self.check_name()?;
-        let owner = self.owner.unwrap_or_else(Owner::new);
-        let held = engine::acquire(&self.client.inner, &*self.state, owner, wait, lease).await?;
-        Ok(held.map(|held| LockGuard::new(self.clone(), owner, held)))
+        let owner = self.current_owner().unwrap_or_else(Owner::new);
+        engine::acquire(&self.services, &self.kind, owner, wait, lease).await
     }
 
     /// Releases one hold of `owner`, like Redisson's `unlock(threadId)`: the lock is free once every
@@ -307,31 +348,11 @@ impl Lock {
     /// Cancel safe: the release runs to completion in the background even if this future is dropped.
     pub async fn unlock(&self, owner: Owner) -> Result<()> {
         self.check_name()?;
-        self.release(owner).await.map(|_| ())
-    }
-
-    /// A release of one hold of `owner`: awaited, it runs on the caller's task; dropped before it
-    /// completed (or never awaited), it finishes in the background. Either way it is the same
-    /// release, with the same request id, so it applies once.
-    fn releasing(&self, owner: Owner) -> Releasing {
-        let client = self.client.inner.clone();
-        let state = self.state.clone();
-        Releasing {
-            pending: Some(Box::pin(async move {
-                engine::release(&client, &*state, owner).await
-            })),
-            background: self.client.inner.background.clone(),
-            name: self.state.name.clone(),
-        }
-    }
-
-    pub(crate) async fn release(&self, owner: Owner) -> Result<Released> {
-        self.releasing(owner).finish().await
-    }
-
-    /// Releases without waiting (a dropped guard).
-    pub(crate) fn release_in_background(&self, owner: Owner) {
-        drop(self.releasing(owner));
+        let field = self.services.field(owner);
+        engine::Releasing::new(&self.services, self.kind.clone(), field)
+            .finish()
+            .await
+            .map(|_| ())
     }
 
     /// Deletes the lock whoever holds it and wakes a waiter (Java's included). Returns whether a lock
@@ -347,45 +368,33 @@ impl Lock {
     /// Not cancel safe: if dropped, the lock may or may not have been deleted.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
-        let inner = &self.client.inner;
-        inner.watchdog.forget(self.name());
-        let call = ScriptCall::new(&LOCK_FORCE_UNLOCK)
+        let services = &self.services;
+        services.watchdog.forget(self.name());
+        let call = ScriptCall::new(&FORCE_UNLOCK)
             .key(self.name())
-            .key(&self.state.channel)
+            .key(&self.kind.channel)
             .arg(UNLOCK_MESSAGE)
-            .arg(self.state.publish);
-        let mut conn = inner
+            .arg(self.kind.publish);
+        let mut conn = services
             .commands
             .get(Operation::ForceUnlock, self.name())
             .await?;
-        match inner
-            .commands
-            .run(inner.commands.write(&mut conn.conn, &call))
-            .await
-        {
-            Ok(Ok(Synced {
-                unsynced: Some(replicas),
-                ..
-            })) => Err(Error::NoSyncedReplicas {
+        match services.commands.write(&mut conn.conn, &call).await {
+            Written::Ran(Value::Int(deleted)) => Ok(deleted == 1),
+            Written::Ran(other) => Err(Error::unexpected(
+                Operation::ForceUnlock,
+                self.name(),
+                other,
+            )),
+            Written::Unsynced { replicas, .. } => Err(Error::NoSyncedReplicas {
                 operation: Operation::ForceUnlock,
                 name: self.name().to_owned(),
                 replicas,
             }),
-            Ok(Ok(Synced {
-                reply: Value::Int(deleted),
-                ..
-            })) => Ok(deleted == 1),
-            Ok(Ok(other)) => Err(Error::unexpected(
-                Operation::ForceUnlock,
-                self.name(),
-                other.reply,
-            )),
-            Ok(Err(e)) => Err(Error::from_redis(Operation::ForceUnlock, self.name(), e)),
-            Err(_) => Err(Error::timeout(
-                Operation::ForceUnlock,
-                self.name(),
-                inner.commands.timeout,
-            )),
+            Written::Refused(e) => Err(Error::from_redis(Operation::ForceUnlock, self.name(), e)),
+            Written::Unknown(unknown) => {
+                Err(unknown.into_error(Operation::ForceUnlock, self.name()))
+            }
         }
     }
 
@@ -416,11 +425,41 @@ impl Lock {
     /// Cancel safe: it only reads.
     pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
         self.check_name()?;
-        let field = self.client.inner.field(owner);
+        let field = self.services.field(owner);
         let held: i64 = self
             .query(redis::cmd("HEXISTS").arg(self.name()).arg(field))
             .await?;
         Ok(held == 1)
+    }
+
+    /// Whether the [current owner](Lock::current_owner) holds the lock: Redisson's
+    /// `isHeldByCurrentThread`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::hold_count`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        self.is_held_by(self.known_owner()?).await
+    }
+
+    /// How many holds the [current owner](Lock::current_owner) has on the lock: Redisson's
+    /// `getHoldCount`; 0 when none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when there is no current owner (async code outside
+    /// [`Owner::scope`] with an unbound handle: each acquisition there is a new owner, so ask
+    /// [`Lock::hold_count_of`] or the guard). Otherwise as [`Lock::hold_count_of`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.hold_count_of(self.known_owner()?).await
     }
 
     /// How many holds `owner` has on the lock (`HGET`); 0 when none.
@@ -432,18 +471,10 @@ impl Lock {
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn hold_count(&self, owner: Owner) -> Result<u32> {
+    pub async fn hold_count_of(&self, owner: Owner) -> Result<u32> {
         self.check_name()?;
-        let field = self.client.inner.field(owner);
-        let count: Option<String> = self
-            .query(redis::cmd("HGET").arg(self.name()).arg(field))
-            .await?;
-        match count {
-            None => Ok(0),
-            Some(count) => count
-                .parse()
-                .map_err(|_| Error::unexpected(Operation::Query, self.name(), count)),
-        }
+        let field = self.services.field(owner);
+        engine::hold_count(&self.services, self.name(), self.name(), &field).await
     }
 
     /// How long until the lock expires (`PTTL`): Redisson's `remainTimeToLive`.
@@ -488,11 +519,18 @@ impl Lock {
     }
 
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        self.client
-            .inner
+        self.services
             .commands
             .query(Operation::Query, self.name(), cmd)
             .await
+    }
+
+    fn known_owner(&self) -> Result<Owner> {
+        self.current_owner().ok_or_else(|| {
+            Error::InvalidArgument(
+                "no current owner: outside Owner::scope each acquisition is a new owner".into(),
+            )
+        })
     }
 
     fn check_name(&self) -> Result<()> {
@@ -508,45 +546,9 @@ impl Lock {
 impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
-            .field("name", &self.state.name)
+            .field("name", &self.kind.name)
             .field("owner", &self.owner)
             .finish()
-    }
-}
-
-/// A release in progress; see [`Lock::releasing`].
-struct Releasing {
-    pending: Option<Pin<Box<dyn Future<Output = Result<Released>> + Send>>>,
-    background: crate::client::Background,
-    name: String,
-}
-
-impl Releasing {
-    async fn finish(mut self) -> Result<Released> {
-        let outcome = match self.pending.as_mut() {
-            Some(pending) => pending.await,
-            None => Err(Error::Closed),
-        };
-        self.pending = None;
-        outcome
-    }
-}
-
-impl Drop for Releasing {
-    fn drop(&mut self) {
-        let Some(pending) = self.pending.take() else {
-            return;
-        };
-        let name = std::mem::take(&mut self.name);
-        drop(self.background.spawn(async move {
-            match pending.await {
-                Ok(_) => {}
-                Err(Error::NotOwner { .. }) => {
-                    tracing::debug!(lock = %name, "released after the lease was already lost");
-                }
-                Err(e) => tracing::warn!(lock = %name, error = %e, "a background release failed"),
-            }
-        }));
     }
 }
 

@@ -1,11 +1,20 @@
 //! Owner identity: who holds a hold.
 //!
-//! Redisson identifies a holder by `<client-uuid>:<thread-id>`. Threads mean nothing to async Rust, so
-//! rlock replaces the thread id with an explicit [`Owner`]: a cheap `Copy` token that can be moved
-//! between tasks. Holds taken with the same owner re-enter; holds taken with different owners exclude
-//! each other, even inside one process.
+//! Redisson identifies a holder by `<client-uuid>:<thread-id>`, and a Java thread re-enters its own
+//! holds. rlock replaces the thread id with an [`Owner`] (a cheap `Copy` token) and picks the owner of
+//! a call the way a Redisson user expects (`../shared/LESSONS.md` §1.7, PROTOCOL.md §10.3):
+//!
+//! | Java | rlock | owner of an acquisition |
+//! |---|---|---|
+//! | a thread | the [blocking](crate::blocking) API on a thread | [`Owner::thread`], one per OS thread, resolved on the thread that makes each call |
+//! | (no equivalent) | async code inside [`Owner::scope`] | the scope's owner: nested locks re-enter |
+//! | `lockAsync(threadId)` | a handle bound with [`Lock::with_owner`](crate::Lock::with_owner) | that owner |
+//! | (no equivalent) | other async code | a fresh owner per acquisition: tasks exclude each other |
+//!
+//! [`Owner::current`] tells which owner a call without an explicit one uses.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Owner ids handed out by [`Owner::new`] start far above the small numbers Java thread ids (and ids a
@@ -14,11 +23,20 @@ const FIRST_GENERATED_ID: u64 = 1 << 32;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(FIRST_GENERATED_ID);
 
+thread_local! {
+    /// The calling thread's owner, made on first use.
+    static THREAD: Owner = Owner::new();
+}
+
+tokio::task_local! {
+    /// The owner of the enclosing [`Owner::scope`].
+    static SCOPE: Owner;
+}
+
 /// The identity a hold belongs to: the Rust counterpart of a Java thread id.
 ///
-/// Locks taken without an explicit owner use a fresh owner per acquisition, so two tasks never
-/// re-enter each other's holds by accident. To re-enter, acquire again with the same owner (see
-/// [`Lock::with_owner`](crate::Lock::with_owner)).
+/// Holds taken with the same owner re-enter; holds of different owners exclude each other, even
+/// inside one process. The [module docs](self) say which owner a call uses when none is given.
 ///
 /// On the wire an owner is the hash field `<node-uuid>:<id>`, where the node uuid is the
 /// [`Client`](crate::Client)'s.
@@ -52,6 +70,78 @@ impl Owner {
     /// The numeric id written after the node uuid in the hash field.
     pub const fn id(self) -> u64 {
         self.0
+    }
+
+    /// The calling OS thread's owner: the same for every call on this thread, distinct from every
+    /// other thread's. The blocking API uses it, as Java uses the thread id.
+    ///
+    /// ```
+    /// use rlock::Owner;
+    ///
+    /// let here = Owner::thread();
+    /// assert_eq!(here, Owner::thread());
+    /// let there = std::thread::spawn(Owner::thread).join().unwrap();
+    /// assert_ne!(here, there);
+    /// ```
+    pub fn thread() -> Self {
+        THREAD.with(|owner| *owner)
+    }
+
+    /// The owner an acquisition without an explicit owner uses here: the enclosing
+    /// [`Owner::scope`]'s, else (on a thread outside any async runtime) [`Owner::thread`], else
+    /// `None`: async code outside a scope gets a fresh owner per acquisition.
+    ///
+    /// ```
+    /// use rlock::Owner;
+    ///
+    /// assert_eq!(Owner::current(), Some(Owner::thread()));
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// assert_eq!(Owner::current(), None);
+    /// let owner = Owner::new();
+    /// assert_eq!(Owner::scope(owner, async { Owner::current() }).await, Some(owner));
+    /// # });
+    /// ```
+    pub fn current() -> Option<Self> {
+        if let Ok(owner) = SCOPE.try_with(|owner| *owner) {
+            return Some(owner);
+        }
+        tokio::runtime::Handle::try_current()
+            .is_err()
+            .then(Self::thread)
+    }
+
+    /// Runs `future` with `owner` as the owner of every acquisition inside it that names none, so
+    /// nested locks re-enter instead of deadlocking, like nested `lock()` calls on one Java thread.
+    ///
+    /// The scope is a tokio task-local: it does **not** flow into `tokio::spawn`ed tasks (they are
+    /// other owners unless given one), and futures polled concurrently inside one scope (`join!`,
+    /// `select!`) share the owner, so they re-enter each other's holds rather than excluding.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> rlock::Result<()> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    /// # let client = rlock::Client::connect(&url).await?;
+    /// use rlock::Owner;
+    ///
+    /// let lock = client.lock("doc:owner:scope");
+    /// Owner::scope(Owner::new(), async {
+    ///     let outer = lock.lock().await?;
+    ///     let inner = lock.lock().await?; // re-enters: same owner
+    ///     assert_eq!(lock.hold_count().await?, 2);
+    ///     inner.unlock().await?;
+    ///     outer.unlock().await
+    /// })
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `future`: the scope only sets the owner while `future` is polled.
+    pub fn scope<F: Future>(owner: Self, future: F) -> impl Future<Output = F::Output> {
+        SCOPE.scope(owner, future)
     }
 }
 

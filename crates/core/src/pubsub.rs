@@ -15,8 +15,10 @@
 //! with an `SUNSUBSCRIBE` push: the task then subscribes again (the cluster connection follows the
 //! `MOVED`) and wakes the channel's waiters.
 //!
-//! Messages follow Redisson's rule (PROTOCOL.md §3.2): `0` wakes one local waiter (or is banked for
-//! the next one, like Java's semaphore permit), `1` wakes every waiter, anything else is ignored.
+//! Each channel is registered with the [`WakeRule`] of its kind (PROTOCOL.md §3.2, §8.5, §8.7): a
+//! lock's `0` wakes one local waiter and `1` every waiter, a semaphore's `n` wakes up to `n`, a
+//! latch's `0`/`1` opens/closes it. The wake-ups themselves are [`Wakeups`], a counting primitive
+//! that a waiter arms before the retry it guards.
 //!
 //! When the connection drops, every waiter is woken (it may have missed a message) and falls back to
 //! waits bounded by the lock's PTTL; the task reconnects with backoff, re-subscribes every channel and
@@ -33,32 +35,141 @@ use std::time::Duration;
 use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use tokio::sync::futures::Notified;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Topology, redact};
 use crate::connection::{cluster_builder, node_client, sentinel_client};
+use crate::wake::{Armed, WakeRule, Wakeups};
 
 /// The shortest and longest pause between reconnect attempts.
 const RECONNECT_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
 
 /// The local end of one channel.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Channel {
-    /// Wakes waiters on an unlock message.
-    wake: Notify,
+    /// What a message does, as the kind that first subscribed the channel says.
+    rule: WakeRule,
+    /// The local waiters' wake-ups.
+    wakeups: Wakeups,
     /// Whether the server has confirmed the subscription on the current connection.
     subscribed: AtomicBool,
     /// Signalled whenever `subscribed` becomes true.
     confirmed: Notify,
 }
 
+impl Channel {
+    fn new(rule: WakeRule) -> Self {
+        Self {
+            rule,
+            wakeups: Wakeups::default(),
+            subscribed: AtomicBool::new(false),
+            confirmed: Notify::new(),
+        }
+    }
+}
+
+/// The desired subscriptions and their local ends: what waiters see of the subscriber.
 #[derive(Debug, Default)]
-struct Registry {
+pub(crate) struct Registry {
     /// Channel name → (local subscriptions, channel).
     channels: Mutex<HashMap<String, (usize, Arc<Channel>)>>,
     /// Wakes the connection task when the desired set changed.
     changed: Notify,
+}
+
+impl Registry {
+    /// Registers interest in `channel`, whose messages wake as `rule` says. The subscription is sent
+    /// in the background; see [`Subscription::confirmed`].
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, rule: WakeRule) -> Subscription {
+        let mut channels = self.channels.lock();
+        let (refs, entry) = channels
+            .entry(channel.to_owned())
+            .or_insert_with(|| (0, Arc::new(Channel::new(rule))));
+        *refs += 1;
+        let entry = entry.clone();
+        if *refs == 1 {
+            self.changed.notify_one();
+        }
+        Subscription {
+            registry: self.clone(),
+            name: channel.to_owned(),
+            channel: entry,
+        }
+    }
+
+    /// Joins `channel` only if it is already subscribed and live (another local waiter listens on it):
+    /// then joining costs no round trip.
+    pub(crate) fn join_live(self: &Arc<Self>, channel: &str) -> Option<Subscription> {
+        let mut channels = self.channels.lock();
+        let (refs, entry) = channels.get_mut(channel)?;
+        if !entry.subscribed.load(Ordering::Acquire) {
+            return None;
+        }
+        *refs += 1;
+        Some(Subscription {
+            registry: self.clone(),
+            name: channel.to_owned(),
+            channel: entry.clone(),
+        })
+    }
+
+    /// How many channels are subscribed (or being subscribed) right now.
+    pub(crate) fn channel_count(&self) -> usize {
+        self.channels.lock().len()
+    }
+
+    fn channel(&self, name: &str) -> Option<Arc<Channel>> {
+        self.channels.lock().get(name).map(|(_, c)| c.clone())
+    }
+
+    /// Marks freshly subscribed channels live and wakes their waiters once: they may have missed a
+    /// message while the subscription was being (re-)established.
+    pub(crate) fn confirm(&self, subscribed: &[String]) {
+        let channels = self.channels.lock();
+        for name in subscribed {
+            if let Some((_, channel)) = channels.get(name) {
+                channel.subscribed.store(true, Ordering::Release);
+                channel.confirmed.notify_waiters();
+                channel.wakeups.wake_all();
+            }
+        }
+    }
+
+    /// Delivers a message to the channel's local waiters, by the channel's wake rule.
+    pub(crate) fn dispatch(&self, name: &str, payload: &[u8]) {
+        let Some(channel) = self.channel(name) else {
+            return;
+        };
+        if !channel.rule.apply(payload, &channel.wakeups) {
+            tracing::debug!(
+                channel = name,
+                "ignored a message its wake rule does not know"
+            );
+        }
+    }
+
+    /// One channel stopped being live: its waiters re-try now, then wait bounded by the PTTL.
+    fn lost(&self, name: &str) {
+        if let Some(channel) = self.channel(name) {
+            channel.subscribed.store(false, Ordering::Release);
+            channel.wakeups.wake_all();
+        }
+    }
+
+    /// Messages may have been missed: every waiter re-tries.
+    fn wake_all(&self) {
+        for (_, channel) in self.channels.lock().values() {
+            channel.wakeups.wake_all();
+        }
+    }
+
+    /// Every channel stops being live; every waiter re-tries now and then waits bounded by the PTTL.
+    fn connection_lost(&self) {
+        for (_, channel) in self.channels.lock().values() {
+            channel.subscribed.store(false, Ordering::Release);
+            channel.wakeups.wake_all();
+        }
+    }
 }
 
 /// The client's subscriber: hands out [`Subscription`]s; its task runs until the client is dropped.
@@ -87,44 +198,9 @@ impl Subscriber {
         Ok(Self { registry })
     }
 
-    /// Registers interest in `channel`. The subscription is sent in the background; see
-    /// [`Subscription::confirmed`].
-    pub(crate) fn subscribe(&self, channel: &str) -> Subscription {
-        let mut channels = self.registry.channels.lock();
-        let (refs, entry) = channels
-            .entry(channel.to_owned())
-            .or_insert_with(|| (0, Arc::new(Channel::default())));
-        *refs += 1;
-        let entry = entry.clone();
-        if *refs == 1 {
-            self.registry.changed.notify_one();
-        }
-        Subscription {
-            registry: self.registry.clone(),
-            name: channel.to_owned(),
-            channel: entry,
-        }
-    }
-
-    /// Joins `channel` only if it is already subscribed and live (another local waiter listens on it):
-    /// then joining costs no round trip.
-    pub(crate) fn join_live(&self, channel: &str) -> Option<Subscription> {
-        let mut channels = self.registry.channels.lock();
-        let (refs, entry) = channels.get_mut(channel)?;
-        if !entry.subscribed.load(Ordering::Acquire) {
-            return None;
-        }
-        *refs += 1;
-        Some(Subscription {
-            registry: self.registry.clone(),
-            name: channel.to_owned(),
-            channel: entry.clone(),
-        })
-    }
-
-    /// How many channels are subscribed (or being subscribed) right now.
-    pub(crate) fn channel_count(&self) -> usize {
-        self.registry.channels.lock().len()
+    /// The local half, which waiters use.
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
     }
 }
 
@@ -137,16 +213,10 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    /// A future that completes on the next wake-up of this channel. Call `enable()` on it before the
-    /// retry that it guards, so a message that arrives during the retry is not lost.
-    pub(crate) fn notified(&self) -> Notified<'_> {
-        self.channel.wake.notified()
-    }
-
-    /// Hands a consumed wake-up on to the next local waiter (used when a woken waiter is cancelled
-    /// before it could use its turn).
-    pub(crate) fn pass_on_wake(&self) {
-        self.channel.wake.notify_one();
+    /// Arms this waiter for the channel's next wake-up. Arm before the retry it guards, so a message
+    /// that arrives during the retry is banked instead of lost.
+    pub(crate) fn arm(&self) -> Armed<'_> {
+        self.channel.wakeups.arm()
     }
 
     /// Whether the server currently delivers this channel's messages to us.
@@ -398,7 +468,7 @@ impl Connection {
                 }
                 Err(_) => tracing::warn!(url = %self.url, "subscriber connect timed out"),
             }
-            self.connection_lost();
+            self.registry.connection_lost();
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(backoff) => {}
@@ -424,15 +494,15 @@ impl Connection {
             tokio::select! {
                 () = shutdown.cancelled() => return std::ops::ControlFlow::Break(()),
                 event = events.next() => match event {
-                    Some(Event::Message { channel, payload }) => self.dispatch(&channel, &payload),
-                    Some(Event::Interrupted) => self.wake_all(),
+                    Some(Event::Message { channel, payload }) => self.registry.dispatch(&channel, &payload),
+                    Some(Event::Interrupted) => self.registry.wake_all(),
                     Some(Event::Unsubscribed(channel)) => {
                         if self.registry.channels.lock().contains_key(&channel)
                             && !change.as_ref().is_some_and(|(_, names)| names.contains(&channel))
                         {
                             tracing::debug!(%channel, "server dropped a wanted subscription; subscribing again");
                             let _ = server.remove(&channel);
-                            self.lost(&channel);
+                            self.registry.lost(&channel);
                         }
                     }
                     None => return std::ops::ControlFlow::Continue(()),
@@ -448,7 +518,7 @@ impl Connection {
                         tracing::warn!(error = %e, "subscription change failed");
                         return std::ops::ControlFlow::Continue(());
                     }
-                    self.confirm(&subscribed);
+                    self.registry.confirm(&subscribed);
                 }
                 () = self.registry.changed.notified(), if change.is_none() => {}
             }
@@ -490,62 +560,5 @@ impl Connection {
         }
         server.extend(missing.iter().cloned());
         Some((link.subscribe(missing.clone()), missing))
-    }
-
-    /// Marks freshly subscribed channels live and wakes their waiters once: they may have missed a
-    /// message while the subscription was being (re-)established.
-    fn confirm(&self, subscribed: &[String]) {
-        let channels = self.registry.channels.lock();
-        for name in subscribed {
-            if let Some((_, channel)) = channels.get(name) {
-                channel.subscribed.store(true, Ordering::Release);
-                channel.confirmed.notify_waiters();
-                channel.wake.notify_waiters();
-            }
-        }
-    }
-
-    fn dispatch(&self, name: &str, payload: &[u8]) {
-        let Some(channel) = self
-            .registry
-            .channels
-            .lock()
-            .get(name)
-            .map(|(_, c)| c.clone())
-        else {
-            return;
-        };
-        // Java decodes payloads with Long.valueOf: exactly an optionally signed decimal integer.
-        let value = std::str::from_utf8(payload)
-            .ok()
-            .and_then(|text| text.parse::<i64>().ok());
-        match value {
-            Some(0) => channel.wake.notify_one(),
-            Some(1) => channel.wake.notify_waiters(),
-            _ => tracing::debug!(channel = name, "ignored a message that is neither 0 nor 1"),
-        }
-    }
-
-    /// One channel stopped being live: its waiters re-try now, then wait bounded by the PTTL.
-    fn lost(&self, name: &str) {
-        if let Some((_, channel)) = self.registry.channels.lock().get(name) {
-            channel.subscribed.store(false, Ordering::Release);
-            channel.wake.notify_waiters();
-        }
-    }
-
-    /// Messages may have been missed: every waiter re-tries.
-    fn wake_all(&self) {
-        for (_, channel) in self.registry.channels.lock().values() {
-            channel.wake.notify_waiters();
-        }
-    }
-
-    /// Every channel stops being live; every waiter re-tries now and then waits bounded by the PTTL.
-    fn connection_lost(&self) {
-        for (_, channel) in self.registry.channels.lock().values() {
-            channel.subscribed.store(false, Ordering::Release);
-            channel.wake.notify_waiters();
-        }
     }
 }

@@ -1,4 +1,4 @@
-//! The script registry: every Lua file in `lua/`, embedded at build time.
+//! Script calls: every Lua file in `lua/` is embedded at build time (by its kind, with [`lua!`]).
 //!
 //! Scripts are [`redis::Script`]s: the SHA1 is computed once, calls go out as `EVALSHA`, and a
 //! `NOSCRIPT` reply (a restarted or flushed server) loads the script and re-sends it. `NOSCRIPT` means
@@ -9,17 +9,14 @@ use std::sync::LazyLock;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, Value};
 
+/// A script of `lua/`, embedded at build time: `static ACQUIRE: LazyLock<Script> = lua!("x.lua");`.
+/// Each kind declares its own scripts next to its code.
 macro_rules! lua {
     ($file:literal) => {
-        LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))))
+        ::std::sync::LazyLock::new(|| ::redis::Script::new(include_str!(concat!("../lua/", $file))))
     };
 }
-
-pub(crate) static LOCK_ACQUIRE: LazyLock<Script> = lua!("lock_acquire.lua");
-pub(crate) static LOCK_UNLOCK: LazyLock<Script> = lua!("lock_unlock.lua");
-pub(crate) static LOCK_FORCE_UNLOCK: LazyLock<Script> = lua!("lock_force_unlock.lua");
-pub(crate) static LOCK_RENEW: LazyLock<Script> = lua!("lock_renew.lua");
-pub(crate) static LOCK_UNDO_ACQUIRE: LazyLock<Script> = lua!("lock_undo_acquire.lua");
+pub(crate) use lua;
 
 /// One script invocation with owned keys and arguments, so it can be moved into a background task
 /// (e.g. the undo of a cancelled acquire).

@@ -2,10 +2,11 @@
 //!
 //! # Implementation details
 //!
-//! Locks acquired without a lease are registered here with their key, owner and hold count. Every
-//! [`Config::renewal_interval`] (a third of the watchdog timeout) the task renews all registered locks,
-//! [`Config::watchdog_batch_size`] keys per script (PROTOCOL.md §4.2): each key is renewed only if the
-//! registered owner's field is still in the hash.
+//! Each watchdog hold is registered here by its key and hash field, under the [`Renewal`] of its
+//! kind (the script that renews it and how one lock is encoded into a batch call). Every
+//! [`Config::renewal_interval`] (a third of the watchdog timeout) the task renews all registered
+//! locks, batched per (renewal script, cluster slot), [`Config::watchdog_batch_size`] keys per script
+//! (PROTOCOL.md §4.2): each key is renewed only if one of this client's fields is still in it.
 //!
 //! Unlike Redisson, a loss is never silent. A lock is declared lost, and its holders' lease-lost
 //! token cancelled, when a renewal finds the field gone, or when no renewal has been confirmed for a
@@ -18,28 +19,44 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::Value;
 use redis::cluster_routing::Slot;
+use redis::{Script, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::config::Topology;
-use crate::connection::{Commands, Elapsed, Synced};
+use crate::connection::{Commands, Written};
 use crate::error::Operation;
-use crate::owner::Owner;
-use crate::scripts::{LOCK_RENEW, ScriptCall};
+use crate::scripts::ScriptCall;
+
+/// How one kind's holds are renewed: a script that takes `ARGV[1]` = the lease in ms and, for each
+/// lock of the batch, what [`Renewal::add`] appends; it replies with one flag per lock, 1 when the
+/// lock is still held by one of the given fields (and was renewed), else 0.
+#[derive(Debug)]
+pub(crate) struct Renewal {
+    /// Tells batches apart (locks renewed by different scripts never share a batch) and names them
+    /// in logs.
+    pub(crate) name: &'static str,
+    pub(crate) script: &'static LazyLock<Script>,
+    /// Appends one lock to a batch call: its key and this client's fields that hold it.
+    pub(crate) add: fn(ScriptCall, &str, &[String]) -> ScriptCall,
+}
+
+/// Registrations are per (renewal, key); the fields that hold the key are inside the entry.
+type EntryKey = (&'static str, String);
 
 #[derive(Debug)]
 struct Entry {
     generation: u64,
-    /// Local owners holding this key, with their hold counts; the first one's field is renewed.
-    holders: Vec<(Owner, String, u32)>,
+    renewal: &'static Renewal,
+    /// This client's fields holding the key, with their hold counts.
+    holders: Vec<(String, u32)>,
     /// Cancelled when the lock is lost.
     lost: CancellationToken,
     /// When the last confirmed renewal (or the acquire) was sent.
@@ -48,7 +65,7 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct Registry {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<EntryKey, Entry>>,
     next_generation: Mutex<u64>,
     /// Wakes the idle task when the first lock is registered.
     registered: Notify,
@@ -86,30 +103,33 @@ impl Watchdog {
         }
     }
 
-    /// Registers one hold of `key` by `owner`, acquired by a script sent at `sent_at`. Returns the
-    /// token cancelled if the lock is lost.
+    /// Registers one hold of `key` by `field`, acquired by a script sent at `sent_at`, to be renewed
+    /// by `renewal`. Returns the token cancelled if the lock is lost.
     pub(crate) fn register(
         &self,
+        renewal: &'static Renewal,
         key: &str,
-        owner: Owner,
         field: &str,
         sent_at: Instant,
     ) -> CancellationToken {
         let mut entries = self.registry.entries.lock();
         let first = entries.is_empty();
-        let entry = entries.entry(key.to_owned()).or_insert_with(|| {
-            let mut next = self.registry.next_generation.lock();
-            *next += 1;
-            Entry {
-                generation: *next,
-                holders: Vec::new(),
-                lost: CancellationToken::new(),
-                renewed_at: sent_at,
-            }
-        });
-        match entry.holders.iter_mut().find(|(o, _, _)| *o == owner) {
-            Some((_, _, count)) => *count += 1,
-            None => entry.holders.push((owner, field.to_owned(), 1)),
+        let entry = entries
+            .entry((renewal.name, key.to_owned()))
+            .or_insert_with(|| {
+                let mut next = self.registry.next_generation.lock();
+                *next += 1;
+                Entry {
+                    generation: *next,
+                    renewal,
+                    holders: Vec::new(),
+                    lost: CancellationToken::new(),
+                    renewed_at: sent_at,
+                }
+            });
+        match entry.holders.iter_mut().find(|(f, _)| f == field) {
+            Some((_, count)) => *count += 1,
+            None => entry.holders.push((field.to_owned(), 1)),
         }
         let lost = entry.lost.clone();
         drop(entries);
@@ -119,33 +139,43 @@ impl Watchdog {
         lost
     }
 
-    /// Removes one hold of `key` by `owner`; renewal of `key` stops with its last hold.
-    pub(crate) fn deregister(&self, key: &str, owner: Owner) {
+    /// Removes one hold of `key` by `field`; renewal of `key` stops with its last hold.
+    pub(crate) fn deregister(&self, renewal: &'static Renewal, key: &str, field: &str) {
         let mut entries = self.registry.entries.lock();
-        let Some(entry) = entries.get_mut(key) else {
+        let id = (renewal.name, key.to_owned());
+        let Some(entry) = entries.get_mut(&id) else {
             return;
         };
-        if let Some(i) = entry.holders.iter().position(|(o, _, _)| *o == owner) {
-            entry.holders[i].2 -= 1;
-            if entry.holders[i].2 == 0 {
+        if let Some(i) = entry.holders.iter().position(|(f, _)| f == field) {
+            entry.holders[i].1 -= 1;
+            if entry.holders[i].1 == 0 {
                 let _ = entry.holders.remove(i);
             }
         }
         if entry.holders.is_empty() {
-            let _ = entries.remove(key);
+            let _ = entries.remove(&id);
         }
     }
 
-    /// Stops renewing `key` and tells its holders the lock is gone (after a force unlock).
+    /// Stops renewing `key` under every renewal and tells its holders the lock is gone (after a
+    /// force unlock).
     pub(crate) fn forget(&self, key: &str) {
-        if let Some(entry) = self.registry.entries.lock().remove(key) {
-            entry.lost.cancel();
-        }
+        self.registry.entries.lock().retain(|(_, k), entry| {
+            let keep = k != key;
+            if !keep {
+                entry.lost.cancel();
+            }
+            keep
+        });
     }
 
-    /// Whether `key` has watchdog holds here, i.e. its lease should stay the watchdog timeout.
-    pub(crate) fn is_renewing(&self, key: &str) -> bool {
-        self.registry.entries.lock().contains_key(key)
+    /// Whether `key` has watchdog holds here under `renewal`, i.e. its lease should stay the
+    /// watchdog timeout.
+    pub(crate) fn is_renewing(&self, renewal: &'static Renewal, key: &str) -> bool {
+        self.registry
+            .entries
+            .lock()
+            .contains_key(&(renewal.name, key.to_owned()))
     }
 
     /// The lease watchdog locks are acquired and renewed with.
@@ -219,21 +249,21 @@ impl Renewer {
     }
 
     /// Renews every registered lock; returns false if some batch failed and needs a quick retry.
-    /// In cluster mode a batch only holds keys of one slot, as a script may not cross slots.
+    /// A batch holds locks of one renewal script and, in cluster mode, of one slot, as a script may
+    /// not cross slots.
     async fn renew_all(&self) -> bool {
-        let mut by_slot: HashMap<Option<Slot>, Vec<(String, u64, String)>> = HashMap::new();
-        for (key, entry) in self.registry.entries.lock().iter() {
-            if let Some((_, field, _)) = entry.holders.first() {
-                let slot = self.per_slot.then(|| Slot::for_key(key));
-                by_slot.entry(slot).or_default().push((
-                    key.clone(),
-                    entry.generation,
-                    field.clone(),
-                ));
-            }
+        let mut batches: HashMap<(&'static str, Option<Slot>), Vec<Renewing>> = HashMap::new();
+        for ((name, key), entry) in self.registry.entries.lock().iter() {
+            let slot = self.per_slot.then(|| Slot::for_key(key));
+            batches.entry((name, slot)).or_default().push(Renewing {
+                renewal: entry.renewal,
+                key: key.clone(),
+                generation: entry.generation,
+                fields: entry.holders.iter().map(|(f, _)| f.clone()).collect(),
+            });
         }
         let mut all_ok = true;
-        for locks in by_slot.values() {
+        for locks in batches.values() {
             for batch in locks.chunks(self.batch_size) {
                 all_ok &= self.renew_batch(batch).await;
             }
@@ -241,55 +271,57 @@ impl Renewer {
         all_ok
     }
 
-    async fn renew_batch(&self, batch: &[(String, u64, String)]) -> bool {
-        let mut call = ScriptCall::new(&LOCK_RENEW).arg(self.timeout.as_millis());
-        for (key, _, field) in batch {
-            call = call.key(key.as_str()).arg(field);
+    async fn renew_batch(&self, batch: &[Renewing]) -> bool {
+        let Some(renewal) = batch.first().map(|lock| lock.renewal) else {
+            return true;
+        };
+        let mut call = ScriptCall::new(renewal.script).arg(self.timeout.as_millis());
+        for lock in batch {
+            call = (renewal.add)(call, &lock.key, &lock.fields);
         }
         let sent_at = Instant::now();
-        let reply = match self.commands.get(Operation::Renew, "").await {
-            Ok(mut conn) => {
-                self.commands
-                    .run(self.commands.write(&mut conn.conn, &call))
-                    .await
-            }
+        let written = match self.commands.get(Operation::Renew, "").await {
+            Ok(mut conn) => self.commands.write(&mut conn.conn, &call).await,
             Err(e) => {
                 tracing::warn!(error = %e, locks = batch.len(), "watchdog cannot get a connection");
                 return false;
             }
         };
-        let flags = match reply {
-            Ok(Ok(Synced {
+        let flags = match written {
+            Written::Ran(Value::Array(flags)) if flags.len() == batch.len() => flags,
+            Written::Unsynced {
                 reply: Value::Array(flags),
-                unsynced,
-            })) if flags.len() == batch.len() => {
-                if let Some(replicas) = unsynced {
-                    tracing::warn!(replicas, "no replica acknowledged a renewal");
-                }
+                replicas,
+            } if flags.len() == batch.len() => {
+                tracing::warn!(replicas, "no replica acknowledged a renewal");
                 flags
             }
-            Ok(Ok(Synced { reply: other, .. })) => {
+            Written::Ran(other) | Written::Unsynced { reply: other, .. } => {
                 tracing::warn!(reply = ?other, "watchdog got an unexpected renewal reply");
                 return false;
             }
-            Ok(Err(e)) => {
+            Written::Refused(e) | Written::Unknown(crate::connection::Unknown::Broken(e)) => {
                 tracing::warn!(error = %e, locks = batch.len(), "watchdog renewal failed");
                 return false;
             }
-            Err(Elapsed) => {
+            Written::Unknown(crate::connection::Unknown::TimedOut(_)) => {
                 tracing::warn!(locks = batch.len(), "watchdog renewal timed out");
                 return false;
             }
         };
         let mut entries = self.registry.entries.lock();
-        for ((key, generation, _), flag) in batch.iter().zip(flags) {
-            let Some(entry) = entries.get_mut(key).filter(|e| e.generation == *generation) else {
+        for (lock, flag) in batch.iter().zip(flags) {
+            let id = (renewal.name, lock.key.clone());
+            let Some(entry) = entries
+                .get_mut(&id)
+                .filter(|e| e.generation == lock.generation)
+            else {
                 continue;
             };
             if flag == Value::Int(1) {
                 entry.renewed_at = sent_at;
-            } else if let Some(entry) = entries.remove(key) {
-                tracing::warn!(lock = %key, "watchdog found the lock gone: lease lost");
+            } else if let Some(entry) = entries.remove(&id) {
+                tracing::warn!(lock = %lock.key, "watchdog found the lock gone: lease lost");
                 entry.lost.cancel();
             }
         }
@@ -301,7 +333,7 @@ impl Renewer {
     /// loss before anyone else can acquire.
     fn expire_overdue(&self) {
         let now = Instant::now();
-        self.registry.entries.lock().retain(|key, entry| {
+        self.registry.entries.lock().retain(|(_, key), entry| {
             let alive = now.duration_since(entry.renewed_at) < self.timeout;
             if !alive {
                 tracing::warn!(lock = %key, "no renewal confirmed for a whole lease: lease lost");
@@ -310,4 +342,12 @@ impl Renewer {
             alive
         });
     }
+}
+
+/// One lock of a renewal batch, as registered when the batch was put together.
+struct Renewing {
+    renewal: &'static Renewal,
+    key: String,
+    generation: u64,
+    fields: Vec<String>,
 }

@@ -1,17 +1,24 @@
-//! The guard of one hold.
+//! The guard of one hold, for every kind.
 
 use std::fmt;
+use std::sync::Arc;
 
-use crate::engine::{Expiry, Held};
+use super::hold::{Expiry, hold_count};
+use super::kind::Kind;
+use super::release::Releasing;
 use crate::error::{Error, Result};
-use crate::lock::Lock;
 use crate::owner::Owner;
+use crate::services::Services;
 
-/// One hold of a [`Lock`]. Dropping it releases the hold in the background (never blocking); call
-/// [`LockGuard::unlock`] to release it and see the outcome.
+/// One hold of a lock. Dropping it releases the hold in the background (never blocking); call
+/// [`Guard::unlock`] to release it and see the outcome.
+///
+/// `T` is what the acquisition yielded: nothing for a plain [`Lock`](crate::Lock) (whose guard is
+/// [`LockGuard`](crate::LockGuard)), a fencing token or a permit id for the kinds that hand one out
+/// ([`Guard::token`]).
 ///
 /// A guard also tells whether its lease was lost (the lock expired, was deleted or force-unlocked while
-/// held): [`LockGuard::lease_lost`] completes then, so a critical section can stop instead of running
+/// held): [`Guard::lease_lost`] completes then, so a critical section can stop instead of running
 /// on unprotected.
 ///
 /// # Examples
@@ -31,33 +38,39 @@ use crate::owner::Owner;
 /// # }
 /// ```
 #[must_use = "dropping the guard releases the hold at once"]
-pub struct LockGuard {
-    lock: Lock,
+pub struct Guard<T: Send + 'static = ()> {
+    kind: Arc<dyn Kind<Token = T>>,
+    services: Arc<Services>,
     owner: Owner,
     field: String,
+    token: T,
     expiry: Expiry,
     released: bool,
 }
 
-impl LockGuard {
-    pub(crate) fn new(lock: Lock, owner: Owner, held: Held) -> Self {
+impl<T: Send + 'static> Guard<T> {
+    pub(crate) fn new(
+        kind: Arc<dyn Kind<Token = T>>,
+        services: Arc<Services>,
+        owner: Owner,
+        field: String,
+        token: T,
+        expiry: Expiry,
+    ) -> Self {
         Self {
-            lock,
+            kind,
+            services,
             owner,
-            field: held.field,
-            expiry: held.expiry,
+            field,
+            token,
+            expiry,
             released: false,
         }
     }
 
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &Lock {
-        &self.lock
-    }
-
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.lock.name()
+        self.kind.name()
     }
 
     /// The owner of this hold.
@@ -65,44 +78,45 @@ impl LockGuard {
         self.owner
     }
 
-    /// The hash field this hold is counted in: `<node-uuid>:<owner-id>`.
+    /// The hash field this hold is counted in: `<node-uuid>:<owner-id>` (with the kind's suffix,
+    /// if it has one).
     pub fn field(&self) -> &str {
         &self.field
+    }
+
+    /// What the acquisition yielded (e.g. a fencing token).
+    pub fn token(&self) -> &T {
+        &self.token
     }
 
     /// Whether the hold's lease is known to be lost: the watchdog found the lock gone or could not
     /// renew it for a whole lease, or the fixed lease has run out.
     pub fn is_lease_lost(&self) -> bool {
-        match &self.expiry {
-            Expiry::Watchdog(lost) => lost.is_cancelled(),
-            Expiry::At(at) => tokio::time::Instant::now() >= *at,
-        }
+        self.expiry.is_lost()
     }
 
-    /// Completes when the lease is lost (see [`LockGuard::is_lease_lost`]); pends forever while the
+    /// Completes when the lease is lost (see [`Guard::is_lease_lost`]); pends forever while the
     /// watchdog keeps the lock.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only waits.
     pub async fn lease_lost(&self) {
-        match &self.expiry {
-            Expiry::Watchdog(lost) => lost.cancelled().await,
-            Expiry::At(at) => tokio::time::sleep_until(*at).await,
-        }
+        self.expiry.lost().await;
     }
 
     /// How many holds this guard's owner has on the lock.
     ///
     /// # Errors
     ///
-    /// As [`Lock::hold_count`].
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Timeout`] or
+    /// [`Error::Backend`] when Redis fails, [`Error::UnexpectedReply`] when the field is not a count.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
     pub async fn hold_count(&self) -> Result<u32> {
-        self.lock.hold_count(self.owner).await
+        hold_count(&self.services, self.name(), self.kind.key(), &self.field).await
     }
 
     /// Releases the hold. Renewal stops before the unlock is sent; the unlock is re-sent with the same
@@ -119,28 +133,38 @@ impl LockGuard {
     /// Cancel safe: the release runs to completion in the background even if this future is dropped.
     pub async fn unlock(mut self) -> Result<()> {
         self.released = true;
-        match self.lock.release(self.owner).await {
+        match self.releasing().finish().await {
             Ok(_) => Ok(()),
             Err(Error::NotOwner { name, .. }) => Err(Error::LeaseLost { name }),
             Err(e) => Err(e),
         }
     }
+
+    fn releasing(&self) -> Releasing {
+        Releasing::new(&self.services, self.kind.clone(), self.field.clone())
+    }
 }
 
-impl Drop for LockGuard {
+impl<T: Send + 'static> Drop for Guard<T> {
     fn drop(&mut self) {
         if !self.released {
-            self.lock.release_in_background(self.owner);
+            // Dropping the release finishes it in the background.
+            drop(Releasing::new(
+                &self.services,
+                self.kind.clone(),
+                std::mem::take(&mut self.field),
+            ));
         }
     }
 }
 
-impl fmt::Debug for LockGuard {
+impl<T: fmt::Debug + Send + 'static> fmt::Debug for Guard<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("name", &self.name())
+        f.debug_struct("Guard")
+            .field("name", &self.kind.name())
             .field("field", &self.field)
-            .field("lease_lost", &self.is_lease_lost())
+            .field("token", &self.token)
+            .field("lease_lost", &self.expiry.is_lost())
             .finish()
     }
 }

@@ -1,0 +1,316 @@
+//! Acquisition: the wait loop around a kind's acquire script, with the undo of unknown outcomes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use tokio::time::Instant;
+
+use super::guard::Guard;
+use super::hold::Expiry;
+use super::kind::{Attempt, Kind};
+use super::wait::{Waiting, wait};
+use super::{Lease, Wait};
+use crate::connection::{Commands, Connection, Written, outcome_unknown};
+use crate::error::{Error, Operation, Result};
+use crate::owner::Owner;
+use crate::scripts::ScriptCall;
+use crate::services::{Background, Services};
+
+/// Acquires `kind` for `owner`, waiting as `wait` says. `Ok(None)` means the wait ran out.
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping the future at any point leaves no hold behind (an acquire that may have
+/// run is undone, see [`Undo`]), no wait-queue entry (the kind's give-up runs), and a waiter that
+/// was woken but dropped before it could retry hands its turn to the next local waiter.
+pub(crate) async fn acquire<K: Kind>(
+    services: &Arc<Services>,
+    kind: &Arc<K>,
+    owner: Owner,
+    wait_for: Wait,
+    lease: Lease,
+) -> Result<Option<Guard<K::Token>>> {
+    let deadline = match wait_for {
+        Wait::Forever => None,
+        Wait::For(wait) => Some(
+            Instant::now()
+                .checked_add(wait)
+                .unwrap_or_else(super::far_future),
+        ),
+    };
+    let field = kind.field(services.field(owner));
+    let poll_delay = |previous| kind.poll_delay(previous);
+    let waiting = Waiting {
+        registry: services.subscriber.registry(),
+        channel: kind.channel(&field),
+        deadline,
+        subscription_timeout: services.config.subscription_timeout,
+        poll_delay: &poll_delay,
+        name: kind.name(),
+    };
+    let give_up = GiveUp::arm(services, kind.give_up_call(&field));
+    let (kind_ref, field_ref) = (&**kind, field.as_str());
+    let acquired = wait(waiting, move || {
+        attempt(services, kind_ref, field_ref, lease)
+    })
+    .await;
+    match acquired {
+        Ok(Some((token, expiry))) => {
+            give_up.disarm();
+            let kind: Arc<dyn Kind<Token = K::Token>> = kind.clone();
+            Ok(Some(Guard::new(
+                kind,
+                services.clone(),
+                owner,
+                field,
+                token,
+                expiry,
+            )))
+        }
+        Ok(None) => {
+            give_up.finish().await;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// One acquire attempt. In replicated topologies an acquire that no replica acknowledged is undone and
+/// tried again, as Redisson does (PROTOCOL.md §5.3), before it fails with `NoSyncedReplicas`.
+async fn attempt<K: Kind>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+    lease: Lease,
+) -> Result<Attempt<(K::Token, Expiry)>> {
+    let mut retry = 0;
+    loop {
+        let conn = services
+            .commands
+            .get(Operation::Acquire, kind.name())
+            .await?;
+        // The request's state (undo, script call, reply futures: kilobytes) lives on the heap, and
+        // only while a connection is in hand, so a waiting task's future stays small.
+        match Box::pin(attempt_on(services, kind, field, lease, conn)).await? {
+            Tried::Done(attempt) => return Ok(attempt),
+            Tried::Unsynced { replicas } if retry >= services.config.retry_attempts => {
+                return Err(Error::NoSyncedReplicas {
+                    operation: Operation::Acquire,
+                    name: kind.name().to_owned(),
+                    replicas,
+                });
+            }
+            Tried::Unsynced { replicas } => {
+                tracing::warn!(
+                    lock = kind.name(),
+                    replicas,
+                    retry,
+                    "no replica acknowledged the acquire; undone, retrying"
+                );
+                tokio::time::sleep(services.config.retry_backoff(retry)).await;
+                retry += 1;
+            }
+        }
+    }
+}
+
+enum Tried<T> {
+    Done(Attempt<(T, Expiry)>),
+    /// Acquired on the master, but no replica acknowledged it: the undo is under way.
+    Unsynced {
+        replicas: u32,
+    },
+}
+
+/// One acquire script, with its undo armed until the reply is seen.
+async fn attempt_on<K: Kind>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+    lease: Lease,
+    conn: Connection,
+) -> Result<Tried<K::Token>> {
+    let lease_time = match lease {
+        Lease::Watchdog => services.watchdog.timeout(),
+        Lease::Fixed(lease) => lease,
+    };
+    let held_before = services.holds.count(kind.key(), field);
+    let mut undo = Undo::arm(
+        services,
+        conn,
+        kind.undo_acquire_call(field, held_before, lease_time),
+        lease_time,
+    );
+    let call = kind.acquire_call(field, lease_time);
+    let sent_at = Instant::now();
+    let written = services.commands.write(&mut undo.conn.conn, &call).await;
+    let name = kind.name();
+    let (reply, synced) = match written {
+        Written::Ran(reply) => (reply, None),
+        Written::Unsynced { reply, replicas } => (reply, Some(replicas)),
+        // Redis refused the script (e.g. WRONGTYPE): it changed nothing.
+        Written::Refused(e) => {
+            undo.disarm();
+            return Err(Error::from_redis(Operation::Acquire, kind.key(), e));
+        }
+        // The armed undo reconciles whatever the script may have done.
+        Written::Unknown(unknown) => return Err(unknown.into_error(Operation::Acquire, name)),
+    };
+    match kind.decode_acquire(reply.clone()) {
+        // Dropping the armed undo sends it, on this connection, right after the acquire.
+        Some(Attempt::Acquired(_)) if synced.is_some() => Ok(Tried::Unsynced {
+            replicas: synced.unwrap_or_default(),
+        }),
+        Some(Attempt::Acquired(token)) => {
+            undo.disarm();
+            services.holds.add(kind.key(), field, lease_time);
+            let expiry = match lease {
+                Lease::Watchdog => Expiry::Watchdog(services.watchdog.register(
+                    kind.renewal(),
+                    kind.key(),
+                    field,
+                    sent_at,
+                )),
+                Lease::Fixed(lease) => Expiry::At(sent_at + lease),
+            };
+            Ok(Tried::Done(Attempt::Acquired((token, expiry))))
+        }
+        Some(Attempt::Busy(bound)) => {
+            undo.disarm();
+            Ok(Tried::Done(Attempt::Busy(bound)))
+        }
+        // The script ran but replied nonsense: whatever it did is undone.
+        None => Err(Error::unexpected(Operation::Acquire, name, reply)),
+    }
+}
+
+/// Undoes an acquire unless disarmed: on drop, sends the undo script on the acquire's own connection
+/// from a background task (so it runs after the acquire, if the acquire runs at all).
+struct Undo {
+    conn: Connection,
+    call: Option<ScriptCall>,
+    commands: Commands,
+    background: Background,
+    /// After this long the hold has expired by itself and the undo can stop trying.
+    lease: Duration,
+}
+
+impl Undo {
+    fn arm(services: &Services, conn: Connection, call: ScriptCall, lease: Duration) -> Self {
+        Self {
+            conn,
+            call: Some(call),
+            commands: services.commands.clone(),
+            background: services.background.clone(),
+            lease,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.call = None;
+    }
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            // A handle on the same multiplexed connection: the undo queues up behind the acquire.
+            let conn = self.conn.clone();
+            let commands = self.commands.clone();
+            drop(
+                self.background
+                    .spawn(undo(commands, conn, call, self.lease)),
+            );
+        }
+    }
+}
+
+async fn undo(commands: Commands, mut conn: Connection, call: ScriptCall, lease: Duration) {
+    let give_up_at = Instant::now() + lease;
+    let lock = call.keys().first().cloned().unwrap_or_default();
+    // On the acquire's connection, wait as long as the hold could live: a paused server answers late.
+    let mut reply = tokio::time::timeout(lease, call.invoke(&mut conn.conn))
+        .await
+        .ok();
+    drop(conn);
+    let mut attempt = 0;
+    loop {
+        match reply {
+            Some(Ok(value)) => {
+                let undone = matches!(value, Value::Int(1));
+                tracing::debug!(%lock, undone, "reconciled an unconfirmed acquire");
+                return;
+            }
+            Some(Err(e)) if !outcome_unknown(&e) => {
+                tracing::warn!(%lock, error = %e, "undo of an unconfirmed acquire refused");
+                return;
+            }
+            _ if Instant::now() >= give_up_at => {
+                tracing::warn!(%lock, "could not undo an unconfirmed acquire; it expires with its lease");
+                return;
+            }
+            _ => {}
+        }
+        // The connection broke, so the acquire either ran before that or never will: any connection
+        // will do now.
+        tokio::time::sleep(Duration::from_millis(50 << attempt.min(5))).await;
+        attempt += 1;
+        reply = match commands.get(Operation::Acquire, &lock).await {
+            Ok(mut conn) => commands.run(call.invoke(&mut conn.conn)).await.ok(),
+            Err(_) => None,
+        };
+    }
+}
+
+/// A waiter's give-up (PROTOCOL.md §6.6): run when the wait ran out, sent in the background when the
+/// acquisition is dropped or failed, unless disarmed by success.
+struct GiveUp {
+    call: Option<ScriptCall>,
+    commands: Commands,
+    background: Background,
+}
+
+impl GiveUp {
+    fn arm(services: &Services, call: Option<ScriptCall>) -> Self {
+        Self {
+            call,
+            commands: services.commands.clone(),
+            background: services.background.clone(),
+        }
+    }
+
+    fn disarm(mut self) {
+        self.call = None;
+    }
+
+    /// Gives up now, on the caller's task.
+    async fn finish(mut self) {
+        if let Some(call) = self.call.take() {
+            give_up(self.commands.clone(), call).await;
+        }
+    }
+}
+
+impl Drop for GiveUp {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            drop(self.background.spawn(give_up(self.commands.clone(), call)));
+        }
+    }
+}
+
+/// Best effort: a give-up that fails leaves an entry that Redis-side stale purging removes.
+async fn give_up(commands: Commands, call: ScriptCall) {
+    let lock = call.keys().first().cloned().unwrap_or_default();
+    let outcome = match commands.get(Operation::Acquire, &lock).await {
+        Ok(mut conn) => commands.write(&mut conn.conn, &call).await,
+        Err(e) => {
+            tracing::warn!(%lock, error = %e, "could not give up a wait");
+            return;
+        }
+    };
+    if !matches!(outcome, Written::Ran(_)) {
+        tracing::warn!(%lock, ?outcome, "giving up a wait failed; the entry goes stale");
+    }
+}

@@ -1,0 +1,123 @@
+//! What varies between lock kinds: the [`Kind`] trait.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::scripts::ScriptCall;
+use crate::wake::WakeRule;
+use crate::watchdog::Renewal;
+
+/// How long a waiter sleeps when the lock has no TTL at all (a foreign key without expiry): it still
+/// wakes on messages, this only bounds the wait if none comes.
+pub(crate) const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
+
+/// The first and the longest poll interval of a waiter that nothing wakes (its subscription is not
+/// live): a doubling back-off between them.
+const DEGRADED_POLL: (Duration, Duration) = (Duration::from_millis(25), Duration::from_secs(1));
+
+/// One lock kind: its scripts and their argument order, how it decodes their replies, what a hold
+/// yields, where its waiters listen, how a lost reply is reconciled and how holds are renewed. The
+/// engine does everything else (waiting, undo, release, guards).
+///
+/// The trait is object safe: a guard keeps its kind as `Arc<dyn Kind<Token = T>>`.
+pub(crate) trait Kind: Send + Sync + 'static {
+    /// What a successful acquisition yields: nothing, a fencing token, a permit id.
+    type Token: Send + 'static;
+
+    /// The user-facing name, for errors and logs.
+    fn name(&self) -> &str;
+
+    /// The key holds are counted in: the first key of every script (it routes them in a cluster).
+    fn key(&self) -> &str;
+
+    /// The hash field of an owner whose client-wide field is `field` (`<node-uuid>:<owner-id>`);
+    /// a kind with its own suffix (the write lock's `:write`) adds it here.
+    fn field(&self, field: String) -> String {
+        field
+    }
+
+    /// The channel a waiter with `field` listens on and how its messages wake, or `None` for a kind
+    /// whose waiters only poll.
+    fn channel(&self, field: &str) -> Option<(Cow<'_, str>, WakeRule)>;
+
+    /// How long a waiter that nothing can wake (no channel, or a subscription that is not live)
+    /// waits before its next try, after `previous` (none before the first such wait).
+    fn poll_delay(&self, previous: Option<Duration>) -> Duration {
+        previous.map_or(DEGRADED_POLL.0, |previous| {
+            (previous * 2).min(DEGRADED_POLL.1)
+        })
+    }
+
+    /// One acquire attempt by `field` for a hold of `lease`.
+    fn acquire_call(&self, field: &str, lease: Duration) -> ScriptCall;
+
+    /// Decodes the acquire script's reply; `None` for a reply the protocol does not allow.
+    fn decode_acquire(&self, reply: Value) -> Option<Attempt<Self::Token>>;
+
+    /// Reconciles an acquire whose reply was lost: sent after it on the same connection, it undoes
+    /// exactly the hold it may have added, given the hold count `field` had before.
+    fn undo_acquire_call(&self, field: &str, held_before: u32, lease: Duration) -> ScriptCall;
+
+    /// Leaves whatever a waiter that gives up (its wait ran out, or its future was dropped) left in
+    /// Redis: a fair lock's queue entry. `None` when waiting leaves nothing behind.
+    fn give_up_call(&self, _field: &str) -> Option<ScriptCall> {
+        None
+    }
+
+    /// Releases one hold of `field` idempotently under `latch` (PROTOCOL.md §2.3): replies 1
+    /// released, 0 still held, nil not the owner. `lease` is re-applied while holds remain.
+    fn unlock_call(
+        &self,
+        field: &str,
+        lease: Duration,
+        latch: &str,
+        latch_ttl: Duration,
+    ) -> ScriptCall;
+
+    /// How the watchdog renews this kind's holds.
+    fn renewal(&self) -> &'static Renewal;
+}
+
+/// The outcome of one acquire attempt.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Attempt<T> {
+    /// Acquired (or re-entered), with what the hold yields.
+    Acquired(T),
+    /// Held by someone else: try again after at most this long, or when woken.
+    Busy(Duration),
+}
+
+impl<T> Attempt<T> {
+    /// A busy lock whose `PTTL` is `pttl`: wait until it expires at the latest; a key without
+    /// expiry (`-1`) is re-checked every [`NO_TTL_RECHECK`], a vanished one (`-2`) at once.
+    pub(crate) fn busy_for_pttl(pttl: i64) -> Self {
+        Self::Busy(match pttl {
+            ttl if ttl >= 0 => Duration::from_millis(ttl.unsigned_abs()),
+            -1 => NO_TTL_RECHECK,
+            _ => Duration::ZERO,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pttl_bounds_the_wait() {
+        assert_eq!(
+            Attempt::<()>::busy_for_pttl(1500),
+            Attempt::Busy(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            Attempt::<()>::busy_for_pttl(-1),
+            Attempt::Busy(NO_TTL_RECHECK)
+        );
+        assert_eq!(
+            Attempt::<()>::busy_for_pttl(-2),
+            Attempt::Busy(Duration::ZERO)
+        );
+    }
+}

@@ -1,0 +1,84 @@
+//! The acquisition engine that every lock kind runs on.
+//!
+//! # Implementation details
+//!
+//! A lock kind (a [`Kind`]) says *what* to send: its scripts and their arguments, how to read their
+//! replies, where its waiters listen and how they are woken, how a lost reply is reconciled and how
+//! holds are renewed. The engine decides *when*, the same way for every kind:
+//!
+//! 1. **Wait loop** ([`wait`]): try → acquired, or busy for at most a bound (the lock's PTTL) →
+//!    subscribe → arm the channel's wake-up → retry → wait for a wake-up or the bound. Arming before
+//!    the retry means a message published during the retry is never lost. The loop itself is plain
+//!    async code over the subscriber's registry, tested in-process on a paused clock.
+//! 2. **Acquire** ([`acquire`]): one attempt is the kind's acquire script, with its undo armed.
+//! 3. **Hold** ([`Guard`]): registered with the watchdog (under the kind's renewal) unless it has a
+//!    fixed lease; the guard carries the lease-lost signal and releases on drop, in the background.
+//! 4. **Release** ([`release`]): the kind's unlock script, idempotent under an unlock latch.
+//!
+//! # Outcomes that are not known
+//!
+//! A script whose reply never arrives (timeout, broken connection, or the caller dropping the future)
+//! may still have run. rlock never re-sends an acquire blindly: an undo guard holds the very
+//! connection the acquire went out on and, unless the reply was seen, sends the kind's undo script on
+//! that connection from a background task. Redis runs commands of one connection in order, so the
+//! undo runs after the acquire if the acquire runs at all, and it removes exactly the hold that the
+//! acquire added (it compares the owner's count with the count the owner had before).
+//!
+//! Unlocks are made idempotent instead: one request id (the unlock latch, PROTOCOL.md §2.3) is used
+//! for every re-send, so a re-sent unlock that had already run replays its stored result.
+
+mod acquire;
+mod guard;
+mod hold;
+mod kind;
+mod release;
+mod wait;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub(crate) use acquire::acquire;
+pub use guard::Guard;
+pub(crate) use hold::{Holds, hold_count};
+pub(crate) use kind::{Attempt, Kind};
+pub(crate) use release::{Latches, Releasing};
+
+use crate::error::{Error, Result};
+
+/// How long a hold lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// The watchdog timeout, renewed by the watchdog until released.
+    Watchdog,
+    /// A fixed lease: the lock expires then unless released first.
+    Fixed(Duration),
+}
+
+impl Lease {
+    /// A fixed lease, validated: at least a millisecond (Redis' resolution), at most
+    /// [`crate::config::MAX_LEASE`].
+    pub(crate) fn fixed(lease: Duration) -> Result<Self> {
+        if lease < Duration::from_millis(1) || lease > crate::config::MAX_LEASE {
+            return Err(Error::InvalidArgument(format!(
+                "a lease must be between 1 ms and {:?}, got {lease:?}",
+                crate::config::MAX_LEASE
+            )));
+        }
+        Ok(Self::Fixed(lease))
+    }
+}
+
+/// How long to keep trying.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    /// Until acquired.
+    Forever,
+    /// Until this much time has passed (zero: one attempt).
+    For(Duration),
+}
+
+/// An instant no deadline reaches (for waits too long to represent).
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}

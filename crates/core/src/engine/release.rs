@@ -1,0 +1,188 @@
+//! Release: the kind's unlock script, idempotent under an unlock latch, re-sent on lost replies.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use redis::Value;
+
+use super::kind::Kind;
+use crate::connection::Written;
+use crate::error::{Error, Operation, Result};
+use crate::names;
+use crate::services::{Background, Services};
+
+/// What an unlock did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The last hold was released and waiters were woken.
+    Fully,
+    /// The owner still holds the lock re-entrantly.
+    Partially,
+}
+
+/// Releases one hold of `kind` by `field`. If holds remain, their lease is re-applied: the watchdog
+/// timeout while some are renewed here, else the lease of the owner's latest hold (PROTOCOL.md
+/// §11.10).
+///
+/// Renewal stops first. The unlock is re-sent after a timeout or a broken connection with the same
+/// request id, so a re-send of an unlock that had run replays its result instead of releasing twice.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: run it through [`Releasing`], which finishes it in the background if dropped.
+pub(crate) async fn release<K: Kind + ?Sized>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+) -> Result<Released> {
+    let (key, renewal) = (kind.key(), kind.renewal());
+    services.watchdog.deregister(renewal, key, field);
+    let lease = match services.holds.remove(key, field) {
+        Some(lease) if !services.watchdog.is_renewing(renewal, key) => lease,
+        _ => services.watchdog.timeout(),
+    };
+    let latch = names::unlock_latch(key, &names::new_request_id());
+    let call = kind.unlock_call(field, lease, &latch, services.config.unlock_latch_ttl());
+    let name = kind.name();
+    let mut retry = 0;
+    loop {
+        let failure = match services.commands.get(Operation::Unlock, name).await {
+            Ok(mut conn) => match services.commands.write(&mut conn.conn, &call).await {
+                Written::Ran(reply) => {
+                    let released = match reply {
+                        Value::Int(1) => Ok(Released::Fully),
+                        Value::Int(0) => Ok(Released::Partially),
+                        Value::Nil => {
+                            return Err(Error::NotOwner {
+                                name: name.to_owned(),
+                                field: field.to_owned(),
+                            });
+                        }
+                        other => Err(Error::unexpected(Operation::Unlock, name, other)),
+                    };
+                    forget_latch(services, latch);
+                    return released;
+                }
+                // Applied on the master only: re-sending replays the latch and waits again.
+                Written::Unsynced { replicas, .. } => Error::NoSyncedReplicas {
+                    operation: Operation::Unlock,
+                    name: name.to_owned(),
+                    replicas,
+                },
+                Written::Refused(e) => return Err(Error::from_redis(Operation::Unlock, key, e)),
+                Written::Unknown(unknown) => unknown.into_error(Operation::Unlock, name),
+            },
+            Err(e) if e.is_transient() => e,
+            Err(e) => return Err(e),
+        };
+        if retry >= services.config.retry_attempts {
+            return Err(failure);
+        }
+        tracing::debug!(lock = name, error = %failure, retry, "re-sending unlock with the same request id");
+        tokio::time::sleep(services.config.retry_backoff(retry)).await;
+        retry += 1;
+    }
+}
+
+/// A release in progress: awaited, it runs on the caller's task; dropped before it completed (or
+/// never awaited), it finishes in the background. Either way it is the same release, with the same
+/// request id, so it applies once.
+pub(crate) struct Releasing {
+    pending: Option<Pin<Box<dyn Future<Output = Result<Released>> + Send>>>,
+    background: Background,
+    name: String,
+}
+
+impl Releasing {
+    /// A release of one hold of `field` on `kind`.
+    pub(crate) fn new<K: Kind + ?Sized>(
+        services: &Arc<Services>,
+        kind: Arc<K>,
+        field: String,
+    ) -> Self {
+        let name = kind.name().to_owned();
+        let services_for_release = services.clone();
+        Self {
+            pending: Some(Box::pin(async move {
+                release(&services_for_release, &*kind, &field).await
+            })),
+            background: services.background.clone(),
+            name,
+        }
+    }
+
+    /// Runs the release to its end on the caller's task.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: if dropped, the release finishes in the background.
+    pub(crate) async fn finish(mut self) -> Result<Released> {
+        let outcome = match self.pending.as_mut() {
+            Some(pending) => pending.await,
+            None => Err(Error::Closed),
+        };
+        self.pending = None;
+        outcome
+    }
+}
+
+impl Drop for Releasing {
+    fn drop(&mut self) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        let name = std::mem::take(&mut self.name);
+        drop(self.background.spawn(async move {
+            match pending.await {
+                Ok(_) => {}
+                Err(Error::NotOwner { .. }) => {
+                    tracing::debug!(lock = %name, "released after the lease was already lost");
+                }
+                Err(e) => tracing::warn!(lock = %name, error = %e, "a background release failed"),
+            }
+        }));
+    }
+}
+
+/// How long an unlock latch whose reply is in hand waits to be deleted with the others.
+const LATCH_BATCH_DELAY: Duration = Duration::from_millis(100);
+
+/// Unlock latches whose replies are in hand, deleted together (one `DEL` per slot) a moment later.
+/// Deleting each one on its own, as Redisson does, costs a command, a task and a wake-up per unlock;
+/// nothing reads a latch after its reply was seen, and each also expires by itself.
+#[derive(Debug, Default)]
+pub(crate) struct Latches(Arc<Mutex<Vec<String>>>);
+
+/// Deletes an unlock latch once its reply is in hand (best effort, in the background, batched).
+fn forget_latch(services: &Services, latch: String) {
+    let first = {
+        let mut pending = services.latches.0.lock();
+        pending.push(latch);
+        pending.len() == 1
+    };
+    if !first {
+        return;
+    }
+    let pending = services.latches.0.clone();
+    let commands = services.commands.clone();
+    drop(services.background.spawn(async move {
+        tokio::time::sleep(LATCH_BATCH_DELAY).await;
+        let latches = std::mem::take(&mut *pending.lock());
+        let mut by_slot: HashMap<_, Vec<String>> = HashMap::new();
+        for latch in latches {
+            by_slot
+                .entry(commands.slot_of(&latch))
+                .or_default()
+                .push(latch);
+        }
+        for latches in by_slot.into_values() {
+            let _ = commands
+                .query::<()>(Operation::Unlock, "", redis::cmd("DEL").arg(&latches))
+                .await;
+        }
+    }));
+}

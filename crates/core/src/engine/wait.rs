@@ -1,0 +1,392 @@
+//! The wait loop every kind's acquisition runs: try → acquired | wait(bound) → retry.
+//!
+//! It knows nothing of Redis: an attempt is any future that says acquired or busy-for-at-most, and
+//! wake-ups come from the subscriber's [`Registry`]. That keeps it testable in-process, on tokio's
+//! paused clock (see the tests below).
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::kind::Attempt;
+use crate::error::Result;
+use crate::pubsub::{Registry, Subscription};
+use crate::wake::{Turn, WakeRule};
+
+/// Where a waiter listens and how long it may wait.
+pub(crate) struct Waiting<'a> {
+    /// The subscriber's local half.
+    pub(crate) registry: &'a Arc<Registry>,
+    /// The channel that wakes this waiter and its rule; `None` for a kind that only polls.
+    pub(crate) channel: Option<(Cow<'a, str>, WakeRule)>,
+    /// When to give up; `None` waits until acquired.
+    pub(crate) deadline: Option<Instant>,
+    /// How long to wait for the server to confirm a subscription before polling instead.
+    pub(crate) subscription_timeout: Duration,
+    /// The next poll interval of a waiter nothing can wake, after the previous one.
+    pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>) -> Duration + Sync),
+    /// The lock's name, for logs.
+    pub(crate) name: &'a str,
+}
+
+/// Runs `attempt` until it acquires (`Ok(Some(token))`), the deadline passes (`Ok(None)`) or it
+/// fails (its error):
+///
+/// 1. **Try.** When another local waiter already listens on the channel, join it first (free);
+///    otherwise the first try goes out alone, so the uncontended path is one round trip.
+/// 2. **Subscribe.** After a first failure, subscribe and wait until the server confirms it, so no
+///    message can slip between the try and the wait (bounded by the subscription timeout; past it the
+///    waiter polls).
+/// 3. **Arm, retry, wait.** Arm the channel's wake-up *before* each retry, retry, and on failure wait
+///    for a wake-up or the bound the attempt returned (the lock's PTTL), never past the deadline. A
+///    waiter whose subscription is not live also waits at most the kind's poll delay.
+///
+/// # Cancel safety
+///
+/// Cancel safe as far as the loop goes: dropping it leaves the subscription, and a waiter that was
+/// woken but dropped before its retry completed hands its wake-up to the next local waiter. What an
+/// attempt in flight may have done in Redis is the attempt's to reconcile.
+pub(crate) async fn wait<T, F, Fut>(waiting: Waiting<'_>, mut attempt: F) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    let Waiting {
+        registry,
+        channel,
+        deadline,
+        subscription_timeout,
+        poll_delay,
+        name,
+    } = waiting;
+    let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
+    let subscription: Option<Subscription> = match &channel {
+        None => None,
+        Some((channel, rule)) => match registry.join_live(channel) {
+            Some(joined) => Some(joined),
+            None => {
+                if let Attempt::Acquired(token) = attempt().await? {
+                    return Ok(Some(token));
+                }
+                if expired(Instant::now()) {
+                    return Ok(None);
+                }
+                let joined = registry.subscribe(channel, *rule);
+                let confirm_by = Instant::now() + subscription_timeout;
+                let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
+                if tokio::time::timeout_at(confirm_by, joined.confirmed())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(lock = name, "subscription not confirmed in time; polling");
+                }
+                Some(joined)
+            }
+        },
+    };
+    // The wake-up that led to the current try: passed on if the try does not complete.
+    let mut turn = Turn::none();
+    let mut poll = None;
+    loop {
+        // Armed before the try: a wake-up from now on is banked for this waiter.
+        let armed = subscription.as_ref().map(Subscription::arm);
+        let bound = match attempt().await? {
+            Attempt::Acquired(token) => {
+                turn.used();
+                return Ok(Some(token));
+            }
+            Attempt::Busy(bound) => {
+                turn.used();
+                bound
+            }
+        };
+        let now = Instant::now();
+        if expired(now) {
+            return Ok(None);
+        }
+        let mut sleep = bound;
+        if subscription.as_ref().is_some_and(Subscription::is_live) {
+            poll = None;
+        } else {
+            let delay = poll_delay(poll);
+            poll = Some(delay);
+            sleep = sleep.min(delay);
+        }
+        // A foreign key may report any PTTL, even one no Instant can represent.
+        let slept = now.checked_add(sleep).unwrap_or_else(super::far_future);
+        let until = deadline.map_or(slept, |d| d.min(slept));
+        turn = match armed {
+            Some(armed) => tokio::select! {
+                turn = armed.woken() => turn,
+                () = tokio::time::sleep_until(until) => Turn::none(),
+            },
+            None => {
+                tokio::time::sleep_until(until).await;
+                Turn::none()
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use parking_lot::Mutex;
+    use tokio::task::JoinHandle;
+
+    use super::*;
+
+    const CHANNEL: &str = "redisson_lock__channel:{test}";
+    const PTTL: Duration = Duration::from_secs(30);
+
+    /// A lock in memory: attempts see it held until `release`, and count themselves.
+    #[derive(Default)]
+    struct FakeLock {
+        held: Mutex<bool>,
+        attempts: AtomicU32,
+    }
+
+    impl FakeLock {
+        fn attempts(&self) -> u32 {
+            self.attempts.load(Ordering::Acquire)
+        }
+
+        fn try_once(&self) -> Attempt<()> {
+            let _ = self.attempts.fetch_add(1, Ordering::AcqRel);
+            let mut held = self.held.lock();
+            if *held {
+                Attempt::Busy(PTTL)
+            } else {
+                *held = true;
+                Attempt::Acquired(())
+            }
+        }
+
+        fn release(&self) {
+            *self.held.lock() = false;
+        }
+    }
+
+    fn degraded(previous: Option<Duration>) -> Duration {
+        previous.map_or(Duration::from_millis(25), |p| {
+            (p * 2).min(Duration::from_secs(1))
+        })
+    }
+
+    /// A waiter on `lock`, woken through `registry`'s channel (or polling when `channel` is false).
+    fn waiter(
+        registry: &Arc<Registry>,
+        lock: &Arc<FakeLock>,
+        channel: bool,
+        patience: Option<Duration>,
+    ) -> JoinHandle<Result<Option<()>>> {
+        let (registry, lock) = (registry.clone(), lock.clone());
+        tokio::spawn(async move {
+            let waiting = Waiting {
+                registry: &registry,
+                channel: channel.then(|| (Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+                deadline: patience.map(|patience| Instant::now() + patience),
+                subscription_timeout: Duration::from_millis(7500),
+                poll_delay: &degraded,
+                name: "test",
+            };
+            wait(waiting, || {
+                let lock = lock.clone();
+                async move { Ok(lock.try_once()) }
+            })
+            .await
+        })
+    }
+
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A held lock and a live channel (a holder-side subscription keeps it registered).
+    fn contended() -> (Arc<Registry>, Arc<FakeLock>, Subscription) {
+        let registry = Arc::new(Registry::default());
+        let lock = Arc::new(FakeLock::default());
+        assert_eq!(lock.try_once(), Attempt::Acquired(()));
+        let listening = registry.subscribe(CHANNEL, WakeRule::OneOrAll);
+        registry.confirm(&[CHANNEL.to_owned()]);
+        (registry, lock, listening)
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn the_uncontended_path_is_one_try_and_no_subscription() {
+        let registry = Arc::new(Registry::default());
+        let lock = Arc::new(FakeLock::default());
+        let acquired = waiter(&registry, &lock, true, None).await.expect("task");
+        assert!(matches!(acquired, Ok(Some(()))));
+        assert_eq!(lock.attempts(), 1);
+        assert_eq!(registry.channel_count(), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_first_failure_subscribes_then_retries_once_confirmed() {
+        let registry = Arc::new(Registry::default());
+        let lock = Arc::new(FakeLock::default());
+        assert_eq!(lock.try_once(), Attempt::Acquired(()));
+        let task = waiter(&registry, &lock, true, None);
+        settle().await;
+        assert_eq!(
+            lock.attempts(),
+            2,
+            "the first try, then it waits for the subscription"
+        );
+        assert_eq!(registry.channel_count(), 1);
+        registry.confirm(&[CHANNEL.to_owned()]);
+        settle().await;
+        // Confirming wakes the channel's waiters once (a message may have been missed): one retry
+        // after the subscription, then it sleeps.
+        let after_confirm = lock.attempts();
+        assert!((3..=4).contains(&after_confirm), "{after_confirm}");
+        lock.release();
+        registry.dispatch(CHANNEL, b"0");
+        assert!(matches!(task.await.expect("task"), Ok(Some(()))));
+        assert_eq!(lock.attempts(), after_confirm + 1);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn zero_wakes_exactly_one_waiter_and_one_wakes_all() {
+        let (registry, lock, _listening) = contended();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| waiter(&registry, &lock, true, None))
+            .collect();
+        settle().await;
+        let parked = lock.attempts();
+        assert_eq!(parked, 1 + 3, "each joined the live channel and tried once");
+        registry.dispatch(CHANNEL, b"0");
+        settle().await;
+        assert_eq!(lock.attempts(), parked + 1, "one `0`, one retry");
+        registry.dispatch(CHANNEL, b"1");
+        settle().await;
+        assert_eq!(
+            lock.attempts(),
+            parked + 1 + 3,
+            "one `1`, every waiter retries"
+        );
+        registry.dispatch(CHANNEL, b"2");
+        settle().await;
+        assert_eq!(lock.attempts(), parked + 4, "other messages wake nobody");
+        for waiter in waiters {
+            waiter.abort();
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn without_a_message_the_pttl_bounds_the_wait_and_the_deadline_ends_it() {
+        let (registry, lock, _listening) = contended();
+        let started = Instant::now();
+        let forever = waiter(&registry, &lock, true, None);
+        let bounded = waiter(&registry, &lock, true, Some(Duration::from_millis(100)));
+        settle().await;
+        assert_eq!(lock.attempts(), 3);
+        assert!(matches!(bounded.await.expect("task"), Ok(None)));
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+        assert_eq!(lock.attempts(), 4, "a last try at the deadline");
+        tokio::time::sleep_until(started + PTTL - Duration::from_millis(1)).await;
+        assert_eq!(lock.attempts(), 4, "nothing before the PTTL ran out");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert_eq!(lock.attempts(), 5, "one retry when it did");
+        forever.abort();
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_woken_waiter_dropped_before_its_retry_passes_the_wake_up_on() {
+        let (registry, lock, listening) = contended();
+        // The first waiter's retries never complete, so a wake-up it takes is in flight when it goes.
+        let stuck_registry = registry.clone();
+        let entered = Arc::new(AtomicU32::new(0));
+        let stuck_entered = entered.clone();
+        let stuck = tokio::spawn(async move {
+            let waiting = Waiting {
+                registry: &stuck_registry,
+                channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+                deadline: None,
+                subscription_timeout: Duration::from_secs(1),
+                poll_delay: &degraded,
+                name: "stuck",
+            };
+            wait(waiting, || {
+                let entered = stuck_entered.clone();
+                async move {
+                    if entered.fetch_add(1, Ordering::AcqRel) == 0 {
+                        Ok(Attempt::<()>::Busy(PTTL))
+                    } else {
+                        std::future::pending().await
+                    }
+                }
+            })
+            .await
+        });
+        settle().await;
+        let other = waiter(&registry, &lock, true, None);
+        settle().await;
+        let parked = lock.attempts();
+        registry.dispatch(CHANNEL, b"0");
+        settle().await;
+        assert_eq!(
+            entered.load(Ordering::Acquire),
+            2,
+            "the stuck waiter was first in line"
+        );
+        assert_eq!(lock.attempts(), parked, "and the only one woken");
+        stuck.abort();
+        settle().await;
+        assert_eq!(
+            lock.attempts(),
+            parked + 1,
+            "its wake-up went to the other waiter"
+        );
+        other.abort();
+        drop(listening);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_unconfirmed_subscription_degrades_to_polling_with_back_off() {
+        let registry = Arc::new(Registry::default());
+        let lock = Arc::new(FakeLock::default());
+        assert_eq!(lock.try_once(), Attempt::Acquired(()));
+        let started = Instant::now();
+        let task = waiter(&registry, &lock, true, None);
+        tokio::time::sleep(Duration::from_millis(7500)).await;
+        settle().await;
+        assert_eq!(
+            lock.attempts(),
+            3,
+            "first try, then once the confirmation wait ran out"
+        );
+        // Then polls after 25, 50, 100 ms.
+        for (after, attempts) in [(25, 4), (75, 5), (175, 6)] {
+            tokio::time::sleep_until(started + Duration::from_millis(7500 + after)).await;
+            settle().await;
+            assert_eq!(lock.attempts(), attempts, "{after} ms");
+        }
+        task.abort();
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_kind_without_a_channel_polls_and_never_subscribes() {
+        let registry = Arc::new(Registry::default());
+        let lock = Arc::new(FakeLock::default());
+        assert_eq!(lock.try_once(), Attempt::Acquired(()));
+        let task = waiter(&registry, &lock, false, None);
+        settle().await;
+        assert_eq!(lock.attempts(), 2);
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        settle().await;
+        assert_eq!(lock.attempts(), 3);
+        lock.release();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(matches!(task.await.expect("task"), Ok(Some(()))));
+        assert_eq!(lock.attempts(), 4);
+        assert_eq!(registry.channel_count(), 0);
+    }
+}

@@ -1,0 +1,349 @@
+//! Local wake-ups: how a message on a channel wakes the waiters of this client.
+//!
+//! # Implementation details
+//!
+//! Each subscribed channel has one [`Wakeups`]: a counting primitive in the spirit of the
+//! `java.util.concurrent.Semaphore` behind Redisson's `RedissonLockEntry` (PROTOCOL.md §3.1), built on
+//! tokio's FIFO [`Semaphore`]. A waiter *arms* before the retry it guards, so a wake-up that arrives
+//! while the retry is on the wire is banked for it instead of lost (tokio's `Notified::enable`
+//! pattern, but counting: a `Notify` banks only one wake-up, which is not enough for "wake up to n").
+//!
+//! Banked wake-ups are capped at the number of armed waiters, so a burst of messages while nobody
+//! listens does not turn into a burst of pointless retries later.
+//!
+//! A [`WakeRule`] maps a message payload to wake-ups, per kind (PROTOCOL.md §3.2, §8.5, §8.7):
+//!
+//! | rule | message | effect |
+//! |---|---|---|
+//! | [`WakeRule::OneOrAll`] (locks) | `0` / `1` | wake one / wake every armed waiter |
+//! | [`WakeRule::Permits`] (semaphores) | `n` | wake up to `n` armed waiters |
+//! | [`WakeRule::Latch`] (count-down latch) | `0` / `1` | open (every waiter passes) / close |
+//!
+//! Anything else is ignored, as Java ignores it.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use tokio::sync::Semaphore;
+
+/// How a channel's messages wake local waiters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WakeRule {
+    /// Lock channels: `0` wakes one waiter (banked if none sleeps yet), `1` wakes every waiter.
+    OneOrAll,
+    /// Semaphore channels: a message carrying `n` wakes up to `n` waiters.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the semaphore kinds (PROTOCOL.md §8.5, §8.6) subscribe with it"
+        )
+    )]
+    Permits,
+    /// Count-down latch channels: `0` opens the latch (every waiter passes until it closes), `1`
+    /// closes it.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the count-down latch (PROTOCOL.md §8.7) subscribes with it"
+        )
+    )]
+    Latch,
+}
+
+impl WakeRule {
+    /// Applies one message to `wakeups`. Java decodes payloads with `Long.valueOf`: exactly an
+    /// optionally signed decimal integer; anything else wakes nobody.
+    pub(crate) fn apply(self, payload: &[u8], wakeups: &Wakeups) -> bool {
+        let Some(value) = std::str::from_utf8(payload)
+            .ok()
+            .and_then(|text| text.parse::<i64>().ok())
+        else {
+            return false;
+        };
+        match (self, value) {
+            (Self::OneOrAll, 0) => wakeups.wake(1),
+            (Self::OneOrAll, 1) => wakeups.wake_all(),
+            (Self::Permits, n) if n > 0 => wakeups.wake(usize::try_from(n).unwrap_or(usize::MAX)),
+            (Self::Latch, 0) => wakeups.open(),
+            (Self::Latch, 1) => wakeups.close(),
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The counting wake-up primitive of one channel; see the module docs.
+#[derive(Debug)]
+pub(crate) struct Wakeups {
+    /// Banked wake-ups; waiters take them in FIFO order.
+    banked: Semaphore,
+    /// Waiters armed for the next wake-up (between [`Wakeups::arm`] and being woken or leaving).
+    armed: AtomicUsize,
+    /// An open latch lets every waiter through.
+    open: AtomicBool,
+}
+
+impl Default for Wakeups {
+    fn default() -> Self {
+        Self {
+            banked: Semaphore::new(0),
+            armed: AtomicUsize::new(0),
+            open: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Wakeups {
+    /// Arms a waiter: from now on a wake-up is banked for it until it waits with [`Armed::woken`].
+    pub(crate) fn arm(&self) -> Armed<'_> {
+        let _ = self.armed.fetch_add(1, Ordering::AcqRel);
+        Armed {
+            wakeups: self,
+            armed: true,
+        }
+    }
+
+    /// Wakes up to `n` armed waiters (banking for those still on their way to sleep).
+    pub(crate) fn wake(&self, n: usize) {
+        let unserved = self
+            .armed
+            .load(Ordering::Acquire)
+            .saturating_sub(self.banked.available_permits());
+        let n = n.min(unserved);
+        if n > 0 {
+            self.banked.add_permits(n);
+        }
+    }
+
+    /// Wakes every armed waiter.
+    pub(crate) fn wake_all(&self) {
+        self.wake(usize::MAX);
+    }
+
+    /// Opens the latch: every waiter passes until [`Wakeups::close`].
+    fn open(&self) {
+        self.open.store(true, Ordering::Release);
+        self.wake_all();
+    }
+
+    /// Closes the latch. Wake-ups banked while it was open belonged to the opening: they go.
+    fn close(&self) {
+        self.open.store(false, Ordering::Release);
+        let _ = self.banked.forget_permits(self.banked.available_permits());
+    }
+
+    /// Whether the latch is open.
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Gives a wake-up back (a woken waiter left before it could use it), so the next waiter gets it.
+    fn pass_on(&self) {
+        self.banked.add_permits(1);
+    }
+}
+
+/// An armed waiter; disarms on drop.
+#[derive(Debug)]
+pub(crate) struct Armed<'a> {
+    wakeups: &'a Wakeups,
+    armed: bool,
+}
+
+impl<'a> Armed<'a> {
+    /// Waits for a wake-up (at once if one was banked or the latch is open). The returned [`Turn`]
+    /// gives the wake-up on to the next waiter unless it is [`Turn::used`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a waiter dropped while waiting takes no wake-up.
+    pub(crate) async fn woken(mut self) -> Turn<'a> {
+        let wakeups = self.wakeups;
+        if wakeups.is_open() {
+            return Turn(None);
+        }
+        // The semaphore is never closed, so acquiring cannot fail.
+        if let Ok(permit) = wakeups.banked.acquire().await {
+            permit.forget();
+        }
+        self.disarm();
+        if wakeups.is_open() {
+            // Opening woke everyone at once: there is no single turn to pass on.
+            return Turn(None);
+        }
+        Turn(Some(wakeups))
+    }
+
+    fn disarm(&mut self) {
+        if std::mem::take(&mut self.armed) {
+            let _ = self.wakeups.armed.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        self.disarm();
+    }
+}
+
+/// A wake-up in hand. A waiter that retries with it calls [`Turn::used`]; dropped unused (the waiter
+/// was cancelled or failed before it could retry), it passes the wake-up on to the next waiter.
+#[derive(Debug)]
+#[must_use = "dropping a turn passes it on"]
+pub(crate) struct Turn<'a>(Option<&'a Wakeups>);
+
+impl Turn<'_> {
+    /// A turn that is nobody's (the first try, or a wake-up by timeout).
+    pub(crate) fn none() -> Self {
+        Self(None)
+    }
+
+    /// The retry happened: the wake-up is consumed.
+    pub(crate) fn used(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if let Some(wakeups) = self.0.take() {
+            wakeups.pass_on();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// `n` tasks that each arm, then wait once; returns the counter of those woken.
+    async fn sleepers(wakeups: &Arc<Wakeups>, n: usize) -> Arc<AtomicUsize> {
+        let woken = Arc::new(AtomicUsize::new(0));
+        for _ in 0..n {
+            let (wakeups, woken) = (wakeups.clone(), woken.clone());
+            drop(tokio::spawn(async move {
+                wakeups.arm().woken().await.used();
+                let _ = woken.fetch_add(1, Ordering::AcqRel);
+            }));
+        }
+        settle().await;
+        woken
+    }
+
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn count(woken: &AtomicUsize) -> usize {
+        woken.load(Ordering::Acquire)
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn zero_wakes_exactly_one_and_one_wakes_all() {
+        let wakeups = Arc::new(Wakeups::default());
+        let woken = sleepers(&wakeups, 4).await;
+        assert_eq!(count(&woken), 0);
+        assert!(WakeRule::OneOrAll.apply(b"0", &wakeups));
+        settle().await;
+        assert_eq!(count(&woken), 1);
+        assert!(WakeRule::OneOrAll.apply(b"1", &wakeups));
+        settle().await;
+        assert_eq!(count(&woken), 4);
+        assert_eq!(wakeups.banked.available_permits(), 0, "nothing left over");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn other_payloads_wake_nobody() {
+        let wakeups = Arc::new(Wakeups::default());
+        let woken = sleepers(&wakeups, 2).await;
+        for payload in [&b"2"[..], b"-1", b"x", b"", b" 0", b"\xff"] {
+            assert!(!WakeRule::OneOrAll.apply(payload, &wakeups), "{payload:?}");
+        }
+        assert!(!WakeRule::Permits.apply(b"0", &wakeups));
+        assert!(!WakeRule::Permits.apply(b"-3", &wakeups));
+        assert!(!WakeRule::Latch.apply(b"2", &wakeups));
+        settle().await;
+        assert_eq!(count(&woken), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn permits_wake_up_to_n_and_lose_none() {
+        let wakeups = Arc::new(Wakeups::default());
+        let woken = sleepers(&wakeups, 5).await;
+        assert!(WakeRule::Permits.apply(b"3", &wakeups));
+        settle().await;
+        assert_eq!(count(&woken), 3, "3 of 5, not one, not all");
+        // Two messages back to back, before anyone ran: both count.
+        assert!(WakeRule::Permits.apply(b"1", &wakeups));
+        assert!(WakeRule::Permits.apply(b"1", &wakeups));
+        settle().await;
+        assert_eq!(count(&woken), 5);
+        // More than the waiters: the surplus is not banked.
+        assert!(WakeRule::Permits.apply(b"7", &wakeups));
+        assert_eq!(wakeups.banked.available_permits(), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_wake_up_while_armed_is_banked_for_the_armed_waiter() {
+        let wakeups = Wakeups::default();
+        let armed = wakeups.arm();
+        // The message arrives while the waiter's retry is on the wire.
+        assert!(WakeRule::OneOrAll.apply(b"0", &wakeups));
+        tokio::time::timeout(Duration::from_millis(1), armed.woken())
+            .await
+            .expect("banked wake-up returns at once")
+            .used();
+        // Nobody armed: nothing is banked.
+        wakeups.wake(1);
+        assert_eq!(wakeups.banked.available_permits(), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_unused_turn_passes_to_the_next_waiter() {
+        let wakeups = Arc::new(Wakeups::default());
+        let first = wakeups.arm();
+        let woken = sleepers(&wakeups, 1).await;
+        wakeups.wake(1);
+        // The FIFO semaphore serves the longest sleeper; whichever got it, dropping the turn unused
+        // must hand it on.
+        let turn = tokio::time::timeout(Duration::from_millis(1), first.woken()).await;
+        settle().await;
+        match turn {
+            Ok(turn) => {
+                assert_eq!(count(&woken), 0);
+                drop(turn);
+                settle().await;
+                assert_eq!(count(&woken), 1, "the dropped turn went to the sleeper");
+            }
+            Err(_) => assert_eq!(count(&woken), 1),
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_latch_opens_for_everyone_until_closed() {
+        let wakeups = Arc::new(Wakeups::default());
+        let woken = sleepers(&wakeups, 3).await;
+        assert!(WakeRule::Latch.apply(b"0", &wakeups));
+        settle().await;
+        assert_eq!(count(&woken), 3);
+        // While open, a new waiter passes at once, and leaves nothing banked.
+        tokio::time::timeout(Duration::from_millis(1), wakeups.arm().woken())
+            .await
+            .expect("open latch")
+            .used();
+        assert!(WakeRule::Latch.apply(b"1", &wakeups));
+        let later = sleepers(&wakeups, 2).await;
+        assert_eq!(count(&later), 0, "a closed latch holds waiters");
+        assert!(WakeRule::Latch.apply(b"0", &wakeups));
+        settle().await;
+        assert_eq!(count(&later), 2);
+    }
+}
