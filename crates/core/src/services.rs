@@ -2,12 +2,16 @@
 //! background task tracker and the client's node id. The engine takes these, never the whole
 //! [`Client`](crate::Client), so the arrows run one way: client → kinds → engine → services.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ShardedPubSub, Topology, redact};
 use crate::connection::Commands;
-use crate::engine::{Holds, Latches};
 use crate::error::{Error, Operation, Result};
 use crate::owner::{self, Owner};
 use crate::pubsub::Subscriber;
@@ -121,5 +125,83 @@ impl Background {
         let _ = self.tracker.close();
         self.tracker.wait().await;
         let _ = self.tracker.reopen();
+    }
+}
+
+/// What this client has seen confirmed of each (key, field)'s holds: how many, and the lease of the
+/// latest. The count tells an undo what the owner held before the acquire it undoes; the lease is
+/// what a partial release re-applies, as Redisson re-applies the lease its holds were taken with.
+#[derive(Debug, Default)]
+pub(crate) struct Holds(Mutex<HashMap<(String, String), (u32, Duration)>>);
+
+impl Holds {
+    pub(crate) fn count(&self, key: &str, field: &str) -> u32 {
+        self.0
+            .lock()
+            .get(&(key.to_owned(), field.to_owned()))
+            .map_or(0, |(count, _)| *count)
+    }
+
+    pub(crate) fn add(&self, key: &str, field: &str, lease: Duration) {
+        let mut holds = self.0.lock();
+        let (count, latest) = holds
+            .entry((key.to_owned(), field.to_owned()))
+            .or_insert((0, lease));
+        *count += 1;
+        *latest = lease;
+    }
+
+    /// Forgets one hold; returns the lease of the field's latest hold, if this client knew of any.
+    pub(crate) fn remove(&self, key: &str, field: &str) -> Option<Duration> {
+        let mut holds = self.0.lock();
+        let id = (key.to_owned(), field.to_owned());
+        let (count, lease) = holds.get_mut(&id)?;
+        let lease = *lease;
+        *count -= 1;
+        if *count == 0 {
+            let _ = holds.remove(&id);
+        }
+        Some(lease)
+    }
+}
+
+/// How long an unlock latch whose reply is in hand waits to be deleted with the others.
+const LATCH_BATCH_DELAY: Duration = Duration::from_millis(100);
+
+/// Unlock latches whose replies are in hand, deleted together (one `DEL` per slot) a moment later.
+/// Deleting each one on its own, as Redisson does, costs a command, a task and a wake-up per unlock;
+/// nothing reads a latch after its reply was seen, and each also expires by itself.
+#[derive(Debug, Default)]
+pub(crate) struct Latches(Arc<Mutex<Vec<String>>>);
+
+impl Services {
+    /// Deletes an unlock latch once its reply is in hand (best effort, in the background, batched).
+    pub(crate) fn forget_latch(&self, latch: String) {
+        let first = {
+            let mut pending = self.latches.0.lock();
+            pending.push(latch);
+            pending.len() == 1
+        };
+        if !first {
+            return;
+        }
+        let pending = self.latches.0.clone();
+        let commands = self.commands.clone();
+        drop(self.background.spawn(async move {
+            tokio::time::sleep(LATCH_BATCH_DELAY).await;
+            let latches = std::mem::take(&mut *pending.lock());
+            let mut by_slot: HashMap<_, Vec<String>> = HashMap::new();
+            for latch in latches {
+                by_slot
+                    .entry(commands.slot_of(&latch))
+                    .or_default()
+                    .push(latch);
+            }
+            for latches in by_slot.into_values() {
+                let _ = commands
+                    .query::<()>(Operation::Unlock, "", redis::cmd("DEL").arg(&latches))
+                    .await;
+            }
+        }));
     }
 }

@@ -1,9 +1,5 @@
 //! What this client knows of its own holds.
 
-use std::collections::HashMap;
-use std::time::Duration;
-
-use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -37,43 +33,6 @@ impl Expiry {
             Self::Watchdog(lost) => lost.cancelled().await,
             Self::At(at) => tokio::time::sleep_until(*at).await,
         }
-    }
-}
-
-/// What this client has seen confirmed of each (key, field)'s holds: how many, and the lease of the
-/// latest. The count tells an undo what the owner held before the acquire it undoes; the lease is
-/// what a partial release re-applies, as Redisson re-applies the lease its holds were taken with.
-#[derive(Debug, Default)]
-pub(crate) struct Holds(Mutex<HashMap<(String, String), (u32, Duration)>>);
-
-impl Holds {
-    pub(crate) fn count(&self, key: &str, field: &str) -> u32 {
-        self.0
-            .lock()
-            .get(&(key.to_owned(), field.to_owned()))
-            .map_or(0, |(count, _)| *count)
-    }
-
-    pub(crate) fn add(&self, key: &str, field: &str, lease: Duration) {
-        let mut holds = self.0.lock();
-        let (count, latest) = holds
-            .entry((key.to_owned(), field.to_owned()))
-            .or_insert((0, lease));
-        *count += 1;
-        *latest = lease;
-    }
-
-    /// Forgets one hold; returns the lease of the field's latest hold, if this client knew of any.
-    pub(crate) fn remove(&self, key: &str, field: &str) -> Option<Duration> {
-        let mut holds = self.0.lock();
-        let id = (key.to_owned(), field.to_owned());
-        let (count, lease) = holds.get_mut(&id)?;
-        let lease = *lease;
-        *count -= 1;
-        if *count == 0 {
-            let _ = holds.remove(&id);
-        }
-        Some(lease)
     }
 }
 

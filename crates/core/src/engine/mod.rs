@@ -40,9 +40,9 @@ use tokio::time::Instant;
 
 pub(crate) use acquire::acquire;
 pub use guard::Guard;
-pub(crate) use hold::{Holds, hold_count};
+pub(crate) use hold::hold_count;
 pub(crate) use kind::{Attempt, Kind};
-pub(crate) use release::{Latches, Releasing};
+pub(crate) use release::Releasing;
 
 use crate::error::{Error, Result};
 

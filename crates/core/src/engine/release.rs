@@ -1,13 +1,9 @@
 //! Release: the kind's unlock script, idempotent under an unlock latch, re-sent on lost replies.
 
-use std::collections::HashMap;
+use redis::Value;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
-
-use parking_lot::Mutex;
-use redis::Value;
 
 use super::kind::Kind;
 use crate::connection::Written;
@@ -64,7 +60,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
                         }
                         other => Err(Error::unexpected(Operation::Unlock, name, other)),
                     };
-                    forget_latch(services, latch);
+                    services.forget_latch(latch);
                     return released;
                 }
                 // Applied on the master only: re-sending replays the latch and waits again.
@@ -146,43 +142,4 @@ impl Drop for Releasing {
             }
         }));
     }
-}
-
-/// How long an unlock latch whose reply is in hand waits to be deleted with the others.
-const LATCH_BATCH_DELAY: Duration = Duration::from_millis(100);
-
-/// Unlock latches whose replies are in hand, deleted together (one `DEL` per slot) a moment later.
-/// Deleting each one on its own, as Redisson does, costs a command, a task and a wake-up per unlock;
-/// nothing reads a latch after its reply was seen, and each also expires by itself.
-#[derive(Debug, Default)]
-pub(crate) struct Latches(Arc<Mutex<Vec<String>>>);
-
-/// Deletes an unlock latch once its reply is in hand (best effort, in the background, batched).
-fn forget_latch(services: &Services, latch: String) {
-    let first = {
-        let mut pending = services.latches.0.lock();
-        pending.push(latch);
-        pending.len() == 1
-    };
-    if !first {
-        return;
-    }
-    let pending = services.latches.0.clone();
-    let commands = services.commands.clone();
-    drop(services.background.spawn(async move {
-        tokio::time::sleep(LATCH_BATCH_DELAY).await;
-        let latches = std::mem::take(&mut *pending.lock());
-        let mut by_slot: HashMap<_, Vec<String>> = HashMap::new();
-        for latch in latches {
-            by_slot
-                .entry(commands.slot_of(&latch))
-                .or_default()
-                .push(latch);
-        }
-        for latches in by_slot.into_values() {
-            let _ = commands
-                .query::<()>(Operation::Unlock, "", redis::cmd("DEL").arg(&latches))
-                .await;
-        }
-    }));
 }
