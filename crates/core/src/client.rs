@@ -50,8 +50,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Backend`] or [`Error::Timeout`] when Redis cannot be reached,
-    /// [`Error::InvalidArgument`] for a malformed URL.
+    /// [`Error::Backend`](crate::Error::Backend) or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be reached,
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a malformed URL.
     ///
     /// # Cancel safety
     ///
@@ -64,8 +64,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad configuration or when not called inside a tokio runtime;
-    /// [`Error::Backend`] or [`Error::Timeout`] when Redis cannot be reached.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad configuration or when not called inside a tokio runtime;
+    /// [`Error::Backend`](crate::Error::Backend) or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -109,7 +109,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`], [`Error::Backend`] or [`Error::WrongType`] as Redis answers.
+    /// [`Error::Timeout`](crate::Error::Timeout), [`Error::Backend`](crate::Error::Backend) or [`Error::WrongType`](crate::Error::WrongType) as Redis answers.
     ///
     /// # Cancel safety
     ///

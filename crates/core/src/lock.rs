@@ -118,8 +118,8 @@ impl Kind for Reentrant {
             .arg(field)
     }
 
-    fn decode_acquire(&self, reply: Value) -> Option<Attempt<()>> {
-        match reply {
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
+        match *reply {
             Value::Nil => Some(Attempt::Acquired(())),
             Value::Int(pttl) => Some(Attempt::busy_for_pttl(pttl)),
             _ => None,

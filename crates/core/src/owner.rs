@@ -1,17 +1,4 @@
-//! Owner identity: who holds a hold.
-//!
-//! Redisson identifies a holder by `<client-uuid>:<thread-id>`, and a Java thread re-enters its own
-//! holds. rlock replaces the thread id with an [`Owner`] (a cheap `Copy` token) and picks the owner of
-//! a call the way a Redisson user expects (`../shared/LESSONS.md` §1.7, PROTOCOL.md §10.3):
-//!
-//! | Java | rlock | owner of an acquisition |
-//! |---|---|---|
-//! | a thread | the [blocking](crate::blocking) API on a thread | [`Owner::thread`], one per OS thread, resolved on the thread that makes each call |
-//! | (no equivalent) | async code inside [`Owner::scope`] | the scope's owner: nested locks re-enter |
-//! | `lockAsync(threadId)` | a handle bound with [`Lock::with_owner`](crate::Lock::with_owner) | that owner |
-//! | (no equivalent) | other async code | a fresh owner per acquisition: tasks exclude each other |
-//!
-//! [`Owner::current`] tells which owner a call without an explicit one uses.
+//! Owner identity: who holds a hold, and which owner a call uses (see [`Owner`]).
 
 use std::fmt;
 use std::future::Future;
@@ -35,8 +22,19 @@ tokio::task_local! {
 
 /// The identity a hold belongs to: the Rust counterpart of a Java thread id.
 ///
-/// Holds taken with the same owner re-enter; holds of different owners exclude each other, even
-/// inside one process. The [module docs](self) say which owner a call uses when none is given.
+/// Redisson identifies a holder by `<client-uuid>:<thread-id>`, and a Java thread re-enters its own
+/// holds. rlock writes `<client-uuid>:<owner-id>`: holds taken with the same owner re-enter; holds of
+/// different owners exclude each other, even inside one process. Which owner a call uses, as a
+/// Redisson user expects it:
+///
+/// | Java | rlock | owner of an acquisition |
+/// |---|---|---|
+/// | a thread | the [blocking](crate::blocking) API on a thread | [`Owner::thread`], one per OS thread, resolved on the thread that makes each call |
+/// | (none) | async code inside [`Owner::scope`] | the scope's owner: nested locks re-enter |
+/// | `lockAsync(threadId)` | a handle bound with [`Lock::with_owner`](crate::Lock::with_owner) | that owner |
+/// | (none) | other async code | a fresh owner per acquisition: tasks exclude each other |
+///
+/// [`Owner::current`] tells which owner a call without an explicit one uses.
 ///
 /// On the wire an owner is the hash field `<node-uuid>:<id>`, where the node uuid is the
 /// [`Client`](crate::Client)'s.

@@ -157,12 +157,10 @@ async fn attempt_on<K: Kind>(
         // The armed undo reconciles whatever the script may have done.
         Written::Unknown(unknown) => return Err(unknown.into_error(Operation::Acquire, name)),
     };
-    match kind.decode_acquire(reply.clone()) {
+    match (kind.decode_acquire(&reply), synced) {
         // Dropping the armed undo sends it, on this connection, right after the acquire.
-        Some(Attempt::Acquired(_)) if synced.is_some() => Ok(Tried::Unsynced {
-            replicas: synced.unwrap_or_default(),
-        }),
-        Some(Attempt::Acquired(token)) => {
+        (Some(Attempt::Acquired(_)), Some(replicas)) => Ok(Tried::Unsynced { replicas }),
+        (Some(Attempt::Acquired(token)), None) => {
             undo.disarm();
             services.holds.add(kind.key(), field, lease_time);
             let expiry = match lease {
@@ -176,12 +174,12 @@ async fn attempt_on<K: Kind>(
             };
             Ok(Tried::Done(Attempt::Acquired((token, expiry))))
         }
-        Some(Attempt::Busy(bound)) => {
+        (Some(Attempt::Busy(bound)), _) => {
             undo.disarm();
             Ok(Tried::Done(Attempt::Busy(bound)))
         }
         // The script ran but replied nonsense: whatever it did is undone.
-        None => Err(Error::unexpected(Operation::Acquire, name, reply)),
+        (None, _) => Err(Error::unexpected(Operation::Acquire, name, reply)),
     }
 }
 

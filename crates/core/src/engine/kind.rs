@@ -54,7 +54,7 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn acquire_call(&self, field: &str, lease: Duration) -> ScriptCall;
 
     /// Decodes the acquire script's reply; `None` for a reply the protocol does not allow.
-    fn decode_acquire(&self, reply: Value) -> Option<Attempt<Self::Token>>;
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Self::Token>>;
 
     /// Reconciles an acquire whose reply was lost: sent after it on the same connection, it undoes
     /// exactly the hold it may have added, given the hold count `field` had before.

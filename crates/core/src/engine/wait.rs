@@ -188,7 +188,7 @@ mod tests {
         tokio::spawn(async move {
             let waiting = Waiting {
                 registry: &registry,
-                channel: channel.then(|| (Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+                channel: channel.then_some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
                 deadline: patience.map(|patience| Instant::now() + patience),
                 subscription_timeout: Duration::from_millis(7500),
                 poll_delay: &degraded,
