@@ -262,38 +262,36 @@ async fn undo(commands: Commands, mut conn: Connection, call: ScriptCall, lease:
 }
 
 /// A waiter's give-up (PROTOCOL.md §6.6): run when the wait ran out, sent in the background when the
-/// acquisition is dropped or failed, unless disarmed by success.
-struct GiveUp {
-    call: Option<ScriptCall>,
-    commands: Commands,
-    background: Background,
-}
+/// acquisition is dropped or failed, unless disarmed by success. Empty for kinds that need none.
+struct GiveUp(Option<(ScriptCall, Commands, Background)>);
 
 impl GiveUp {
     fn arm(services: &Services, call: Option<ScriptCall>) -> Self {
-        Self {
-            call,
-            commands: services.commands.clone(),
-            background: services.background.clone(),
-        }
+        Self(call.map(|call| {
+            (
+                call,
+                services.commands.clone(),
+                services.background.clone(),
+            )
+        }))
     }
 
     fn disarm(mut self) {
-        self.call = None;
+        self.0 = None;
     }
 
     /// Gives up now, on the caller's task.
     async fn finish(mut self) {
-        if let Some(call) = self.call.take() {
-            give_up(self.commands.clone(), call).await;
+        if let Some((call, commands, _)) = self.0.take() {
+            give_up(commands, call).await;
         }
     }
 }
 
 impl Drop for GiveUp {
     fn drop(&mut self) {
-        if let Some(call) = self.call.take() {
-            drop(self.background.spawn(give_up(self.commands.clone(), call)));
+        if let Some((call, commands, background)) = self.0.take() {
+            drop(background.spawn(give_up(commands, call)));
         }
     }
 }
