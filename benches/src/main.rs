@@ -13,12 +13,12 @@ mod probe;
 mod process;
 mod report;
 mod scenarios;
-mod server;
 mod stats;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use rlock_tests::RedisServer;
 
 use crate::contenders::Kind;
 use crate::probe::Probe;
@@ -86,7 +86,11 @@ async fn run(url: Option<String>, quick: bool, out: PathBuf) -> Result<()> {
     let load_before = load_average();
     let private = match url {
         Some(_) => None,
-        None => Some(server::PrivateRedis::start().await?),
+        None => {
+            // Starting blocks until the server answers; it panics with the reason if it cannot.
+            let started = tokio::task::spawn_blocking(RedisServer::start).await;
+            Some(started.map_err(|e| format!("no private redis-server ({e}); or pass --url"))?)
+        }
     };
     let url = match (&url, &private) {
         (Some(url), _) => url.clone(),

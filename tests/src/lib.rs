@@ -4,7 +4,8 @@
 //! (`tests/tests/*.rs`) and the helpers they share, most importantly
 //! [`RedisServer`]: a private `redis-server` child process on a free loopback
 //! port, so every test gets its own isolated server and nothing has to be
-//! started by hand before `cargo test`.
+//! started by hand before `cargo test`. The benchmark runner (`benches/`)
+//! starts its private server with it too.
 //!
 //! ```no_run
 //! use rlock_tests::RedisServer;

@@ -1,4 +1,4 @@
-//! A private, throwaway `redis-server` for tests.
+//! A private, throwaway `redis-server` for tests and benchmarks.
 //!
 //! [`RedisServer::start`] spawns `redis-server` as a child process listening on
 //! a free port of `127.0.0.1`, with persistence off and its working directory
@@ -9,7 +9,7 @@
 //!
 //! The binary is taken from the `RLOCK_REDIS_SERVER` environment variable when
 //! it is set, else `redis-server` is looked up on `PATH`. `scripts/test.sh`
-//! installs it when it is missing.
+//! and `scripts/bench.sh` install it when it is missing.
 //!
 //! Besides start and stop, a server can be restarted on the same port and
 //! directory (data survives when AOF is enabled through
@@ -17,7 +17,8 @@
 //! with `SIGSTOP` / `SIGCONT` to simulate a hung or partitioned server.
 //!
 //! Everything here panics on failure with a descriptive message: it is test
-//! support, and a test cannot do anything useful without its server.
+//! support, and a test (or a benchmark) cannot do anything useful without its
+//! server.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -311,8 +312,9 @@ impl RedisServer {
         match result {
             Ok(child) => child,
             Err(err) if err.kind() == io::ErrorKind::NotFound => panic!(
-                "redis-server binary `{}` not found: run `scripts/test.sh` (it installs \
-                 redis-server), or set {SERVER_BINARY_ENV} to its path",
+                "redis-server binary `{}` not found: run `scripts/test.sh` or \
+                 `scripts/bench.sh` (they install redis-server), or set {SERVER_BINARY_ENV} to \
+                 its path",
                 self.binary.display()
             ),
             Err(err) => panic!("cannot run `{}`: {err}", self.binary.display()),

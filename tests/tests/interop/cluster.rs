@@ -9,7 +9,7 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel};
 use rlock_tests::topology::Cluster;
 use tokio::time::Instant;
 
-use crate::support::{JAVA_VERSION, Party, Redis, Side, both_directions, woken};
+use crate::support::{JAVA_VERSION, Kind, Party, Redis, Side, both_directions, woken};
 use crate::wakeup::wake_rounds;
 
 /// Java (AUTO: sharded) and rlock (AUTO: sharded) wake each other within milliseconds; while one
@@ -34,7 +34,8 @@ async fn sharded_unlocks_wake_the_other_side(holder: Side, waiter: Side) {
     hold.release().await;
     woken(waiting).await.1.release().await;
 
-    wake_rounds(&holder, &waiter, &mut redis, name, "cluster, sharded").await;
+    let setup = "cluster, sharded";
+    wake_rounds(Kind::Reentrant, &holder, &waiter, &mut redis, name, setup).await;
 }
 
 both_directions!(sharded_unlocks_wake_the_other_side);
@@ -66,8 +67,9 @@ async fn java_3_21_and_rlock_with_sharded_pubsub_off() {
     hold.release().await;
     woken(waiting).await.1.release().await;
 
-    wake_rounds(&java, &rlock, &mut redis, name, "cluster, classic").await;
-    wake_rounds(&rlock, &java, &mut redis, name, "cluster, classic").await;
+    let setup = "cluster, classic";
+    wake_rounds(Kind::Reentrant, &java, &rlock, &mut redis, name, setup).await;
+    wake_rounds(Kind::Reentrant, &rlock, &java, &mut redis, name, setup).await;
 }
 
 /// What a mismatch costs (a documented configuration requirement, not a bug): rlock on AUTO

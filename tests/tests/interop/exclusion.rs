@@ -1,5 +1,6 @@
-//! Mutual exclusion under mixed contention: emulated Java threads (two clients) and rlock tasks
-//! (two clients) increment a non-atomic GET/SET counter under one lock; the counter ends exact.
+//! Mutual exclusion under mixed contention, for every lock kind: emulated Java threads (two
+//! clients) and rlock tasks (two clients) increment a non-atomic GET/SET counter under one lock; the
+//! counter ends exact.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,7 +10,7 @@ use redis::AsyncCommands;
 use rlock_tests::redisson::RedissonVersion;
 use rlock_tests::{RedisServer, harness};
 
-use crate::support::{Party, PartyLock, Redis, Side};
+use crate::support::{Kind, Party, PartyLock, Redis, Side, every_kind};
 
 const NAME: &str = "interop:counter";
 const COUNTER: &str = "interop:counter:value";
@@ -19,8 +20,8 @@ const ITERATIONS: u64 = 12;
 const LIMIT: Duration = Duration::from_secs(25);
 
 /// Two Java clients of `version` and two rlock clients, two workers each, every worker taking the
-/// lock `ITERATIONS` times (with `lease`, or the watchdog).
-async fn counter_stays_exact(version: RedissonVersion, lease: Option<Duration>) {
+/// `kind` lock `ITERATIONS` times (with `lease`, or the watchdog).
+async fn counter_stays_exact(kind: Kind, version: RedissonVersion, lease: Option<Duration>) {
     let server = RedisServer::start();
     let mut redis = Redis::connect(&server).await;
     let parties = [
@@ -33,7 +34,7 @@ async fn counter_stays_exact(version: RedissonVersion, lease: Option<Duration>) 
     let mut workers = Vec::new();
     for party in &parties {
         for thread in 1..=WORKERS_PER_CLIENT {
-            let lock = party.lock(NAME);
+            let lock = party.get(kind, NAME);
             let conn = redis.conn.clone();
             workers.push(tokio::spawn(work(
                 lock,
@@ -95,17 +96,20 @@ async fn work(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn java_head_and_rlock_with_watchdog_holds() {
-    counter_stays_exact(RedissonVersion::V4, None).await;
+async fn java_head_and_rlock_with_watchdog_holds(kind: Kind) {
+    counter_stays_exact(kind, RedissonVersion::V4, None).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn java_3_12_and_rlock_with_leases() {
-    counter_stays_exact(RedissonVersion::V3_12, Some(Duration::from_secs(10))).await;
+async fn java_3_12_and_rlock_with_leases(kind: Kind) {
+    counter_stays_exact(kind, RedissonVersion::V3_12, Some(Duration::from_secs(10))).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn java_3_31_and_rlock_with_leases() {
-    counter_stays_exact(RedissonVersion::V3_31, Some(Duration::from_secs(10))).await;
+async fn java_3_31_and_rlock_with_leases(kind: Kind) {
+    counter_stays_exact(kind, RedissonVersion::V3_31, Some(Duration::from_secs(10))).await;
 }
+
+every_kind!(
+    one_test: java_head_and_rlock_with_watchdog_holds,
+    java_3_12_and_rlock_with_leases,
+    java_3_31_and_rlock_with_leases,
+);

@@ -6,11 +6,17 @@
 //! test checks what Redis shows (hash fields and counts, PTTLs, channels, messages, latch keys) or
 //! what the clock shows (wake-ups within [`support::WAKE_LIMIT`] of the release).
 //!
-//! Modules, one behaviour each:
+//! The scenarios every lock kind shares are also written once over a [`support::Kind`] and run for
+//! each kind (`…::<kind>::…`, e.g. `wakeup::unlock_wakes_the_waiter::reentrant::java_to_rlock`);
+//! the others are about the reentrant lock (`RLock`) alone.
+//!
+//! Modules, one behaviour each. For every kind:
 //! - [`exclusion`]: mutual exclusion under mixed contention (a non-atomic counter stays exact);
 //! - [`wakeup`]: unlock and force-unlock wake the other side at once despite a 30 s PTTL;
 //! - [`reentrancy`]: both sides' holds on one name over time, partial unlocks re-applying leases,
-//!   and unlocks by a non-owner refused on both sides;
+//!   and unlocks by a non-owner refused on both sides.
+//!
+//! For the `RLock` alone:
 //! - [`watchdog`]: renewal keeps the other side out past the lease (two tests take ~35 s), and a
 //!   holder notices a foreign force-unlock;
 //! - [`lease`]: leases expire silently and hand the lock over at the PTTL;

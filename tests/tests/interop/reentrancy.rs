@@ -1,14 +1,13 @@
-//! Reentrancy and ownership across the sides: each side's holds live in its own field with its own
-//! count, partial unlocks re-apply the holder's lease, and neither side can release the other's
-//! holds.
+//! Reentrancy and ownership across the sides, for every lock kind: each side's holds live in its
+//! own field with its own count, partial unlocks re-apply the holder's lease, and neither side can
+//! release the other's holds.
 
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use rlock_tests::RedisServer;
-use rlock_tests::redisson::lock_channel;
 
-use crate::support::{Listener, Party, Redis, Side, Unlocked, both_directions, holds, woken};
+use crate::support::{Kind, Listener, Party, Redis, Side, Unlocked, every_kind, holds, woken};
 
 /// Both sides use thread / owner id 7: the fields still differ by client id.
 const THREAD: u64 = 7;
@@ -16,7 +15,7 @@ const THREAD: u64 = 7;
 /// `first` re-enters with a lease while `second` waits; `first`'s partial unlocks re-apply its
 /// lease; its last unlock hands over to `second`, which re-enters with the watchdog and whose
 /// partial unlock re-applies the watchdog lease.
-async fn holds_coexist_over_time(first: Side, second: Side) {
+async fn holds_coexist_over_time(kind: Kind, first: Side, second: Side) {
     let server = RedisServer::start();
     let a = Party::connect(first, &server).await;
     let b = Party::connect(second, &server).await;
@@ -24,20 +23,20 @@ async fn holds_coexist_over_time(first: Side, second: Side) {
     let name = "interop:reentrant";
     let lease = Duration::from_secs(5);
 
-    let a1 = a.lock(name).lock_with_lease(THREAD, lease).await;
-    let a2 = a.lock(name).lock_with_lease(THREAD, lease).await;
+    let a1 = a.get(kind, name).lock_with_lease(THREAD, lease).await;
+    let a2 = a.get(kind, name).lock_with_lease(THREAD, lease).await;
     assert_eq!(redis.hash(name).await, holds([(a.field(THREAD), 2)]));
     assert!(
-        b.lock(name)
+        b.get(kind, name)
             .try_lock(THREAD, Duration::ZERO, None)
             .await
             .is_none()
     );
     assert_eq!(redis.hash(name).await, holds([(a.field(THREAD), 2)]));
 
-    let b_waiting = b.lock(name).spawn_lock(THREAD);
-    let _ = redis.wait_parked(&lock_channel(name), 1).await;
-    let a3 = a.lock(name).lock_with_lease(THREAD, lease).await;
+    let b_waiting = b.get(kind, name).spawn_lock(THREAD);
+    let _ = redis.wait_parked(&kind.channel(name), 1).await;
+    let a3 = a.get(kind, name).lock_with_lease(THREAD, lease).await;
     assert_eq!(redis.hash(name).await, holds([(a.field(THREAD), 3)]));
 
     let _: () = redis.conn.pexpire(name, 3_000).await.expect("PEXPIRE");
@@ -55,10 +54,10 @@ async fn holds_coexist_over_time(first: Side, second: Side) {
     a1.release().await;
     let (_, b1) = woken(b_waiting).await;
     assert_eq!(redis.hash(name).await, holds([(b.field(THREAD), 1)]));
-    let b2 = b.lock(name).lock(THREAD).await;
-    let b3 = b.lock(name).lock(THREAD).await;
+    let b2 = b.get(kind, name).lock(THREAD).await;
+    let b3 = b.get(kind, name).lock(THREAD).await;
     assert_eq!(redis.hash(name).await, holds([(b.field(THREAD), 3)]));
-    let a_lock = a.lock(name);
+    let a_lock = a.get(kind, name);
     let denied = a_lock
         .try_lock(THREAD, Duration::from_millis(50), Some(lease))
         .await;
@@ -79,7 +78,7 @@ async fn holds_coexist_over_time(first: Side, second: Side) {
 
 /// `intruder` tries to release `holder`'s holds (with the holder's thread number and another):
 /// refused, the hash, its TTL and the channel untouched; the holder then unlocks normally.
-async fn the_other_side_cannot_unlock(holder: Side, intruder: Side) {
+async fn the_other_side_cannot_unlock(kind: Kind, holder: Side, intruder: Side) {
     let server = RedisServer::start();
     let holder = Party::connect(holder, &server).await;
     let intruder = Party::connect(intruder, &server).await;
@@ -87,13 +86,13 @@ async fn the_other_side_cannot_unlock(holder: Side, intruder: Side) {
     let mut messages = Listener::unlock_messages(&server).await;
     let name = "interop:owner";
 
-    let h1 = holder.lock(name).lock(3).await;
-    let h2 = holder.lock(name).lock(3).await;
+    let h1 = holder.get(kind, name).lock(3).await;
+    let h2 = holder.get(kind, name).lock(3).await;
     let _: () = redis.conn.pexpire(name, 20_000).await.expect("PEXPIRE");
     let before = redis.hash(name).await;
     assert_eq!(before, holds([(holder.field(3), 2)]));
     for thread in [3, 4] {
-        let outcome = intruder.lock(name).unlock_as(thread).await;
+        let outcome = intruder.get(kind, name).unlock_as(thread).await;
         assert_eq!(outcome, Unlocked::NotOwner, "thread {thread} owns nothing");
     }
     assert_eq!(redis.hash(name).await, before);
@@ -106,10 +105,10 @@ async fn the_other_side_cannot_unlock(holder: Side, intruder: Side) {
     let heard = messages.next(Duration::from_secs(1)).await;
     assert_eq!(heard.map(|m| m.payload), Some(b"0".to_vec()));
 
-    let outcome = intruder.lock(name).unlock_as(3).await;
+    let outcome = intruder.get(kind, name).unlock_as(3).await;
     assert_eq!(outcome, Unlocked::NotOwner, "nothing to unlock");
     assert!(!redis.exists(name).await);
     assert_eq!(messages.drain(Duration::from_millis(100)).await, vec![]);
 }
 
-both_directions!(holds_coexist_over_time, the_other_side_cannot_unlock);
+every_kind!(both_directions: holds_coexist_over_time, the_other_side_cannot_unlock);

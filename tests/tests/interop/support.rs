@@ -1,6 +1,12 @@
 //! What the scenarios share: a [`Party`] is a client of either side (the Redisson emulator or
 //! rlock) behind one interface, so that every scenario is written once and run in both directions;
-//! [`Redis`] and [`Listener`] observe the server directly.
+//! [`Party::get`] hands out a [`PartyLock`] of any [`Kind`], so that the scenarios every lock kind
+//! shares are written once and run for each kind; [`Redis`] and [`Listener`] observe the server
+//! directly.
+//!
+//! A new kind plugs in here: a [`Kind`] variant (with its channel), its objects in [`Party::get`]
+//! and the arms of [`PartyLock`]'s methods, and a line in [`every_kind!`]'s list, which runs the
+//! generic scenarios for it. Its own scenarios go into a module of their own.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,7 +17,9 @@ use redis::aio::MultiplexedConnection;
 use rlock::{Owner, ShardedPubSub};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
-use rlock_tests::redisson::{JavaClient, JavaConfig, JavaLock, RedissonVersion, ThreadId};
+use rlock_tests::redisson::{
+    JavaClient, JavaConfig, JavaLock, RedissonVersion, ThreadId, lock_channel,
+};
 use rlock_tests::topology::Cluster;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -50,6 +58,30 @@ impl fmt::Display for Side {
         f.write_str(match self {
             Self::Java => "java",
             Self::Rlock => "rlock",
+        })
+    }
+}
+
+/// A kind of Redisson object that both sides implement, and the generic scenarios run for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The reentrant lock: Redisson's `RLock` (`getLock`), rlock's `Lock`.
+    Reentrant,
+}
+
+impl Kind {
+    /// The channel that unlocks of `name` publish on and its waiters subscribe to.
+    pub(crate) fn channel(self, name: &str) -> String {
+        match self {
+            Self::Reentrant => lock_channel(name),
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Reentrant => "RLock",
         })
     }
 }
@@ -149,12 +181,17 @@ impl Party {
         }
     }
 
-    /// The lock `name` (Java: a new `RLock` object, as `getLock` makes).
-    pub(crate) fn lock(&self, name: &str) -> PartyLock {
-        match self {
-            Self::Java(java) => PartyLock::Java(java.get_lock(name)),
-            Self::Rlock(client) => PartyLock::Rlock(client.lock(name)),
+    /// The `kind` object `name` (Java: a new object, as `getLock` and its siblings make).
+    pub(crate) fn get(&self, kind: Kind, name: &str) -> PartyLock {
+        match (self, kind) {
+            (Self::Java(java), Kind::Reentrant) => PartyLock::Java(java.get_lock(name)),
+            (Self::Rlock(client), Kind::Reentrant) => PartyLock::Rlock(client.lock(name)),
         }
+    }
+
+    /// The reentrant lock `name`, for the scenarios about the `RLock` alone.
+    pub(crate) fn lock(&self, name: &str) -> PartyLock {
+        self.get(Kind::Reentrant, name)
     }
 
     /// Whether this client's watchdog renews something. For Java, lock `name`; rlock only tells
@@ -167,10 +204,13 @@ impl Party {
     }
 }
 
-/// A lock of either side. Threads are Java thread ids, or rlock owner ids.
+/// A lock of either side, one variant per side and [`Kind`]. Threads are Java thread ids, or rlock
+/// owner ids.
 #[derive(Clone, Debug)]
 pub(crate) enum PartyLock {
+    /// A Java `RLock` object.
     Java(JavaLock),
+    /// An rlock `Lock`.
     Rlock(rlock::Lock),
 }
 
@@ -180,7 +220,7 @@ impl PartyLock {
         match self {
             Self::Java(lock) => {
                 lock.lock(thread).await.expect("java lock()");
-                self.java_hold(lock, thread)
+                self.java_hold(thread)
             }
             Self::Rlock(lock) => Hold::Rlock(owned(lock, thread).lock().await.expect("rlock lock")),
         }
@@ -193,7 +233,7 @@ impl PartyLock {
                 lock.lock_with_lease(thread, lease)
                     .await
                     .expect("java lock(leaseTime)");
-                self.java_hold(lock, thread)
+                self.java_hold(thread)
             }
             Self::Rlock(lock) => Hold::Rlock(
                 owned(lock, thread)
@@ -220,7 +260,7 @@ impl PartyLock {
                 };
                 acquired
                     .expect("java tryLock")
-                    .then(|| self.java_hold(lock, thread))
+                    .then(|| self.java_hold(thread))
             }
             Self::Rlock(lock) => {
                 let lock = owned(lock, thread);
@@ -259,9 +299,9 @@ impl PartyLock {
         }
     }
 
-    fn java_hold(&self, lock: &JavaLock, thread: ThreadId) -> Hold {
+    fn java_hold(&self, thread: ThreadId) -> Hold {
         Hold::Java {
-            lock: lock.clone(),
+            lock: self.clone(),
             thread,
         }
     }
@@ -301,9 +341,9 @@ fn rlock_unlocked(result: rlock::Result<()>) -> Unlocked {
 #[derive(Debug)]
 #[must_use = "a hold should be released or deliberately dropped"]
 pub(crate) enum Hold {
-    /// A Java thread's hold, through the `RLock` object that took it.
+    /// A Java thread's hold, through the (Java) lock object that took it.
     Java {
-        lock: JavaLock,
+        lock: PartyLock,
         thread: ThreadId,
     },
     Rlock(rlock::LockGuard),
@@ -313,7 +353,7 @@ impl Hold {
     /// Releases the hold and reports what happened.
     pub(crate) async fn unlock(self) -> Unlocked {
         match self {
-            Self::Java { lock, thread } => java_unlocked(lock.unlock(thread).await),
+            Self::Java { lock, thread } => lock.unlock_as(thread).await,
             Self::Rlock(guard) => rlock_unlocked(guard.unlock().await),
         }
     }
@@ -333,19 +373,26 @@ impl Hold {
 macro_rules! both_directions {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
-            use crate::support::Side;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn java_to_rlock() {
-                super::$scenario(Side::Java, Side::Rlock).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn rlock_to_java() {
-                super::$scenario(Side::Rlock, Side::Java).await;
-            }
+            $crate::support::directions!(super::$scenario);
         }
     )*};
+}
+
+/// The tests `java_to_rlock` and `rlock_to_java` of [`both_directions!`]: `scenario(args…, a, b)`.
+macro_rules! directions {
+    ($scenario:path $(, $arg:expr)*) => {
+        use $crate::support::Side;
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn java_to_rlock() {
+            $scenario($($arg,)* Side::Java, Side::Rlock).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn rlock_to_java() {
+            $scenario($($arg,)* Side::Rlock, Side::Java).await;
+        }
+    };
 }
 
 /// Instantiates `scenario(side: Side)` once per side.
@@ -367,7 +414,34 @@ macro_rules! both_sides {
     )*};
 }
 
-pub(crate) use {both_directions, both_sides};
+/// Instantiates a scenario written over a [`Kind`] once per kind, as module `<scenario>::<kind>`:
+/// - `every_kind!(one_test: scenario)` for `scenario(kind: Kind)`: the test `<scenario>::<kind>`;
+/// - `every_kind!(both_directions: scenario)` for `scenario(kind: Kind, a: Side, b: Side)`: the
+///   tests `<scenario>::<kind>::java_to_rlock` and `…::rlock_to_java` (see [`both_directions!`]).
+macro_rules! every_kind {
+    ($shape:ident: $($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            $crate::support::every_kind!(@kinds $shape $scenario);
+        }
+    )*};
+    // The kinds the generic scenarios run for, one line each: a new kind joins here.
+    (@kinds $shape:ident $scenario:ident) => {
+        $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::Reentrant, $scenario);
+    };
+    (@one_test $name:ident, $kind:expr, $scenario:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            super::$scenario($kind).await;
+        }
+    };
+    (@both_directions $name:ident, $kind:expr, $scenario:ident) => {
+        mod $name {
+            $crate::support::directions!(super::super::$scenario, $kind);
+        }
+    };
+}
+
+pub(crate) use {both_directions, both_sides, directions, every_kind};
 
 // ===== observing Redis =====
 

@@ -1,23 +1,24 @@
-//! Wake-ups across the sides: a waiter of one side owns the lock within milliseconds of the other
-//! side's unlock or force-unlock, although the lock's PTTL (30 s) would have let it sleep on.
+//! Wake-ups across the sides, for every lock kind: a waiter of one side owns the lock within
+//! milliseconds of the other side's unlock or force-unlock, although the lock's PTTL (30 s) would
+//! have let it sleep on.
 
 use rlock_tests::RedisServer;
-use rlock_tests::redisson::lock_channel;
 use tokio::time::Instant;
 
 use crate::support::{
-    Latencies, Party, Redis, Side, Unlocked, WAKE_LIMIT, both_directions, holds, woken,
+    Kind, Latencies, Party, Redis, Side, Unlocked, WAKE_LIMIT, every_kind, holds, woken,
 };
 
 const ROUNDS: usize = 10;
 
 /// `holder` unlocks while `waiter` sleeps on the lock; the waiter owns it within milliseconds.
-async fn unlock_wakes_the_waiter(holder: Side, waiter: Side) {
+async fn unlock_wakes_the_waiter(kind: Kind, holder: Side, waiter: Side) {
     let server = RedisServer::start();
     let holder = Party::connect(holder, &server).await;
     let waiter = Party::connect(waiter, &server).await;
     let mut redis = Redis::connect(&server).await;
     wake_rounds(
+        kind,
         &holder,
         &waiter,
         &mut redis,
@@ -27,10 +28,11 @@ async fn unlock_wakes_the_waiter(holder: Side, waiter: Side) {
     .await;
 }
 
-/// `ROUNDS` times: `holder` takes `name` without a lease, `waiter` sleeps on it (the PTTL is 30 s),
-/// `holder` unlocks and the waiter must own the lock within [`WAKE_LIMIT`]. `redis` observes the
-/// node that owns `name`; `setup` names the topology in the timing report.
+/// `ROUNDS` times: `holder` takes the `kind` lock `name` without a lease, `waiter` sleeps on it (the
+/// PTTL is 30 s), `holder` unlocks and the waiter must own the lock within [`WAKE_LIMIT`]. `redis`
+/// observes the node that owns `name`; `setup` names the topology in the timing report.
 pub(crate) async fn wake_rounds(
+    kind: Kind,
     holder: &Party,
     waiter: &Party,
     redis: &mut Redis,
@@ -39,9 +41,9 @@ pub(crate) async fn wake_rounds(
 ) {
     let mut latencies = Latencies::default();
     for _ in 0..ROUNDS {
-        let hold = holder.lock(name).lock(1).await;
-        let waiting = waiter.lock(name).spawn_lock(2);
-        let _ = redis.wait_parked(&lock_channel(name), 1).await;
+        let hold = holder.get(kind, name).lock(1).await;
+        let waiting = waiter.get(kind, name).spawn_lock(2);
+        let _ = redis.wait_parked(&kind.channel(name), 1).await;
         let pttl = redis.pttl(name).await;
         assert!(
             pttl > 29_000,
@@ -57,7 +59,7 @@ pub(crate) async fn wake_rounds(
     }
     latencies.check(
         &format!(
-            "unlock wakes waiter, {} -> {} ({setup})",
+            "{kind} unlock wakes waiter, {} -> {} ({setup})",
             holder.side(),
             waiter.side()
         ),
@@ -68,7 +70,7 @@ pub(crate) async fn wake_rounds(
 /// `forcer` holds the lock and force-unlocks it (through another lock object) while `waiter`
 /// sleeps: the waiter owns it within milliseconds, the forced holder stops renewing, and its late
 /// unlock is refused without touching the new holder.
-async fn force_unlock_wakes_the_waiter(forcer: Side, waiter: Side) {
+async fn force_unlock_wakes_the_waiter(kind: Kind, forcer: Side, waiter: Side) {
     let server = RedisServer::start();
     let forcer = Party::connect(forcer, &server).await;
     let waiter = Party::connect(waiter, &server).await;
@@ -76,13 +78,16 @@ async fn force_unlock_wakes_the_waiter(forcer: Side, waiter: Side) {
     let name = "interop:force";
     let mut latencies = Latencies::default();
     for _ in 0..ROUNDS {
-        let forced = forcer.lock(name).lock(1).await;
+        let forced = forcer.get(kind, name).lock(1).await;
         assert!(forcer.is_renewing(name));
-        let waiting = waiter.lock(name).spawn_lock(2);
-        let _ = redis.wait_parked(&lock_channel(name), 1).await;
+        let waiting = waiter.get(kind, name).spawn_lock(2);
+        let _ = redis.wait_parked(&kind.channel(name), 1).await;
 
         let forced_at = Instant::now();
-        assert!(forcer.lock(name).force_unlock().await, "the lock existed");
+        assert!(
+            forcer.get(kind, name).force_unlock().await,
+            "the lock existed"
+        );
         let (acquired_at, hold) = woken(waiting).await;
         latencies.record(forced_at, acquired_at);
         assert_eq!(redis.hash(name).await, holds([(waiter.field(2), 1)]));
@@ -97,7 +102,7 @@ async fn force_unlock_wakes_the_waiter(forcer: Side, waiter: Side) {
     }
     latencies.check(
         &format!(
-            "force unlock wakes waiter, {} -> {}",
+            "{kind} force unlock wakes waiter, {} -> {}",
             forcer.side(),
             waiter.side()
         ),
@@ -105,4 +110,4 @@ async fn force_unlock_wakes_the_waiter(forcer: Side, waiter: Side) {
     );
 }
 
-both_directions!(unlock_wakes_the_waiter, force_unlock_wakes_the_waiter);
+every_kind!(both_directions: unlock_wakes_the_waiter, force_unlock_wakes_the_waiter);

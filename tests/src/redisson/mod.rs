@@ -1,29 +1,36 @@
-//! A Redisson wire emulator: the Redis command sequences of a Java Redisson client's `RLock`,
-//! written from `PROTOCOL.md` (not from Redisson's source), for interop tests.
+//! A Redisson wire emulator: the Redis command sequences of a Java Redisson client, written from
+//! `PROTOCOL.md` (not from Redisson's source), for interop tests. It emulates the `RLock` today.
 //!
 //! A [`JavaClient`] stands for one `RedissonClient`: it has its own random v4 UUID (the "connection
-//! manager id", §1.1), one command connection, one pub/sub connection per lock name it waits on, and a
+//! manager id", §1.1), one command connection, one pub/sub connection per entry it waits on, and a
 //! lock watchdog. [`JavaClient::get_lock`] returns a [`JavaLock`], the counterpart of one `RLock`
 //! object with its `internalLockLeaseTime`. Java thread ids are passed explicitly, as in Redisson's
 //! `lockAsync(threadId)` overloads, so several "threads" of one client can be driven from tasks.
+//!
+//! This module holds what every kind of Redisson object shares: the client and its connections,
+//! versions, names, the local pub/sub entries with their latches (§3.1; a kind passes its
+//! `onMessage` rule, its entry name and its channel), and the watchdog. Each kind is a submodule
+//! with its scripts, its object type (re-exported here) and its `JavaClient::get_*` factory:
+//! `lock` for the `RLock`.
 //!
 //! What is emulated, section by section of `PROTOCOL.md`:
 //!
 //! | Behaviour | Section | Where |
 //! |---|---|---|
-//! | owner field `<uuid>:<threadId>` | §1.1, §1.2 | [`JavaClient::lock_name`] |
-//! | channel and latch names (`prefixName`) | §1.3, §1.4 | [`prefix_name`], [`lock_channel`], [`unlock_latch`] |
-//! | acquire script, incl. the ≤3.12 `HSET` variant | §2.2 | [`JavaLock::try_lock`] and the waiting calls |
-//! | unlock script: latch (≥3.24), no latch (3.22–3.23), literal `publish` (≤3.21), missing lock publishes (≤3.10.5) | §2.3, §2.4 | [`JavaLock::unlock`], [`JavaLock::unlock_attempt`] |
-//! | force unlock | §2.5 | [`JavaLock::force_unlock`] |
-//! | `lock()` / `tryLock(wait, lease)` waiting, local latch, `0`/`1` messages | §3.1–§3.4 | [`JavaLock::lock`], [`JavaLock::try_lock_for`] |
-//! | watchdog: one timer per lock (≤3.43) or one batched task (≥3.44) | §4 | automatic; [`JavaClient::renew`], [`JavaClient::stop_watchdog`] |
-//! | `internalLockLeaseTime` | §2.1, §11.10 | [`JavaLock::internal_lease`] |
-//! | cluster mode: routing by key, `SPUBLISH`/`SSUBSCRIBE` (3.22+ on Redis 7), per-slot batches | §2.6, §4.2 | [`JavaClient::connect_cluster`] |
+//! | owner field `<uuid>:<threadId>` | §1.1, §1.2 | here: [`JavaClient::lock_name`] |
+//! | channel and latch names (`prefixName`) | §1.3, §1.4 | here: [`prefix_name`], [`lock_channel`], [`unlock_latch`] |
+//! | local entries, their latches, subscriptions | §3.1 | here, used by the waiting calls |
+//! | acquire script, incl. the ≤3.12 `HSET` variant | §2.2 | `lock`: [`JavaLock::try_lock`] and the waiting calls |
+//! | unlock script: latch (≥3.24), no latch (3.22–3.23), literal `publish` (≤3.21), missing lock publishes (≤3.10.5) | §2.3, §2.4 | `lock`: [`JavaLock::unlock`], [`JavaLock::unlock_attempt`] |
+//! | force unlock | §2.5 | `lock`: [`JavaLock::force_unlock`] |
+//! | `lock()` / `tryLock(wait, lease)` waiting, `0`/`1` messages | §3.2–§3.4 | `lock`: [`JavaLock::lock`], [`JavaLock::try_lock_for`] |
+//! | watchdog: one timer per lock (≤3.43) or one batched task (≥3.44) | §4 | here, automatic: [`JavaClient::stop_watchdog`]; `lock`: the renewal scripts, [`JavaClient::renew`] |
+//! | `internalLockLeaseTime` | §2.1, §11.10 | `lock`: [`JavaLock::internal_lease`] |
+//! | cluster mode: routing by key, `SPUBLISH`/`SSUBSCRIBE` (3.22+ on Redis 7), per-slot batches | §2.6, §4.2 | here: [`JavaClient::connect_cluster`] |
 //!
 //! Not emulated: WAIT-synced writes and their retries (§5: single-server Redisson sends a plain
 //! EVAL; the emulator never waits for replicas), pub/sub reconnects (§3.7), the connection pools
-//! (§3.6: one pub/sub connection per waited-on lock here), fair/RW/other lock kinds.
+//! (§3.6: one pub/sub connection per waited-on entry here), fair/RW/other lock kinds.
 //!
 //! Everything is plain `redis` commands; errors are [`redis::RedisError`]s. An unlock that Java would
 //! answer with `IllegalMonitorStateException` returns `Ok(None)`.
@@ -42,9 +49,11 @@
 //! # }
 //! ```
 
+mod lock;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -53,16 +62,15 @@ use redis::aio::{MultiplexedConnection, PubSubSink};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
-use redis::{AsyncCommands, Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
+
+pub use lock::JavaLock;
 
 /// A Java thread id (`Thread.currentThread().getId()`): the second half of an owner field.
 pub type ThreadId = u64;
 
-/// The unlock message: wake one waiter per client (§2.8).
-const UNLOCK_MESSAGE: &str = "0";
 /// `Config.lockWatchdogBatchSize` (§4.2).
 const WATCHDOG_BATCH_SIZE: usize = 100;
 
@@ -137,15 +145,6 @@ impl RedissonVersion {
         self < Self::V3_31
     }
 
-    /// The acquire script of this version (§2.2).
-    fn acquire_script(self) -> &'static str {
-        match self {
-            Self::V3_10_5 | Self::V3_12 => ACQUIRE_HSET_FIRST,
-            Self::V3_21 => ACQUIRE_TWO_BLOCKS,
-            _ => ACQUIRE,
-        }
-    }
-
     /// The latch TTL in ms (§2.4): `(timeout + retryInterval) * retryAttempts` = 13500 up to
     /// 3.47, then `(timeout + EqualJitterDelay(1 s, 2 s)) * retryAttempts` = 16000–20000.
     fn latch_ttl_ms(self) -> u64 {
@@ -156,152 +155,6 @@ impl RedissonVersion {
         }
     }
 }
-
-// ===== scripts (paraphrased from the numbered steps of PROTOCOL.md) =====
-
-/// §2.2, 3.23+: one `if` with `EXISTS == 0 or HEXISTS == 1`.
-/// KEYS[1] lock; ARGV[1] lease ms, ARGV[2] lockName. Nil when acquired, else the PTTL.
-const ACQUIRE: &str = r"
-if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-return redis.call('pttl', KEYS[1]);
-";
-
-/// §2.2, 3.13 – 3.22: the same as two separate blocks.
-const ACQUIRE_TWO_BLOCKS: &str = r"
-if (redis.call('exists', KEYS[1]) == 0) then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-return redis.call('pttl', KEYS[1]);
-";
-
-/// §2.2, ≤ 3.12: the first acquire writes the count with `HSET field 1`.
-const ACQUIRE_HSET_FIRST: &str = r"
-if (redis.call('exists', KEYS[1]) == 0) then
-    redis.call('hset', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-return redis.call('pttl', KEYS[1]);
-";
-
-/// §2.3, 3.24+: KEYS = [lock, channel, latch]; ARGV = [0, lease, lockName, publishCmd, latchTtl].
-/// Replays the stored result when the latch exists; nil when not the owner; 0 still held; 1 released.
-const UNLOCK_LATCH: &str = r"
-local stored = redis.call('get', KEYS[3]);
-if stored ~= false then
-    return tonumber(stored);
-end;
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
-    return nil;
-end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5]);
-    return 0;
-end;
-redis.call('del', KEYS[1]);
-redis.call(ARGV[4], KEYS[2], ARGV[1]);
-redis.call('set', KEYS[3], 1, 'px', ARGV[5]);
-return 1;
-";
-
-/// §2.3, 3.22 – 3.23: no latch. KEYS = [lock, channel]; ARGV = [0, lease, lockName, publishCmd].
-const UNLOCK_NO_LATCH: &str = r"
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
-    return nil;
-end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    return 0;
-end;
-redis.call('del', KEYS[1]);
-redis.call(ARGV[4], KEYS[2], ARGV[1]);
-return 1;
-";
-
-/// §2.3, 3.10.6 – 3.21: as `UNLOCK_NO_LATCH` with a literal `publish`. ARGV = [0, lease, lockName].
-const UNLOCK_LITERAL_PUBLISH: &str = r"
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
-    return nil;
-end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    return 0;
-end;
-redis.call('del', KEYS[1]);
-redis.call('publish', KEYS[2], ARGV[1]);
-return 1;
-";
-
-/// §2.3, ≤ 3.10.5: unlocking a missing lock publishes `0` and "succeeds".
-const UNLOCK_MISSING_PUBLISHES: &str = r"
-if (redis.call('exists', KEYS[1]) == 0) then
-    redis.call('publish', KEYS[2], ARGV[1]);
-    return 1;
-end;
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
-    return nil;
-end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    return 0;
-end;
-redis.call('del', KEYS[1]);
-redis.call('publish', KEYS[2], ARGV[1]);
-return 1;
-";
-
-/// §2.5: KEYS = [lock, channel]; ARGV = [0, publishCmd]. 1 when a key was deleted (and published).
-const FORCE_UNLOCK: &str = r"
-if (redis.call('del', KEYS[1]) == 1) then
-    redis.call(ARGV[2], KEYS[2], ARGV[1]);
-    return 1;
-end;
-return 0;
-";
-
-/// §4.3, ≤ 3.43: KEYS = [lock]; ARGV = [lease, lockName]. 1 when renewed.
-const RENEW_ONE: &str = r"
-if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return 1;
-end;
-return 0;
-";
-
-/// §4.2, 3.44+: KEYS = [lock1 … lockN]; ARGV = [lease, lockName1 … lockNameN]. One flag per key.
-const RENEW_BATCH: &str = r"
-local result = {};
-for i = 1, #KEYS do
-    if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then
-        redis.call('pexpire', KEYS[i], ARGV[1]);
-        table.insert(result, 1);
-    else
-        table.insert(result, 0);
-    end;
-end;
-return result;
-";
 
 // ===== names (§1.3, §1.4) =====
 
@@ -366,8 +219,8 @@ struct ClientInner {
     wire: Wire,
     config: JavaConfig,
     subscriber: Subscriber,
-    /// The local lock entries (§3.1), keyed by lock name: reference count and entry.
-    entries: tokio::sync::Mutex<HashMap<String, (usize, Arc<LockEntry>)>>,
+    /// The local entries (§3.1), keyed by entry name: reference count and entry.
+    entries: tokio::sync::Mutex<HashMap<String, (usize, Arc<Entry>)>>,
     watchdog: Watchdog,
 }
 
@@ -565,17 +418,6 @@ impl JavaClient {
         self.inner.wire.lock_name(thread)
     }
 
-    /// `redisson.getLock(name)`: a new `RLock` object (with its own `internalLockLeaseTime`).
-    pub fn get_lock(&self, name: impl Into<String>) -> JavaLock {
-        let name = name.into();
-        JavaLock {
-            client: self.inner.clone(),
-            channel: lock_channel(&name),
-            name,
-            internal_lease_ms: Arc::new(AtomicU64::new(self.watchdog_timeout_ms())),
-        }
-    }
-
     /// Whether the watchdog is renewing lock `name` for some thread of this client.
     pub fn is_renewing(&self, name: &str) -> bool {
         self.inner.watchdog.is_renewing(name)
@@ -587,45 +429,23 @@ impl JavaClient {
         self.inner.watchdog.stop();
     }
 
-    /// Runs one renewal round now for `locks` (name and owning thread), with this version's script:
-    /// one `RENEW_ONE` per lock (≤3.43, §4.3) or one batched script (3.44+, §4.2; in a cluster,
-    /// pass locks of one slot). Returns, per lock, whether it was renewed (the thread's field was
-    /// present). The automatic watchdog does not need this; it is for probing the script itself.
-    ///
-    /// # Errors
-    ///
-    /// When the script fails.
-    pub async fn renew(&self, locks: &[(&str, ThreadId)]) -> RedisResult<Vec<bool>> {
-        let wire = &self.inner.wire;
-        let lease = self.watchdog_timeout_ms().to_string();
-        if wire.version.has_batched_watchdog() {
-            let keys: Vec<&str> = locks.iter().map(|(name, _)| *name).collect();
-            let mut args = vec![lease];
-            args.extend(locks.iter().map(|(_, thread)| wire.lock_name(*thread)));
-            let flags: Vec<i64> = wire.eval(RENEW_BATCH, &keys, &args).await?;
-            Ok(flags.into_iter().map(|flag| flag == 1).collect())
-        } else {
-            let mut renewed = Vec::with_capacity(locks.len());
-            for (name, thread) in locks {
-                let args = [lease.clone(), wire.lock_name(*thread)];
-                let flag: i64 = wire.eval(RENEW_ONE, &[*name], &args).await?;
-                renewed.push(flag == 1);
-            }
-            Ok(renewed)
-        }
-    }
-
     fn watchdog_timeout_ms(&self) -> u64 {
         millis(self.inner.config.lock_watchdog_timeout)
     }
 }
 
 impl ClientInner {
-    /// `PublishSubscribe.subscribe` (§3.1): joins the lock's entry, or creates it and subscribes its
-    /// channel (on its own pub/sub connection) before returning.
-    async fn subscribe(&self, name: &str, channel: &str) -> RedisResult<Arc<LockEntry>> {
+    /// `PublishSubscribe.subscribe` (§3.1): joins the local entry `entry_name`, or creates it and
+    /// subscribes `channel` (on its own pub/sub connection) before returning. The kind's
+    /// `on_message` handles what arrives on the channel.
+    async fn subscribe(
+        &self,
+        entry_name: &str,
+        channel: &str,
+        on_message: OnMessage,
+    ) -> RedisResult<Arc<Entry>> {
         let mut entries = self.entries.lock().await;
-        if let Some((refs, entry)) = entries.get_mut(name) {
+        if let Some((refs, entry)) = entries.get_mut(entry_name) {
             *refs += 1;
             return Ok(entry.clone());
         }
@@ -636,35 +456,43 @@ impl ClientInner {
             let channel = channel.as_bytes().to_vec();
             async move {
                 while let Some(message) = messages.next().await {
-                    // LockPubSub only acts on its own channel name, exactly (§3.2).
-                    if message.get_channel::<Vec<u8>>().ok().as_ref() == Some(&channel) {
-                        latch.on_message(message.get_payload_bytes());
+                    // The pub/sub classes only act on their own channel name, exactly (§3.2).
+                    if message.get_channel::<Vec<u8>>().ok().as_ref() != Some(&channel) {
+                        continue;
+                    }
+                    // `LongCodec` reads the payload with `Long.valueOf`; a non-number is dropped
+                    // as a decode error (§3.2).
+                    let value = std::str::from_utf8(message.get_payload_bytes())
+                        .ok()
+                        .and_then(|text| text.parse::<i64>().ok());
+                    if let Some(value) = value {
+                        on_message(&latch, value);
                     }
                 }
             }
         });
-        let entry = Arc::new(LockEntry {
+        let entry = Arc::new(Entry {
             channel: channel.to_owned(),
             latch,
             sink,
             reader,
         });
-        let _ = entries.insert(name.to_owned(), (1, entry.clone()));
+        let _ = entries.insert(entry_name.to_owned(), (1, entry.clone()));
         Ok(entry)
     }
 
-    /// `PublishSubscribe.unsubscribe` (§3.1): the last local waiter unsubscribes (and waits for the
-    /// server's confirmation).
-    async fn unsubscribe(&self, name: &str) {
+    /// `PublishSubscribe.unsubscribe` (§3.1): the last local waiter of `entry_name` unsubscribes
+    /// (and waits for the server's confirmation).
+    async fn unsubscribe(&self, entry_name: &str) {
         let mut entries = self.entries.lock().await;
-        let Some((refs, _)) = entries.get_mut(name) else {
+        let Some((refs, _)) = entries.get_mut(entry_name) else {
             return;
         };
         *refs -= 1;
         if *refs > 0 {
             return;
         }
-        if let Some((_, entry)) = entries.remove(name) {
+        if let Some((_, entry)) = entries.remove(entry_name) {
             let _ = entry.sink.clone().unsubscribe(&entry.channel).await;
             entry.reader.abort();
         }
@@ -743,13 +571,18 @@ impl fmt::Debug for JavaClient {
 
 // ===== waiting (§3) =====
 
-/// `RedissonLockEntry` (§3.1): the per-client, per-lock state shared by all local waiters.
-struct LockEntry {
+/// A local entry (`RedissonLockEntry`, §3.1): the per-client state of one entry name (for an
+/// `RLock`, its lock name), shared by all local waiters: the channel's subscription and a latch.
+struct Entry {
     channel: String,
     latch: Arc<Latch>,
     sink: Sink,
     reader: JoinHandle<()>,
 }
+
+/// What a kind's pub/sub class (`LockPubSub`, §3.2; `SemaphorePubSub`, §8.5; …) does with a
+/// number that arrived on an entry's channel.
+type OnMessage = fn(&Latch, i64);
 
 /// The entry's `java.util.concurrent.Semaphore`, starting with 0 permits.
 #[derive(Debug)]
@@ -769,20 +602,15 @@ impl Default for Latch {
 }
 
 impl Latch {
-    /// `LockPubSub.onMessage` (§3.2): the payload is read with `Long.valueOf`; `0` releases one
-    /// permit (banked if nobody sleeps), `1` one per sleeping thread; other numbers are ignored and
-    /// non-numbers are dropped as decode errors.
-    fn on_message(&self, payload: &[u8]) {
-        let value = std::str::from_utf8(payload)
-            .ok()
-            .and_then(|text| text.parse::<i64>().ok());
-        match value {
-            Some(0) => self.permits.add_permits(1),
-            Some(1) => self
-                .permits
-                .add_permits(self.sleeping.load(Ordering::SeqCst)),
-            _ => {}
-        }
+    /// `release(permits)`: each permit wakes one sleeping thread, or stays banked for the next
+    /// thread to wait.
+    fn release(&self, permits: usize) {
+        self.permits.add_permits(permits);
+    }
+
+    /// `getQueueLength()`: how many threads sleep on the latch.
+    fn queue_length(&self) -> usize {
+        self.sleeping.load(Ordering::SeqCst)
     }
 
     /// `latch.tryAcquire(limit)` or, without a limit, `latch.acquire()`: sleeps until a permit or the
@@ -802,336 +630,13 @@ impl Latch {
     }
 }
 
-// ===== the lock =====
-
-/// An emulated `RLock` object (§2): one lock name plus this object's `internalLockLeaseTime`.
-/// Clones share the object (as Java threads share one `RLock` reference).
-#[derive(Clone)]
-pub struct JavaLock {
-    client: Arc<ClientInner>,
-    name: String,
-    channel: String,
-    internal_lease_ms: Arc<AtomicU64>,
-}
-
-impl JavaLock {
-    /// The lock name (also its hash key).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The unlock channel this lock's waiters subscribe to.
-    pub fn channel(&self) -> &str {
-        &self.channel
-    }
-
-    /// The hash field of `thread`: `<clientUUID>:<threadId>`.
-    pub fn lock_name(&self, thread: ThreadId) -> String {
-        self.client.wire.lock_name(thread)
-    }
-
-    /// This object's `internalLockLeaseTime` (§2.1): the watchdog timeout, or the last explicit
-    /// lease it acquired with, until an unlock resets it.
-    pub fn internal_lease(&self) -> Duration {
-        Duration::from_millis(self.internal_lease_ms.load(Ordering::SeqCst))
-    }
-
-    /// `lock()` on `thread` (§3.3): waits without limit; the watchdog keeps the hold.
-    ///
-    /// # Errors
-    ///
-    /// When a script fails, or the subscription is not confirmed within `subscriptionTimeout`.
-    pub async fn lock(&self, thread: ThreadId) -> RedisResult<()> {
-        self.lock_inner(thread, None).await
-    }
-
-    /// `lock(leaseTime)` on `thread` (§3.3): waits without limit; the hold expires after `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`JavaLock::lock`].
-    pub async fn lock_with_lease(&self, thread: ThreadId, lease: Duration) -> RedisResult<()> {
-        self.lock_inner(thread, Some(lease)).await
-    }
-
-    /// `tryLock()` on `thread`: one attempt (`EVAL_NULL_BOOLEAN`), watchdog lease if acquired.
-    ///
-    /// # Errors
-    ///
-    /// When the script fails.
-    pub async fn try_lock(&self, thread: ThreadId) -> RedisResult<bool> {
-        Ok(self.try_acquire(thread, None).await?.is_none())
-    }
-
-    /// `tryLock(waitTime, leaseTime)` on `thread` (§3.4): waits up to `wait`; `lease` `None` means the
-    /// watchdog. Returns whether the lock was acquired.
-    ///
-    /// # Errors
-    ///
-    /// When a script fails.
-    pub async fn try_lock_for(
-        &self,
-        thread: ThreadId,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> RedisResult<bool> {
-        let deadline = Instant::now() + wait;
-        if self.try_acquire(thread, lease).await?.is_none() {
-            return Ok(true);
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Ok(false);
-        }
-        let subscribe = self.client.subscribe(&self.name, &self.channel);
-        let entry = match tokio::time::timeout(remaining, subscribe).await {
-            Err(_) => return Ok(false),
-            Ok(entry) => entry?,
-        };
-        let result = async {
-            loop {
-                let Some(ttl) = self.try_acquire(thread, lease).await? else {
-                    return Ok(true);
-                };
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                if remaining.is_zero() {
-                    return Ok(false);
-                }
-                let limit = match u64::try_from(ttl) {
-                    Ok(ttl) if Duration::from_millis(ttl) < remaining => Duration::from_millis(ttl),
-                    _ => remaining,
-                };
-                entry.latch.wait(Some(limit)).await;
-                if Instant::now() >= deadline {
-                    return Ok(false);
-                }
-            }
-        }
-        .await;
-        self.client.unsubscribe(&self.name).await;
-        result
-    }
-
-    /// `unlock()` on `thread` (§2.3): one unlock with a fresh request id, then (3.24+) the `DEL` of
-    /// the latch, then watchdog cancellation and the `internalLockLeaseTime` reset. Returns the
-    /// script's reply: `Some(1)` released (and published), `Some(0)` still held, `None` not the owner
-    /// (Java throws `IllegalMonitorStateException`). ≤3.10.5 returns `Some(1)` for a missing lock.
-    ///
-    /// # Errors
-    ///
-    /// When the script fails.
-    pub async fn unlock(&self, thread: ThreadId) -> RedisResult<Option<i64>> {
-        let version = self.client.wire.version;
-        let request_id = new_request_id();
-        let result = self.unlock_attempt(thread, &request_id).await;
-        if version.has_unlock_latch() && result.is_ok() {
-            // Fire-and-forget in Java; awaited here so tests see its effect deterministically.
-            let latch = if version.deletes_its_latch() {
-                unlock_latch(&self.name, &request_id)
-            } else {
-                unlock_latch(&self.name, &self.client.wire.id)
-            };
-            let mut conn = self.client.wire.conn.clone();
-            let _: RedisResult<i64> = conn.del(latch).await;
-        }
-        self.client.watchdog.cancel(&self.name, thread);
-        let reset = match result {
-            Ok(None | Some(1)) => true,
-            Ok(Some(_)) => version.partial_unlock_resets_lease(),
-            Err(_) => false,
-        };
-        if reset {
-            self.reset_internal_lease();
-        }
-        result
-    }
-
-    /// One unlock script call exactly as sent on the wire, under `request_id` (ignored before 3.24,
-    /// which has no latch). A Java retry after a lost reply re-sends this with the same id (3.52+);
-    /// nothing else (no `DEL`, no bookkeeping) happens here.
-    ///
-    /// # Errors
-    ///
-    /// When the script fails.
-    pub async fn unlock_attempt(
-        &self,
-        thread: ThreadId,
-        request_id: &str,
-    ) -> RedisResult<Option<i64>> {
-        let wire = &self.client.wire;
-        let lease = self.internal_lease_ms.load(Ordering::SeqCst).to_string();
-        let mut args = vec![UNLOCK_MESSAGE.to_owned(), lease, wire.lock_name(thread)];
-        let keys = [self.name.as_str(), self.channel.as_str()];
-        match wire.version {
-            RedissonVersion::V3_10_5 => wire.eval(UNLOCK_MISSING_PUBLISHES, &keys, &args).await,
-            RedissonVersion::V3_12 | RedissonVersion::V3_21 => {
-                wire.eval(UNLOCK_LITERAL_PUBLISH, &keys, &args).await
-            }
-            RedissonVersion::V3_23 => {
-                args.push(wire.publish.to_owned());
-                wire.eval(UNLOCK_NO_LATCH, &keys, &args).await
-            }
-            _ => {
-                let latch = unlock_latch(&self.name, request_id);
-                args.push(wire.publish.to_owned());
-                args.push(wire.version.latch_ttl_ms().to_string());
-                let keys = [self.name.as_str(), self.channel.as_str(), latch.as_str()];
-                wire.eval(UNLOCK_LATCH, &keys, &args).await
-            }
-        }
-    }
-
-    /// `forceUnlock()` (§2.5): stops renewal of the lock, deletes it whoever holds it and publishes
-    /// `0` if it existed. Returns whether it existed.
-    ///
-    /// # Errors
-    ///
-    /// When the script fails.
-    pub async fn force_unlock(&self) -> RedisResult<bool> {
-        self.client.watchdog.cancel_all(&self.name);
-        let args = [
-            UNLOCK_MESSAGE.to_owned(),
-            self.client.wire.publish.to_owned(),
-        ];
-        let deleted: i64 = self
-            .client
-            .wire
-            .eval(
-                FORCE_UNLOCK,
-                &[self.name.as_str(), self.channel.as_str()],
-                &args,
-            )
-            .await?;
-        self.reset_internal_lease();
-        Ok(deleted == 1)
-    }
-
-    /// `isLocked()`: `EXISTS`.
-    ///
-    /// # Errors
-    ///
-    /// When Redis fails.
-    pub async fn is_locked(&self) -> RedisResult<bool> {
-        self.client.wire.conn.clone().exists(&self.name).await
-    }
-
-    /// `isHeldByThread(thread)`: `HEXISTS`.
-    ///
-    /// # Errors
-    ///
-    /// When Redis fails.
-    pub async fn is_held_by_thread(&self, thread: ThreadId) -> RedisResult<bool> {
-        let field = self.lock_name(thread);
-        self.client
-            .wire
-            .conn
-            .clone()
-            .hexists(&self.name, field)
-            .await
-    }
-
-    /// `getHoldCount()` of `thread`: `HGET`, nil → 0.
-    ///
-    /// # Errors
-    ///
-    /// When Redis fails.
-    pub async fn hold_count(&self, thread: ThreadId) -> RedisResult<u64> {
-        let field = self.lock_name(thread);
-        let count: Option<u64> = self
-            .client
-            .wire
-            .conn
-            .clone()
-            .hget(&self.name, field)
-            .await?;
-        Ok(count.unwrap_or(0))
-    }
-
-    /// `remainTimeToLive()`: `PTTL` in ms (-2 missing, -1 no expiry).
-    ///
-    /// # Errors
-    ///
-    /// When Redis fails.
-    pub async fn remain_time_to_live(&self) -> RedisResult<i64> {
-        self.client.wire.conn.clone().pttl(&self.name).await
-    }
-
-    /// `lock(leaseTime)` (§3.3): try; subscribe; loop { try; sleep on the latch up to the PTTL, or
-    /// without limit when the PTTL is negative }; unsubscribe.
-    async fn lock_inner(&self, thread: ThreadId, lease: Option<Duration>) -> RedisResult<()> {
-        if self.try_acquire(thread, lease).await?.is_none() {
-            return Ok(());
-        }
-        let subscribe = self.client.subscribe(&self.name, &self.channel);
-        let timeout = self.client.config.subscription_timeout;
-        let entry = tokio::time::timeout(timeout, subscribe)
-            .await
-            .map_err(|_| {
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("Unable to acquire subscription lock after {timeout:?}"),
-                )
-            })??;
-        let result = async {
-            loop {
-                let Some(ttl) = self.try_acquire(thread, lease).await? else {
-                    return Ok(());
-                };
-                let limit = u64::try_from(ttl).ok().map(Duration::from_millis);
-                entry.latch.wait(limit).await;
-            }
-        }
-        .await;
-        self.client.unsubscribe(&self.name).await;
-        result
-    }
-
-    /// `tryAcquire` (§2.2): one acquire script. `None` when acquired (then the lease becomes
-    /// `internalLockLeaseTime`, or the lock is handed to the watchdog), else the PTTL.
-    async fn try_acquire(
-        &self,
-        thread: ThreadId,
-        lease: Option<Duration>,
-    ) -> RedisResult<Option<i64>> {
-        let wire = &self.client.wire;
-        let lease_ms = lease.map_or_else(|| self.internal_lease_ms.load(Ordering::SeqCst), millis);
-        let args = [lease_ms.to_string(), wire.lock_name(thread)];
-        let ttl: Option<i64> = wire
-            .eval(wire.version.acquire_script(), &[self.name.as_str()], &args)
-            .await?;
-        if ttl.is_none() {
-            match lease {
-                Some(lease) => self
-                    .internal_lease_ms
-                    .store(millis(lease), Ordering::SeqCst),
-                None => self.client.watchdog.register(&self.name, thread, lease_ms),
-            }
-        }
-        Ok(ttl)
-    }
-
-    fn reset_internal_lease(&self) {
-        let timeout = millis(self.client.config.lock_watchdog_timeout);
-        self.internal_lease_ms.store(timeout, Ordering::SeqCst);
-    }
-}
-
-impl fmt::Debug for JavaLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JavaLock")
-            .field("name", &self.name)
-            .field("client", &self.client.wire.id)
-            .field("internal_lease", &self.internal_lease())
-            .finish()
-    }
-}
-
 // ===== the watchdog (§4) =====
 
 /// Lease renewal of this client's watchdog locks: one timer per lock (≤3.43, §4.3) or one batched
 /// task for all of them (3.44+, §4.2). Holds are counted per thread (§4.1): every acquire adds one,
 /// every unlock call removes one; the lock stops being renewed when no thread is left, when a renewal
-/// finds the first thread's field gone, or on force unlock.
+/// finds the first thread's field gone, or on force unlock. Renewals run the `RLock`'s scripts
+/// (`lock::renew_one`, `lock::renew_batch`).
 struct Watchdog {
     wire: Wire,
     timeout_ms: u64,
@@ -1297,8 +802,8 @@ fn lock_state(state: &Mutex<RenewalState>) -> MutexGuard<'_, RenewalState> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// §4.3 (≤3.43): every `lease / 3`, `RENEW_ONE` for the first local thread; 1 re-schedules, 0 or an
-/// error ends renewal of the lock.
+/// §4.3 (≤3.43): every `lease / 3`, one renewal for the first local thread; a renewal
+/// re-schedules, a missing field or an error ends renewal of the lock.
 async fn per_lock_renewal(
     wire: Wire,
     state: Arc<Mutex<RenewalState>>,
@@ -1311,9 +816,8 @@ async fn per_lock_renewal(
         let Some(thread) = lock_state(&state).first_thread(&name, generation) else {
             return;
         };
-        let args = [lease_ms.to_string(), wire.lock_name(thread)];
-        let renewed: RedisResult<i64> = wire.eval(RENEW_ONE, &[name.as_str()], &args).await;
-        if renewed.ok() != Some(1) {
+        let renewed = lock::renew_one(&wire, &name, thread, lease_ms).await;
+        if renewed.ok() != Some(true) {
             // This aborts our own handle, which is harmless: we return right away.
             lock_state(&state).remove_generation(&name, generation);
             return;
@@ -1322,8 +826,8 @@ async fn per_lock_renewal(
 }
 
 /// §4.2 (3.44+): every `lockWatchdogTimeout / 3`, renew all registered locks, at most 100 (of one
-/// slot, in a cluster) per `RENEW_BATCH`, each with its first local thread; a 0 drops that lock, an error keeps them all.
-/// The task ends when no lock is left.
+/// slot, in a cluster) per batched script, each with its first local thread; a missing field drops
+/// that lock, an error keeps them all. The task ends when no lock is left.
 async fn batched_renewal(wire: Wire, state: Arc<Mutex<RenewalState>>, timeout_ms: u64) {
     loop {
         tokio::time::sleep(Duration::from_millis(timeout_ms / 3)).await;
@@ -1338,15 +842,16 @@ async fn batched_renewal(wire: Wire, state: Arc<Mutex<RenewalState>>, timeout_ms
             .iter()
             .flat_map(|b| b.chunks(WATCHDOG_BATCH_SIZE))
         {
-            let keys: Vec<&str> = chunk.iter().map(|(name, _, _)| name.as_str()).collect();
-            let mut args = vec![timeout_ms.to_string()];
-            args.extend(chunk.iter().map(|(_, _, thread)| wire.lock_name(*thread)));
-            let Ok(flags) = wire.eval::<Vec<i64>>(RENEW_BATCH, &keys, &args).await else {
+            let locks: Vec<(&str, ThreadId)> = chunk
+                .iter()
+                .map(|(name, _, thread)| (name.as_str(), *thread))
+                .collect();
+            let Ok(renewed) = lock::renew_batch(&wire, &locks, timeout_ms).await else {
                 continue; // logged by Redisson; entries are kept and retried next tick
             };
             let mut state = lock_state(&state);
-            for ((name, generation, _), flag) in chunk.iter().zip(flags) {
-                if flag == 0 {
+            for ((name, generation, _), renewed) in chunk.iter().zip(renewed) {
+                if !renewed {
                     state.remove_generation(name, *generation);
                 }
             }
