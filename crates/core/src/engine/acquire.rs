@@ -267,13 +267,7 @@ struct GiveUp(Option<(ScriptCall, Commands, Background)>);
 
 impl GiveUp {
     fn arm(services: &Services, call: Option<ScriptCall>) -> Self {
-        Self(call.map(|call| {
-            (
-                call,
-                services.commands.clone(),
-                services.background.clone(),
-            )
-        }))
+        Self(call.map(|call| (call, services.commands.clone(), services.background.clone())))
     }
 
     fn disarm(mut self) {
