@@ -307,24 +307,24 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
-    async fn an_unused_turn_passes_to_the_next_waiter() {
+    async fn an_unused_turn_passes_to_the_next_waiter_and_a_used_one_does_not() {
         let wakeups = Arc::new(Wakeups::default());
         let first = wakeups.arm();
-        let woken = sleepers(&wakeups, 1).await;
         wakeups.wake(1);
-        // The FIFO semaphore serves the longest sleeper; whichever got it, dropping the turn unused
-        // must hand it on.
-        let turn = tokio::time::timeout(Duration::from_millis(1), first.woken()).await;
+        let turn = tokio::time::timeout(Duration::from_millis(1), first.woken())
+            .await
+            .expect("the banked wake-up is the first waiter's");
+        let woken = sleepers(&wakeups, 1).await;
+        assert_eq!(count(&woken), 0);
+        drop(turn); // the first waiter went away before using it
         settle().await;
-        match turn {
-            Ok(turn) => {
-                assert_eq!(count(&woken), 0);
-                drop(turn);
-                settle().await;
-                assert_eq!(count(&woken), 1, "the dropped turn went to the sleeper");
-            }
-            Err(_) => assert_eq!(count(&woken), 1),
-        }
+        assert_eq!(count(&woken), 1, "the dropped turn went to the sleeper");
+
+        let second = wakeups.arm();
+        wakeups.wake(1);
+        second.woken().await.used();
+        let later = sleepers(&wakeups, 1).await;
+        assert_eq!(count(&later), 0, "a used turn is consumed");
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -177,14 +177,19 @@ mod tests {
         })
     }
 
-    /// A waiter on `lock`, woken through `registry`'s channel (or polling when `channel` is false).
-    fn waiter(
+    /// A waiter that runs `attempt`, woken through `registry`'s channel (or polling when `channel`
+    /// is false).
+    fn spawn_wait<F, Fut>(
         registry: &Arc<Registry>,
-        lock: &Arc<FakeLock>,
         channel: bool,
         patience: Option<Duration>,
-    ) -> JoinHandle<Result<Option<()>>> {
-        let (registry, lock) = (registry.clone(), lock.clone());
+        attempt: F,
+    ) -> JoinHandle<Result<Option<()>>>
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Attempt<()>>> + Send,
+    {
+        let registry = registry.clone();
         tokio::spawn(async move {
             let waiting = Waiting {
                 registry: &registry,
@@ -194,11 +199,21 @@ mod tests {
                 poll_delay: &degraded,
                 name: "test",
             };
-            wait(waiting, || {
-                let lock = lock.clone();
-                async move { Ok(lock.try_once()) }
-            })
-            .await
+            wait(waiting, attempt).await
+        })
+    }
+
+    /// A waiter on `lock`.
+    fn waiter(
+        registry: &Arc<Registry>,
+        lock: &Arc<FakeLock>,
+        channel: bool,
+        patience: Option<Duration>,
+    ) -> JoinHandle<Result<Option<()>>> {
+        let lock = lock.clone();
+        spawn_wait(registry, channel, patience, move || {
+            let lock = lock.clone();
+            async move { Ok(lock.try_once()) }
         })
     }
 
@@ -301,29 +316,19 @@ mod tests {
     async fn a_woken_waiter_dropped_before_its_retry_passes_the_wake_up_on() {
         let (registry, lock, listening) = contended();
         // The first waiter's retries never complete, so a wake-up it takes is in flight when it goes.
-        let stuck_registry = registry.clone();
         let entered = Arc::new(AtomicU32::new(0));
-        let stuck_entered = entered.clone();
-        let stuck = tokio::spawn(async move {
-            let waiting = Waiting {
-                registry: &stuck_registry,
-                channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
-                deadline: None,
-                subscription_timeout: Duration::from_secs(1),
-                poll_delay: &degraded,
-                name: "stuck",
-            };
-            wait(waiting, || {
-                let entered = stuck_entered.clone();
+        let stuck = spawn_wait(&registry, true, None, {
+            let entered = entered.clone();
+            move || {
+                let entered = entered.clone();
                 async move {
                     if entered.fetch_add(1, Ordering::AcqRel) == 0 {
-                        Ok(Attempt::<()>::Busy(PTTL))
+                        Ok(Attempt::Busy(PTTL))
                     } else {
                         std::future::pending().await
                     }
                 }
-            })
-            .await
+            }
         });
         settle().await;
         let other = waiter(&registry, &lock, true, None);
