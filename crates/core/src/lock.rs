@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::connection::Written;
 use crate::engine::{self, Attempt, Guard, Kind, Lease, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::names;
@@ -111,7 +110,7 @@ impl Kind for Reentrant {
         Some((Cow::Borrowed(&self.channel), WakeRule::OneOrAll))
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration) -> ScriptCall {
+    fn acquire_call(&self, field: &str, lease: Duration, _wait: Wait) -> ScriptCall {
         ScriptCall::new(&ACQUIRE)
             .key(&self.name)
             .arg(lease.as_millis())
@@ -153,6 +152,14 @@ impl Kind for Reentrant {
             .arg(field)
             .arg(self.publish)
             .arg(latch_ttl.as_millis())
+    }
+
+    fn force_unlock_call(&self) -> ScriptCall {
+        ScriptCall::new(&FORCE_UNLOCK)
+            .key(&self.name)
+            .key(&self.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(self.publish)
     }
 
     fn renewal(&self) -> &'static Renewal {
@@ -368,34 +375,7 @@ impl Lock {
     /// Not cancel safe: if dropped, the lock may or may not have been deleted.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
-        let services = &self.services;
-        services.watchdog.forget(self.name());
-        let call = ScriptCall::new(&FORCE_UNLOCK)
-            .key(self.name())
-            .key(&self.kind.channel)
-            .arg(UNLOCK_MESSAGE)
-            .arg(self.kind.publish);
-        let mut conn = services
-            .commands
-            .get(Operation::ForceUnlock, self.name())
-            .await?;
-        match services.commands.write(&mut conn.conn, &call).await {
-            Written::Ran(Value::Int(deleted)) => Ok(deleted == 1),
-            Written::Ran(other) => Err(Error::unexpected(
-                Operation::ForceUnlock,
-                self.name(),
-                other,
-            )),
-            Written::Unsynced { replicas, .. } => Err(Error::NoSyncedReplicas {
-                operation: Operation::ForceUnlock,
-                name: self.name().to_owned(),
-                replicas,
-            }),
-            Written::Refused(e) => Err(Error::from_redis(Operation::ForceUnlock, self.name(), e)),
-            Written::Unknown(unknown) => {
-                Err(unknown.into_error(Operation::ForceUnlock, self.name()))
-            }
-        }
+        engine::force_unlock(&self.services, &*self.kind).await
     }
 
     /// Whether anyone holds the lock (`EXISTS`).

@@ -40,7 +40,7 @@ pub(crate) async fn acquire<K: Kind>(
         ),
     };
     let field = kind.field(services.field(owner));
-    let poll_delay = |previous| kind.poll_delay(previous);
+    let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
     let waiting = Waiting {
         registry: services.subscriber.registry(),
         channel: kind.channel(&field),
@@ -51,8 +51,10 @@ pub(crate) async fn acquire<K: Kind>(
     };
     let give_up = GiveUp::arm(services, kind.give_up_call(&field));
     let (kind_ref, field_ref) = (&**kind, field.as_str());
+    // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
+    // and only while it runs, so a waiting task's future stays small.
     let acquired = wait(waiting, move || {
-        attempt(services, kind_ref, field_ref, lease)
+        Box::pin(attempt(services, kind_ref, field_ref, lease, wait_for))
     })
     .await;
     match acquired {
@@ -83,6 +85,7 @@ async fn attempt<K: Kind>(
     kind: &K,
     field: &str,
     lease: Lease,
+    wait: Wait,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
     let mut retry = 0;
     loop {
@@ -90,9 +93,7 @@ async fn attempt<K: Kind>(
             .commands
             .get(Operation::Acquire, kind.name())
             .await?;
-        // The request's state (undo, script call, reply futures: kilobytes) lives on the heap, and
-        // only while a connection is in hand, so a waiting task's future stays small.
-        match Box::pin(attempt_on(services, kind, field, lease, conn)).await? {
+        match attempt_on(services, kind, field, lease, wait, conn).await? {
             Tried::Done(attempt) => return Ok(attempt),
             Tried::Unsynced { replicas } if retry >= services.config.retry_attempts => {
                 return Err(Error::NoSyncedReplicas {
@@ -129,6 +130,7 @@ async fn attempt_on<K: Kind>(
     kind: &K,
     field: &str,
     lease: Lease,
+    wait: Wait,
     conn: Connection,
 ) -> Result<Tried<K::Token>> {
     let lease_time = match lease {
@@ -142,7 +144,7 @@ async fn attempt_on<K: Kind>(
         kind.undo_acquire_call(field, held_before, lease_time),
         lease_time,
     );
-    let call = kind.acquire_call(field, lease_time);
+    let call = kind.acquire_call(field, lease_time, wait);
     let sent_at = Instant::now();
     let written = services.commands.write(&mut undo.conn.conn, &call).await;
     let name = kind.name();
@@ -263,29 +265,34 @@ async fn undo(commands: Commands, mut conn: Connection, call: ScriptCall, lease:
 
 /// A waiter's give-up (PROTOCOL.md §6.6): run when the wait ran out, sent in the background when the
 /// acquisition is dropped or failed, unless disarmed by success. Empty for kinds that need none.
-struct GiveUp(Option<(ScriptCall, Commands, Background)>);
+struct GiveUp<'a> {
+    call: Option<ScriptCall>,
+    services: &'a Services,
+}
 
-impl GiveUp {
-    fn arm(services: &Services, call: Option<ScriptCall>) -> Self {
-        Self(call.map(|call| (call, services.commands.clone(), services.background.clone())))
+impl<'a> GiveUp<'a> {
+    fn arm(services: &'a Services, call: Option<ScriptCall>) -> Self {
+        Self { call, services }
     }
 
     fn disarm(mut self) {
-        self.0 = None;
+        self.call = None;
     }
 
     /// Gives up now, on the caller's task.
     async fn finish(mut self) {
-        if let Some((call, commands, _)) = self.0.take() {
-            give_up(commands, call).await;
+        if let Some(call) = self.call.take() {
+            // Boxed: a write's future is kilobytes, and every acquire future would carry it inline.
+            Box::pin(give_up(self.services.commands.clone(), call)).await;
         }
     }
 }
 
-impl Drop for GiveUp {
+impl Drop for GiveUp<'_> {
     fn drop(&mut self) {
-        if let Some((call, commands, background)) = self.0.take() {
-            drop(background.spawn(give_up(commands, call)));
+        if let Some(call) = self.call.take() {
+            let commands = self.services.commands.clone();
+            drop(self.services.background.spawn(give_up(commands, call)));
         }
     }
 }

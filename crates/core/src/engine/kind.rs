@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::Value;
 
+use super::Wait;
 use crate::scripts::ScriptCall;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
@@ -43,15 +44,16 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn channel(&self, field: &str) -> Option<(Cow<'_, str>, WakeRule)>;
 
     /// How long a waiter that nothing can wake (no channel, or a subscription that is not live)
-    /// waits before its next try, after `previous` (none before the first such wait).
-    fn poll_delay(&self, previous: Option<Duration>) -> Duration {
+    /// waits before its next try, after `polls` such waits in a row, the last one `previous`.
+    fn poll_delay(&self, previous: Option<Duration>, _polls: u32) -> Duration {
         previous.map_or(DEGRADED_POLL.0, |previous| {
             (previous * 2).min(DEGRADED_POLL.1)
         })
     }
 
-    /// One acquire attempt by `field` for a hold of `lease`.
-    fn acquire_call(&self, field: &str, lease: Duration) -> ScriptCall;
+    /// One acquire attempt by `field` for a hold of `lease`, by a caller prepared to wait as `wait`
+    /// says (a fair lock queues only a caller that waits, and tells the queue how long).
+    fn acquire_call(&self, field: &str, lease: Duration, wait: Wait) -> ScriptCall;
 
     /// Decodes the acquire script's reply; `None` for a reply the protocol does not allow.
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Self::Token>>;
@@ -75,6 +77,9 @@ pub(crate) trait Kind: Send + Sync + 'static {
         latch: &str,
         latch_ttl: Duration,
     ) -> ScriptCall;
+
+    /// Deletes the lock whoever holds it and wakes a waiter: replies 1 when deleted, else 0.
+    fn force_unlock_call(&self) -> ScriptCall;
 
     /// How the watchdog renews this kind's holds.
     fn renewal(&self) -> &'static Renewal;

@@ -42,7 +42,7 @@ pub(crate) use acquire::acquire;
 pub use guard::Guard;
 pub(crate) use hold::hold_count;
 pub(crate) use kind::{Attempt, Kind};
-pub(crate) use release::Releasing;
+pub(crate) use release::{Releasing, force_unlock};
 
 use crate::error::{Error, Result};
 

@@ -84,6 +84,30 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     }
 }
 
+/// Deletes the lock `kind` whoever holds it (the kind's force-unlock script, which also wakes a
+/// waiter). Returns whether a lock was deleted. This client's guards of the lock see their lease lost.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: if dropped, the lock may or may not have been deleted.
+pub(crate) async fn force_unlock<K: Kind + ?Sized>(services: &Services, kind: &K) -> Result<bool> {
+    let name = kind.name();
+    services.watchdog.forget(kind.key());
+    let call = kind.force_unlock_call();
+    let mut conn = services.commands.get(Operation::ForceUnlock, name).await?;
+    match services.commands.write(&mut conn.conn, &call).await {
+        Written::Ran(Value::Int(deleted)) => Ok(deleted == 1),
+        Written::Ran(other) => Err(Error::unexpected(Operation::ForceUnlock, name, other)),
+        Written::Unsynced { replicas, .. } => Err(Error::NoSyncedReplicas {
+            operation: Operation::ForceUnlock,
+            name: name.to_owned(),
+            replicas,
+        }),
+        Written::Refused(e) => Err(Error::from_redis(Operation::ForceUnlock, kind.key(), e)),
+        Written::Unknown(unknown) => Err(unknown.into_error(Operation::ForceUnlock, name)),
+    }
+}
+
 /// A release in progress: awaited, it runs on the caller's task; dropped before it completed (or
 /// never awaited), it finishes in the background. Either way it is the same release, with the same
 /// request id, so it applies once.

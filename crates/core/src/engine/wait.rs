@@ -26,8 +26,9 @@ pub(crate) struct Waiting<'a> {
     pub(crate) deadline: Option<Instant>,
     /// How long to wait for the server to confirm a subscription before polling instead.
     pub(crate) subscription_timeout: Duration,
-    /// The next poll interval of a waiter nothing can wake, after the previous one.
-    pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>) -> Duration + Sync),
+    /// The next poll interval of a waiter nothing can wake, after the previous one and the number
+    /// of polls in a row.
+    pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
     /// The lock's name, for logs.
     pub(crate) name: &'a str,
 }
@@ -90,6 +91,7 @@ where
     // The wake-up that led to the current try: passed on if the try does not complete.
     let mut turn = Turn::none();
     let mut poll = None;
+    let mut polls = 0;
     loop {
         // Armed before the try: a wake-up from now on is banked for this waiter.
         let armed = subscription.as_ref().map(Subscription::arm);
@@ -109,24 +111,24 @@ where
         }
         let mut sleep = bound;
         if subscription.as_ref().is_some_and(Subscription::is_live) {
-            poll = None;
+            (poll, polls) = (None, 0);
         } else {
-            let delay = poll_delay(poll);
-            poll = Some(delay);
+            let delay = poll_delay(poll, polls);
+            (poll, polls) = (Some(delay), polls + 1);
             sleep = sleep.min(delay);
         }
         // A foreign key may report any PTTL, even one no Instant can represent.
         let slept = now.checked_add(sleep).unwrap_or_else(super::far_future);
         let until = deadline.map_or(slept, |d| d.min(slept));
-        turn = match armed {
-            Some(armed) => tokio::select! {
-                turn = armed.woken() => turn,
-                () = tokio::time::sleep_until(until) => Turn::none(),
-            },
-            None => {
-                tokio::time::sleep_until(until).await;
-                Turn::none()
+        let woken = async {
+            match armed {
+                Some(armed) => armed.woken().await,
+                None => std::future::pending().await,
             }
+        };
+        turn = tokio::select! {
+            turn = woken => turn,
+            () = tokio::time::sleep_until(until) => Turn::none(),
         };
     }
 }
@@ -171,7 +173,7 @@ mod tests {
         }
     }
 
-    fn degraded(previous: Option<Duration>) -> Duration {
+    fn degraded(previous: Option<Duration>, _polls: u32) -> Duration {
         previous.map_or(Duration::from_millis(25), |p| {
             (p * 2).min(Duration::from_secs(1))
         })
