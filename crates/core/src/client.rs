@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::error::{Operation, Result};
 use crate::lock::Lock;
+use crate::reentrant::Reentrant;
 use crate::services::Services;
 
 /// A connection to one Redis, shared by every lock made from it. Cheap to clone.
@@ -80,7 +81,10 @@ impl Client {
     /// The reentrant lock called `name`: Redisson's `getLock(name)`. Making a handle costs nothing and
     /// sends nothing; an empty name is reported by the first operation.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.services.clone(), name.into())
+        Lock::new(
+            self.services.clone(),
+            Reentrant::new(name.into(), self.services.publish),
+        )
     }
 
     /// This client's node id: the random v4 UUID that prefixes its owners' hash fields.

@@ -19,6 +19,7 @@ mod lock;
 mod names;
 mod owner;
 mod pubsub;
+mod reentrant;
 mod scripts;
 mod services;
 mod wake;
@@ -30,3 +31,9 @@ pub use engine::Guard;
 pub use error::{Error, Operation, Result};
 pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
 pub use owner::Owner;
+
+/// The lock kinds: the type parameter of [`Lock`], one per Redisson lock object. Their contents
+/// are private; the [`Client`] method that makes a handle chooses its kind.
+pub mod kind {
+    pub use crate::reentrant::Reentrant;
+}

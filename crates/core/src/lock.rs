@@ -1,171 +1,18 @@
-//! The reentrant lock: Redisson's `RLock` (PROTOCOL.md §2).
+//! The lock handle every hash-based kind shares: [`Lock<K>`](Lock), Redisson's `RLock` interface.
 //!
-//! The lock is a Redis hash at the lock's name with one field, `<node-uuid>:<owner-id>`, whose value
-//! is the hold count. Acquire, unlock, undo, renewal and force-unlock are the scripts in
-//! `lua/lock_*.lua`; waiting, leases and cancellation are the [engine](crate::engine)'s.
+//! A handle is a kind (what goes over the wire, see [`crate::kind`]) plus the client's services and
+//! an optional bound owner. Every kind gets the whole lock API from this one generic type; a kind's
+//! own extras (a fencing token, a fair lock's queue) are inherent methods on its `Lock<Kind>`.
 
-use std::borrow::Cow;
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Script, Value};
-
-use crate::engine::{self, Attempt, Guard, Kind, Lease, Wait};
+use crate::engine::{self, Guard, Kind, Lease, Wait};
 use crate::error::{Error, Operation, Result};
-use crate::names;
 use crate::owner::Owner;
-use crate::scripts::{ScriptCall, lua};
+use crate::reentrant::Reentrant;
 use crate::services::Services;
-use crate::wake::WakeRule;
-use crate::watchdog::Renewal;
-
-static ACQUIRE: LazyLock<Script> = lua!("lock_acquire.lua");
-static UNLOCK: LazyLock<Script> = lua!("lock_unlock.lua");
-static UNDO_ACQUIRE: LazyLock<Script> = lua!("lock_undo_acquire.lua");
-static FORCE_UNLOCK: LazyLock<Script> = lua!("lock_force_unlock.lua");
-static RENEW: LazyLock<Script> = lua!("lock_renew.lua");
-
-/// Renewal of hash locks held by one field: `HEXISTS` then `PEXPIRE` (PROTOCOL.md §4.2 `LockTask`).
-/// Only one owner holds a reentrant lock at a time, so the first of this client's fields is the one.
-static RENEWAL: Renewal = Renewal {
-    name: "lock",
-    script: &RENEW,
-    add: |call, key, fields| call.key(key).arg(fields.first().map_or("", String::as_str)),
-};
-
-/// The message that wakes one waiter.
-const UNLOCK_MESSAGE: &str = "0";
-
-/// A guard of a [`Lock`] hold.
-pub type LockGuard = Guard<()>;
-
-/// A distributed reentrant lock, shared with Redisson's `RLock` of the same name.
-///
-/// Acquiring returns a [`LockGuard`] that releases the hold when dropped (in the background) or
-/// explicitly with [`Guard::unlock`]. Acquisitions re-enter the holds of their [owner](Owner), as a
-/// Java thread re-enters its `RLock`; which owner a call uses:
-///
-/// | where the call is made | owner |
-/// |---|---|
-/// | a handle bound with [`Lock::with_owner`] | that owner |
-/// | async code inside [`Owner::scope`] | the scope's owner (nested locks re-enter) |
-/// | a thread outside any async runtime (the [blocking](crate::blocking) API) | the thread's owner |
-/// | other async code | a fresh owner per acquisition (tasks exclude each other like a mutex) |
-///
-/// Holds taken without a lease (`lock`, `try_lock`, `try_lock_for`) live for the watchdog timeout and
-/// are renewed while held; holds with a lease expire after it unless released first.
-///
-/// # Examples
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
-/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-/// use std::time::Duration;
-/// let client = rlock::Client::connect(&url).await?;
-/// let lock = client.lock("doc:lock:example");
-///
-/// let guard = lock.lock().await?;
-/// assert!(lock.is_locked().await?);
-/// // Another owner cannot take it meanwhile.
-/// assert!(lock.try_lock().await?.is_none());
-/// guard.unlock().await?;
-///
-/// // Wait up to 100 ms, hold for at most 5 s.
-/// if let Some(guard) = lock.try_lock_with_lease(Duration::from_millis(100), Duration::from_secs(5)).await? {
-///     guard.unlock().await?;
-/// }
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone)]
-pub struct Lock {
-    services: Arc<Services>,
-    kind: Arc<Reentrant>,
-    owner: Option<Owner>,
-}
-
-/// The reentrant lock as an engine kind: its names on the wire and its scripts.
-#[derive(Debug)]
-pub(crate) struct Reentrant {
-    name: String,
-    channel: String,
-    /// `PUBLISH` or `SPUBLISH`, as the client decided (PROTOCOL.md §2.6).
-    publish: &'static str,
-}
-
-impl Kind for Reentrant {
-    type Token = ();
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn key(&self) -> &str {
-        &self.name
-    }
-
-    fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
-        Some((Cow::Borrowed(&self.channel), WakeRule::OneOrAll))
-    }
-
-    fn acquire_call(&self, field: &str, lease: Duration, _wait: Wait) -> ScriptCall {
-        ScriptCall::new(&ACQUIRE)
-            .key(&self.name)
-            .arg(lease.as_millis())
-            .arg(field)
-    }
-
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
-        match *reply {
-            Value::Nil => Some(Attempt::Acquired(())),
-            Value::Int(pttl) => Some(Attempt::busy_for_pttl(pttl)),
-            _ => None,
-        }
-    }
-
-    fn undo_acquire_call(&self, field: &str, held_before: u32, lease: Duration) -> ScriptCall {
-        ScriptCall::new(&UNDO_ACQUIRE)
-            .key(&self.name)
-            .key(&self.channel)
-            .arg(field)
-            .arg(held_before)
-            .arg(lease.as_millis())
-            .arg(self.publish)
-            .arg(UNLOCK_MESSAGE)
-    }
-
-    fn unlock_call(
-        &self,
-        field: &str,
-        lease: Duration,
-        latch: &str,
-        latch_ttl: Duration,
-    ) -> ScriptCall {
-        ScriptCall::new(&UNLOCK)
-            .key(&self.name)
-            .key(&self.channel)
-            .key(latch)
-            .arg(UNLOCK_MESSAGE)
-            .arg(lease.as_millis())
-            .arg(field)
-            .arg(self.publish)
-            .arg(latch_ttl.as_millis())
-    }
-
-    fn force_unlock_call(&self) -> ScriptCall {
-        ScriptCall::new(&FORCE_UNLOCK)
-            .key(&self.name)
-            .key(&self.channel)
-            .arg(UNLOCK_MESSAGE)
-            .arg(self.publish)
-    }
-
-    fn renewal(&self) -> &'static Renewal {
-        &RENEWAL
-    }
-}
 
 /// How long a lock has left, as Redis' `PTTL` tells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,13 +51,67 @@ impl Holder {
     }
 }
 
-impl Lock {
-    pub(crate) fn new(services: Arc<Services>, name: String) -> Self {
-        let kind = Reentrant {
-            channel: names::lock_channel(&name),
-            publish: services.publish,
-            name,
-        };
+/// A guard of a [`Lock`] hold.
+pub type LockGuard = Guard<()>;
+
+/// A distributed lock of kind `K`, shared with Redisson's lock of that kind and name: by default the
+/// reentrant lock, Redisson's `RLock`.
+///
+/// Acquiring returns a [`Guard`] ([`LockGuard`] for the reentrant lock) that releases the hold when dropped (in the background) or
+/// explicitly with [`Guard::unlock`]. Acquisitions re-enter the holds of their [owner](Owner), as a
+/// Java thread re-enters its `RLock`; which owner a call uses:
+///
+/// | where the call is made | owner |
+/// |---|---|
+/// | a handle bound with [`Lock::with_owner`] | that owner |
+/// | async code inside [`Owner::scope`] | the scope's owner (nested locks re-enter) |
+/// | a thread outside any async runtime (the [blocking](crate::blocking) API) | the thread's owner |
+/// | other async code | a fresh owner per acquisition (tasks exclude each other like a mutex) |
+///
+/// Holds taken without a lease (`lock`, `try_lock`, `try_lock_for`) live for the watchdog timeout and
+/// are renewed while held; holds with a lease expire after it unless released first.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> rlock::Result<()> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+/// use std::time::Duration;
+/// let client = rlock::Client::connect(&url).await?;
+/// let lock = client.lock("doc:lock:example");
+///
+/// let guard = lock.lock().await?;
+/// assert!(lock.is_locked().await?);
+/// // Another owner cannot take it meanwhile.
+/// assert!(lock.try_lock().await?.is_none());
+/// guard.unlock().await?;
+///
+/// // Wait up to 100 ms, hold for at most 5 s.
+/// if let Some(guard) = lock.try_lock_with_lease(Duration::from_millis(100), Duration::from_secs(5)).await? {
+///     guard.unlock().await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Lock<K: Kind = Reentrant> {
+    services: Arc<Services>,
+    kind: Arc<K>,
+    owner: Option<Owner>,
+}
+
+impl<K: Kind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Self {
+            services: self.services.clone(),
+            kind: self.kind.clone(),
+            owner: self.owner,
+        }
+    }
+}
+
+impl<K: Kind> Lock<K> {
+    pub(crate) fn new(services: Arc<Services>, kind: K) -> Self {
         Self {
             services,
             kind: Arc::new(kind),
@@ -218,9 +119,14 @@ impl Lock {
         }
     }
 
-    /// The lock's name (also its Redis key).
+    /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.kind.name
+        self.kind.name()
+    }
+
+    /// The hash field `owner` writes for this kind.
+    pub(crate) fn field_of(&self, owner: Owner) -> String {
+        self.kind.field(self.services.field(owner))
     }
 
     /// This lock handle bound to `owner`: its acquisitions re-enter each other (and any other hold of
@@ -269,7 +175,7 @@ impl Lock {
     ///
     /// Cancel safe: dropping the future never leaves a hold behind. If the acquire script may have run,
     /// it is undone in the background.
-    pub async fn lock(&self) -> Result<LockGuard> {
+    pub async fn lock(&self) -> Result<Guard<K::Token>> {
         self.acquire_until_held(Lease::Watchdog).await
     }
 
@@ -282,7 +188,7 @@ impl Lock {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`Lock::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<Guard<K::Token>> {
         self.acquire_until_held(Lease::fixed(lease)?).await
     }
 
@@ -295,7 +201,7 @@ impl Lock {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`Lock::lock`].
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+    pub async fn try_lock(&self) -> Result<Option<Guard<K::Token>>> {
         self.acquire(Wait::For(Duration::ZERO), Lease::Watchdog)
             .await
     }
@@ -309,7 +215,7 @@ impl Lock {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`Lock::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<Guard<K::Token>>> {
         self.acquire(Wait::For(wait), Lease::Watchdog).await
     }
 
@@ -326,17 +232,17 @@ impl Lock {
         &self,
         wait: Duration,
         lease: Duration,
-    ) -> Result<Option<LockGuard>> {
+    ) -> Result<Option<Guard<K::Token>>> {
         self.acquire(Wait::For(wait), Lease::fixed(lease)?).await
     }
 
-    async fn acquire_until_held(&self, lease: Lease) -> Result<LockGuard> {
+    async fn acquire_until_held(&self, lease: Lease) -> Result<Guard<K::Token>> {
         self.acquire(Wait::Forever, lease)
             .await?
             .ok_or_else(|| Error::timeout(Operation::Acquire, self.name(), Duration::MAX))
     }
 
-    async fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<LockGuard>> {
+    async fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<Guard<K::Token>>> {
         self.check_name()?;
         let owner = self.current_owner().unwrap_or_else(Owner::new);
         engine::acquire(&self.services, &self.kind, owner, wait, lease).await
@@ -355,7 +261,7 @@ impl Lock {
     /// Cancel safe: the release runs to completion in the background even if this future is dropped.
     pub async fn unlock(&self, owner: Owner) -> Result<()> {
         self.check_name()?;
-        let field = self.services.field(owner);
+        let field = self.field_of(owner);
         engine::Releasing::new(&self.services, self.kind.clone(), field)
             .finish()
             .await
@@ -389,7 +295,9 @@ impl Lock {
     /// Cancel safe: it only reads.
     pub async fn is_locked(&self) -> Result<bool> {
         self.check_name()?;
-        let exists: i64 = self.query(redis::cmd("EXISTS").arg(self.name())).await?;
+        let exists: i64 = self
+            .query(redis::cmd("EXISTS").arg(self.kind.key()))
+            .await?;
         Ok(exists == 1)
     }
 
@@ -405,9 +313,9 @@ impl Lock {
     /// Cancel safe: it only reads.
     pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
         self.check_name()?;
-        let field = self.services.field(owner);
+        let field = self.field_of(owner);
         let held: i64 = self
-            .query(redis::cmd("HEXISTS").arg(self.name()).arg(field))
+            .query(redis::cmd("HEXISTS").arg(self.kind.key()).arg(field))
             .await?;
         Ok(held == 1)
     }
@@ -453,8 +361,8 @@ impl Lock {
     /// Cancel safe: it only reads.
     pub async fn hold_count_of(&self, owner: Owner) -> Result<u32> {
         self.check_name()?;
-        let field = self.services.field(owner);
-        engine::hold_count(&self.services, self.name(), self.name(), &field).await
+        let field = self.field_of(owner);
+        engine::hold_count(&self.services, self.name(), self.kind.key(), &field).await
     }
 
     /// How long until the lock expires (`PTTL`): Redisson's `remainTimeToLive`.
@@ -468,7 +376,7 @@ impl Lock {
     /// Cancel safe: it only reads.
     pub async fn remaining_ttl(&self) -> Result<RemainingTtl> {
         self.check_name()?;
-        let pttl: i64 = self.query(redis::cmd("PTTL").arg(self.name())).await?;
+        let pttl: i64 = self.query(redis::cmd("PTTL").arg(self.kind.key())).await?;
         Ok(match pttl {
             -2 => RemainingTtl::NotLocked,
             -1 => RemainingTtl::NoExpiry,
@@ -490,8 +398,9 @@ impl Lock {
     /// Cancel safe: it only reads.
     pub async fn holders(&self) -> Result<Vec<Holder>> {
         self.check_name()?;
-        let fields: Vec<(String, String)> =
-            self.query(redis::cmd("HGETALL").arg(self.name())).await?;
+        let fields: Vec<(String, String)> = self
+            .query(redis::cmd("HGETALL").arg(self.kind.key()))
+            .await?;
         Ok(fields
             .into_iter()
             .filter_map(|(field, count)| Holder::parse(&field, &count))
@@ -523,10 +432,10 @@ impl Lock {
     }
 }
 
-impl fmt::Debug for Lock {
+impl<K: Kind> fmt::Debug for Lock<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
-            .field("name", &self.kind.name)
+            .field("name", &self.kind.name())
             .field("owner", &self.owner)
             .finish()
     }

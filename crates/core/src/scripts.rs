@@ -21,7 +21,7 @@ pub(crate) use lua;
 /// One script invocation with owned keys and arguments, so it can be moved into a background task
 /// (e.g. the undo of a cancelled acquire).
 #[derive(Clone, Debug)]
-pub(crate) struct ScriptCall {
+pub struct ScriptCall {
     script: &'static Script,
     keys: Vec<String>,
     args: Vec<String>,

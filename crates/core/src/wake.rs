@@ -27,27 +27,13 @@ use tokio::sync::Semaphore;
 
 /// How a channel's messages wake local waiters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WakeRule {
+pub enum WakeRule {
     /// Lock channels: `0` wakes one waiter (banked if none sleeps yet), `1` wakes every waiter.
     OneOrAll,
     /// Semaphore channels: a message carrying `n` wakes up to `n` waiters.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the semaphore kinds (PROTOCOL.md §8.5, §8.6) subscribe with it"
-        )
-    )]
     Permits,
     /// Count-down latch channels: `0` opens the latch (every waiter passes until it closes), `1`
     /// closes it.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the count-down latch (PROTOCOL.md §8.7) subscribes with it"
-        )
-    )]
     Latch,
 }
 

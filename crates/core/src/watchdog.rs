@@ -39,7 +39,7 @@ use crate::scripts::ScriptCall;
 /// lock of the batch, what [`Renewal::add`] appends; it replies with one flag per lock, 1 when the
 /// lock is still held by one of the given fields (and was renewed), else 0.
 #[derive(Debug)]
-pub(crate) struct Renewal {
+pub struct Renewal {
     /// Tells batches apart (locks renewed by different scripts never share a batch) and names them
     /// in logs.
     pub(crate) name: &'static str,

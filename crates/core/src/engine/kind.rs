@@ -22,8 +22,10 @@ const DEGRADED_POLL: (Duration, Duration) = (Duration::from_millis(25), Duration
 /// yields, where its waiters listen, how a lost reply is reconciled and how holds are renewed. The
 /// engine does everything else (waiting, undo, release, guards).
 ///
-/// The trait is object safe: a guard keeps its kind as `Arc<dyn Kind<Token = T>>`.
-pub(crate) trait Kind: Send + Sync + 'static {
+/// The trait is object safe: a guard keeps its kind as `Arc<dyn Kind<Token = T>>`. It is public
+/// only so that [`Lock<K>`](crate::Lock) can name it; it lives in a private module, so nothing
+/// outside the crate can implement or call it (a sealed trait).
+pub trait Kind: Send + Sync + 'static {
     /// What a successful acquisition yields: nothing, a fencing token, a permit id.
     type Token: Send + 'static;
 
@@ -87,7 +89,7 @@ pub(crate) trait Kind: Send + Sync + 'static {
 
 /// The outcome of one acquire attempt.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Attempt<T> {
+pub enum Attempt<T> {
     /// Acquired (or re-entered), with what the hold yields.
     Acquired(T),
     /// Held by someone else: try again after at most this long, or when woken.

@@ -41,7 +41,8 @@ use tokio::time::Instant;
 pub(crate) use acquire::acquire;
 pub use guard::Guard;
 pub(crate) use hold::hold_count;
-pub(crate) use kind::{Attempt, Kind};
+pub(crate) use kind::Attempt;
+pub(crate) use kind::Kind;
 pub(crate) use release::{Releasing, force_unlock};
 
 use crate::error::{Error, Result};
@@ -71,7 +72,7 @@ impl Lease {
 
 /// How long to keep trying.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Wait {
+pub enum Wait {
     /// Until acquired.
     Forever,
     /// Until this much time has passed (zero: one attempt).
