@@ -531,6 +531,22 @@ impl Commands {
         }
     }
 
+    /// Checks out a connection and runs one read-only script call.
+    pub(crate) async fn script<T: redis::FromRedisValue>(
+        &self,
+        operation: Operation,
+        name: &str,
+        call: &ScriptCall,
+    ) -> Result<T> {
+        let mut conn = self.get(operation, name).await?;
+        match self.run(call.invoke(&mut conn.conn)).await {
+            Ok(reply) => reply
+                .and_then(|value| redis::from_redis_value(value).map_err(Into::into))
+                .map_err(|e| Error::from_redis(operation, name, e)),
+            Err(Elapsed) => Err(Error::timeout(operation, name, self.timeout)),
+        }
+    }
+
     fn connection_failed(&self) {
         let _ = self.failures.fetch_add(1, Ordering::AcqRel);
     }

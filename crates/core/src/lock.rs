@@ -284,7 +284,8 @@ impl<K: Kind> Lock<K> {
         engine::force_unlock(&self.services, &*self.kind).await
     }
 
-    /// Whether anyone holds the lock (`EXISTS`).
+    /// Whether anyone holds the lock (`EXISTS`; for a read or write lock, whether it is held in that
+    /// mode).
     ///
     /// # Errors
     ///
@@ -295,10 +296,11 @@ impl<K: Kind> Lock<K> {
     /// Cancel safe: it only reads.
     pub async fn is_locked(&self) -> Result<bool> {
         self.check_name()?;
-        let exists: i64 = self
-            .query(redis::cmd("EXISTS").arg(self.kind.key()))
-            .await?;
-        Ok(exists == 1)
+        let locked: i64 = match self.kind.is_locked_call() {
+            None => self.query(redis::cmd("EXISTS").arg(self.kind.key())).await?,
+            Some(call) => self.services.commands.script(Operation::Query, self.name(), &call).await?,
+        };
+        Ok(locked == 1)
     }
 
     /// Whether `owner` holds the lock (`HEXISTS`): Redisson's `isHeldByThread`.

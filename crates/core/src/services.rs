@@ -19,7 +19,7 @@ use crate::watchdog::Watchdog;
 
 /// One client's services, shared (behind an `Arc`) by the client, its lock handles and its guards.
 /// The background tasks stop when the last of them is dropped.
-pub(crate) struct Services {
+pub struct Services {
     pub(crate) config: Config,
     pub(crate) node_id: String,
     /// `PUBLISH`, or `SPUBLISH` in a cluster with sharded pub/sub.
@@ -32,6 +32,14 @@ pub(crate) struct Services {
     /// Where releases and undos run after their caller has gone.
     pub(crate) background: Background,
     _shutdown: DropGuard,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("node_id", &self.node_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Services {

@@ -39,7 +39,9 @@ pub(crate) async fn acquire<K: Kind>(
                 .unwrap_or_else(super::far_future),
         ),
     };
-    let field = kind.field(services.field(owner));
+    let base_field = services.field(owner);
+    kind.refuse(services, &base_field)?;
+    let field = kind.field(base_field);
     let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
     let waiting = Waiting {
         registry: services.subscriber.registry(),
@@ -49,7 +51,7 @@ pub(crate) async fn acquire<K: Kind>(
         poll_delay: &poll_delay,
         name: kind.name(),
     };
-    let give_up = GiveUp::arm(services, kind.give_up_call(&field));
+    let give_up = GiveUp::arm(services, kind.give_up_call(&field, wait_for));
     let (kind_ref, field_ref) = (&**kind, field.as_str());
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
     // and only while it runs, so a waiting task's future stays small.

@@ -6,7 +6,9 @@ use std::time::Duration;
 use redis::Value;
 
 use super::Wait;
+use crate::error::Result;
 use crate::scripts::ScriptCall;
+use crate::services::Services;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -66,7 +68,20 @@ pub trait Kind: Send + Sync + 'static {
 
     /// Leaves whatever a waiter that gives up (its wait ran out, or its future was dropped) left in
     /// Redis: a fair lock's queue entry. `None` when waiting leaves nothing behind.
-    fn give_up_call(&self, _field: &str) -> Option<ScriptCall> {
+    fn give_up_call(&self, _field: &str, _wait: Wait) -> Option<ScriptCall> {
+        None
+    }
+
+    /// Refuses an acquisition that this client's own holds make impossible (a read holder asking for
+    /// the write lock of the same lock would wait for itself forever). `base_field` is the owner's
+    /// client-wide field, before [`Kind::field`].
+    fn refuse(&self, _services: &Services, _base_field: &str) -> Result<()> {
+        Ok(())
+    }
+
+    /// How to ask whether the lock is held: `None` for "the key exists" (`EXISTS`), else a script
+    /// replying 1 or 0.
+    fn is_locked_call(&self) -> Option<ScriptCall> {
         None
     }
 
