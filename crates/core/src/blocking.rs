@@ -28,9 +28,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::engine::Kind;
 use crate::error::{Error, Result};
 use crate::lock::RemainingTtl;
 use crate::owner::Owner;
+use crate::reentrant::Reentrant;
+use crate::rw_lock::{Read, Write};
+use crate::spin_lock::SpinBackoff;
 
 /// The facade's private runtime. It shuts down in the background when its last user lets go, so that
 /// dropping it never blocks (or panics), wherever that happens.
@@ -96,11 +100,49 @@ impl Client {
         Ok(Self { inner, runtime })
     }
 
+    fn wrap<K: Kind>(&self, inner: crate::Lock<K>) -> Lock<K> {
+        Lock {
+            inner,
+            runtime: self.runtime.clone(),
+        }
+    }
+
     /// The reentrant lock called `name`.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock {
-            inner: self.inner.lock(name),
-            runtime: self.runtime.clone(),
+        self.wrap(self.inner.lock(name))
+    }
+
+    /// The fair lock called `name`.
+    pub fn fair_lock(&self, name: impl Into<String>) -> Lock<crate::kind::Fair> {
+        self.wrap(self.inner.fair_lock(name))
+    }
+
+    /// The fenced lock called `name`.
+    pub fn fenced_lock(&self, name: impl Into<String>) -> Lock<crate::kind::Fenced> {
+        self.wrap(self.inner.fenced_lock(name))
+    }
+
+    /// The spin lock called `name`, with Redisson's default back-off.
+    pub fn spin_lock(&self, name: impl Into<String>) -> Lock<crate::kind::Spin> {
+        self.wrap(self.inner.spin_lock(name))
+    }
+
+    /// The spin lock called `name`, polling with `backoff`.
+    pub fn spin_lock_with_backoff(
+        &self,
+        name: impl Into<String>,
+        backoff: SpinBackoff,
+    ) -> Lock<crate::kind::Spin> {
+        self.wrap(self.inner.spin_lock_with_backoff(name, backoff))
+    }
+
+    /// The read-write lock called `name`: its [read](ReadWriteLock::read) and
+    /// [write](ReadWriteLock::write) sides.
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        let lock = self.inner.read_write_lock(name);
+        ReadWriteLock {
+            read: self.wrap(lock.read()),
+            write: self.wrap(lock.write()),
         }
     }
 
@@ -118,16 +160,44 @@ impl fmt::Debug for Client {
     }
 }
 
-/// The blocking counterpart of [`crate::Lock`]; each method blocks until its async twin completes.
-#[derive(Clone)]
-pub struct Lock {
-    inner: crate::Lock,
+/// The blocking counterpart of [`crate::ReadWriteLock`].
+#[derive(Clone, Debug)]
+pub struct ReadWriteLock {
+    read: Lock<Read>,
+    write: Lock<Write>,
+}
+
+impl ReadWriteLock {
+    /// The read lock: shared by readers, excluded by a writer.
+    pub fn read(&self) -> Lock<Read> {
+        self.read.clone()
+    }
+
+    /// The write lock: excludes readers and other writers.
+    pub fn write(&self) -> Lock<Write> {
+        self.write.clone()
+    }
+}
+
+/// The blocking counterpart of [`crate::Lock`], for every kind; each method blocks until its async
+/// twin completes.
+pub struct Lock<K: Kind = Reentrant> {
+    inner: crate::Lock<K>,
     runtime: Arc<Runtime>,
 }
 
-impl Lock {
-    fn guard(&self, guard: crate::LockGuard) -> LockGuard {
-        LockGuard {
+impl<K: Kind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            runtime: self.runtime.clone(),
+        }
+    }
+}
+
+impl<K: Kind> Lock<K> {
+    fn guard(&self, guard: crate::Guard<K::Token>) -> Guard<K::Token> {
+        Guard {
             inner: Some(guard),
             runtime: self.runtime.clone(),
         }
@@ -135,7 +205,7 @@ impl Lock {
 
     /// The async handle for a call made now, on this thread: bound to this thread's owner unless the
     /// handle has one of its own.
-    fn here(&self) -> crate::Lock {
+    fn here(&self) -> crate::Lock<K> {
         self.inner.clone().with_owner(self.owner())
     }
 
@@ -162,7 +232,7 @@ impl Lock {
     /// # Errors
     ///
     /// As [`crate::Lock::lock`].
-    pub fn lock(&self) -> Result<LockGuard> {
+    pub fn lock(&self) -> Result<Guard<K::Token>> {
         block_on(&self.runtime, self.here().lock()).map(|g| self.guard(g))
     }
 
@@ -171,7 +241,7 @@ impl Lock {
     /// # Errors
     ///
     /// As [`crate::Lock::lock_with_lease`].
-    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<Guard<K::Token>> {
         block_on(&self.runtime, self.here().lock_with_lease(lease)).map(|g| self.guard(g))
     }
 
@@ -180,7 +250,7 @@ impl Lock {
     /// # Errors
     ///
     /// As [`crate::Lock::try_lock`].
-    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+    pub fn try_lock(&self) -> Result<Option<Guard<K::Token>>> {
         block_on(&self.runtime, self.here().try_lock()).map(|g| g.map(|g| self.guard(g)))
     }
 
@@ -189,7 +259,7 @@ impl Lock {
     /// # Errors
     ///
     /// As [`crate::Lock::try_lock_for`].
-    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<Guard<K::Token>>> {
         block_on(&self.runtime, self.here().try_lock_for(wait)).map(|g| g.map(|g| self.guard(g)))
     }
 
@@ -202,7 +272,7 @@ impl Lock {
         &self,
         wait: Duration,
         lease: Duration,
-    ) -> Result<Option<LockGuard>> {
+    ) -> Result<Option<Guard<K::Token>>> {
         block_on(&self.runtime, self.here().try_lock_with_lease(wait, lease))
             .map(|g| g.map(|g| self.guard(g)))
     }
@@ -281,38 +351,67 @@ impl Lock {
     }
 }
 
-impl fmt::Debug for Lock {
+impl<K: Kind> fmt::Debug for Lock<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("blocking::Lock").field(&self.inner).finish()
     }
 }
 
-/// The blocking counterpart of [`crate::LockGuard`]. Dropping it releases the hold before `drop`
-/// returns (like a `std::sync::MutexGuard`), or in the background when dropped inside a runtime.
-#[must_use = "dropping the guard releases the hold at once"]
-pub struct LockGuard {
-    inner: Option<crate::LockGuard>,
-    runtime: Arc<Runtime>,
-}
-
-impl LockGuard {
-    /// The owner of this hold.
-    pub fn owner(&self) -> Option<Owner> {
-        self.inner.as_ref().map(crate::LockGuard::owner)
-    }
-
-    /// See [`crate::LockGuard::is_lease_lost`].
-    pub fn is_lease_lost(&self) -> bool {
-        self.inner
-            .as_ref()
-            .is_none_or(crate::LockGuard::is_lease_lost)
-    }
-
-    /// See [`crate::LockGuard::unlock`].
+impl Lock<crate::kind::Fenced> {
+    /// See [`crate::FencedLock::token`].
     ///
     /// # Errors
     ///
-    /// As [`crate::LockGuard::unlock`].
+    /// As [`crate::FencedLock::token`].
+    pub fn token(&self) -> Result<u64> {
+        block_on(&self.runtime, self.inner.token())
+    }
+}
+
+impl Lock<crate::kind::Fair> {
+    /// See [`crate::FairLock::queue`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::FairLock::queue`].
+    pub fn queue(&self) -> Result<Vec<crate::QueuedWaiter>> {
+        block_on(&self.runtime, self.inner.queue())
+    }
+}
+
+/// The blocking counterpart of [`crate::Guard`]. Dropping it releases the hold before `drop`
+/// returns (like a `std::sync::MutexGuard`), or in the background when dropped inside a runtime.
+#[must_use = "dropping the guard releases the hold at once"]
+pub struct Guard<T: Send + 'static = ()> {
+    inner: Option<crate::Guard<T>>,
+    runtime: Arc<Runtime>,
+}
+
+/// The blocking counterpart of [`crate::LockGuard`].
+pub type LockGuard = Guard<()>;
+
+impl<T: Send + 'static> Guard<T> {
+    /// The owner of this hold.
+    pub fn owner(&self) -> Option<Owner> {
+        self.inner.as_ref().map(crate::Guard::owner)
+    }
+
+    /// What the acquisition yielded (a fencing token for a fenced lock); see
+    /// [`crate::Guard::token`].
+    pub fn token(&self) -> Option<&T> {
+        self.inner.as_ref().map(crate::Guard::token)
+    }
+
+    /// See [`crate::Guard::is_lease_lost`].
+    pub fn is_lease_lost(&self) -> bool {
+        self.inner.as_ref().is_none_or(crate::Guard::is_lease_lost)
+    }
+
+    /// See [`crate::Guard::unlock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Guard::unlock`].
     pub fn unlock(mut self) -> Result<()> {
         match self.inner.take() {
             Some(guard) => block_on(&self.runtime, guard.unlock()),
@@ -321,7 +420,7 @@ impl LockGuard {
     }
 }
 
-impl Drop for LockGuard {
+impl<T: Send + 'static> Drop for Guard<T> {
     fn drop(&mut self) {
         if let Some(guard) = self.inner.take() {
             if tokio::runtime::Handle::try_current().is_ok() {
@@ -333,10 +432,8 @@ impl Drop for LockGuard {
     }
 }
 
-impl fmt::Debug for LockGuard {
+impl<T: fmt::Debug + Send + 'static> fmt::Debug for Guard<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::LockGuard")
-            .field(&self.inner)
-            .finish()
+        f.debug_tuple("blocking::Guard").field(&self.inner).finish()
     }
 }

@@ -5,9 +5,13 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::{Operation, Result};
+use crate::fair_lock::{Fair, FairLock};
+use crate::fenced_lock::{Fenced, FencedLock};
 use crate::lock::Lock;
 use crate::reentrant::Reentrant;
+use crate::rw_lock::ReadWriteLock;
 use crate::services::Services;
+use crate::spin_lock::{Spin, SpinBackoff, SpinLock};
 
 /// A connection to one Redis, shared by every lock made from it. Cheap to clone.
 ///
@@ -85,6 +89,46 @@ impl Client {
             self.services.clone(),
             Reentrant::new(name.into(), self.services.publish),
         )
+    }
+
+    /// The fair lock called `name`: Redisson's `getFairLock(name)`.
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        let kind = Fair::new(
+            name.into(),
+            self.services.publish,
+            self.services.config.fair_lock_wait_timeout,
+        );
+        Lock::new(self.services.clone(), kind)
+    }
+
+    /// The fenced lock called `name`: Redisson's `getFencedLock(name)`.
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        Lock::new(
+            self.services.clone(),
+            Fenced::new(name.into(), self.services.publish),
+        )
+    }
+
+    /// The spin lock called `name`, with Redisson's default back-off: `getSpinLock(name)`.
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        self.spin_lock_with_backoff(name, SpinBackoff::default())
+    }
+
+    /// The spin lock called `name`, polling with `backoff`: `getSpinLock(name, backOff)`.
+    pub fn spin_lock_with_backoff(
+        &self,
+        name: impl Into<String>,
+        backoff: SpinBackoff,
+    ) -> SpinLock {
+        Lock::new(
+            self.services.clone(),
+            Spin::new(name.into(), self.services.publish, backoff),
+        )
+    }
+
+    /// The read-write lock called `name`: Redisson's `getReadWriteLock(name)`.
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(&self.services, name.into())
     }
 
     /// This client's node id: the random v4 UUID that prefixes its owners' hash fields.

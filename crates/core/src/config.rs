@@ -105,6 +105,9 @@ pub struct Config {
     /// How long a waiter waits for its channel subscription before it falls back to polling.
     /// Default 7.5 s.
     pub subscription_timeout: Duration,
+    /// How long a fair-lock waiter that waits without a limit stays in the queue before it counts as
+    /// stale and is purged, should it stop polling (Redisson's `fairLockWaitTimeout`). Default 5 min.
+    pub fair_lock_wait_timeout: Duration,
 }
 
 impl Config {
@@ -127,6 +130,7 @@ impl Config {
             retry_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(2),
             subscription_timeout: Duration::from_millis(7500),
+            fair_lock_wait_timeout: Duration::from_secs(300),
         }
     }
 
@@ -223,6 +227,7 @@ impl Config {
         positive("command_timeout", self.command_timeout)?;
         positive("connect_timeout", self.connect_timeout)?;
         positive("subscription_timeout", self.subscription_timeout)?;
+        positive("fair_lock_wait_timeout", self.fair_lock_wait_timeout)?;
         positive("replicas_sync_timeout", self.replicas_sync_timeout)?;
         if self.url.is_empty() {
             return Err(Error::InvalidArgument("a Redis URL is required".into()));
@@ -282,6 +287,7 @@ impl fmt::Debug for Config {
             .field("retry_delay", &self.retry_delay)
             .field("retry_max_delay", &self.retry_max_delay)
             .field("subscription_timeout", &self.subscription_timeout)
+            .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .finish()
     }
 }

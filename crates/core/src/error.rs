@@ -119,6 +119,14 @@ pub enum Error {
         /// How many replicas were connected to the master.
         replicas: u32,
     },
+    /// The owner holds the read lock of this read-write lock and asked for its write lock. A reader
+    /// cannot upgrade: Redisson would wait for itself forever, so rlock refuses at once. Release the
+    /// read holds first. Nothing was sent to Redis.
+    #[error("owner holds the read lock of {name:?}: taking its write lock would wait forever")]
+    WouldDeadlock {
+        /// The lock name.
+        name: String,
+    },
     /// The client was shut down (its runtime is gone).
     #[error("the rlock client is shut down")]
     Closed,

@@ -15,13 +15,17 @@ mod config;
 mod connection;
 mod engine;
 mod error;
+mod fair_lock;
+mod fenced_lock;
 mod lock;
 mod names;
 mod owner;
 mod pubsub;
 mod reentrant;
+mod rw_lock;
 mod scripts;
 mod services;
+mod spin_lock;
 mod wake;
 mod watchdog;
 
@@ -29,11 +33,19 @@ pub use client::{Client, ClientStats};
 pub use config::{Config, ShardedPubSub, Topology};
 pub use engine::Guard;
 pub use error::{Error, Operation, Result};
+pub use fair_lock::{FairLock, QueuedWaiter};
+pub use fenced_lock::{FencedGuard, FencedLock};
 pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
 pub use owner::Owner;
+pub use rw_lock::{ReadLock, ReadWriteLock, WriteLock};
+pub use spin_lock::{SpinBackoff, SpinLock};
 
 /// The lock kinds: the type parameter of [`Lock`], one per Redisson lock object. Their contents
 /// are private; the [`Client`] method that makes a handle chooses its kind.
 pub mod kind {
+    pub use crate::fair_lock::Fair;
+    pub use crate::fenced_lock::Fenced;
     pub use crate::reentrant::Reentrant;
+    pub use crate::rw_lock::{Read, Write};
+    pub use crate::spin_lock::Spin;
 }

@@ -124,6 +124,16 @@ impl<K: Kind> Lock<K> {
         self.kind.name()
     }
 
+    /// The kind's wire state, for a kind's own methods.
+    pub(crate) fn kind(&self) -> &K {
+        &self.kind
+    }
+
+    /// The client's services, for a kind's own methods.
+    pub(crate) fn services(&self) -> &Arc<Services> {
+        &self.services
+    }
+
     /// The hash field `owner` writes for this kind.
     pub(crate) fn field_of(&self, owner: Owner) -> String {
         self.kind.field(self.services.field(owner))
@@ -297,8 +307,16 @@ impl<K: Kind> Lock<K> {
     pub async fn is_locked(&self) -> Result<bool> {
         self.check_name()?;
         let locked: i64 = match self.kind.is_locked_call() {
-            None => self.query(redis::cmd("EXISTS").arg(self.kind.key())).await?,
-            Some(call) => self.services.commands.script(Operation::Query, self.name(), &call).await?,
+            None => {
+                self.query(redis::cmd("EXISTS").arg(self.kind.key()))
+                    .await?
+            }
+            Some(call) => {
+                self.services
+                    .commands
+                    .script(Operation::Query, self.name(), &call)
+                    .await?
+            }
         };
         Ok(locked == 1)
     }

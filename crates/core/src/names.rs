@@ -18,6 +18,51 @@ pub(crate) fn lock_channel(name: &str) -> String {
     prefix_name("redisson_lock__channel", name)
 }
 
+/// Redisson's `suffixName(name, suffix)`.
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// A fenced lock's token counter: `redisson_lock_token:{name}`.
+pub(crate) fn fenced_token(name: &str) -> String {
+    prefix_name("redisson_lock_token", name)
+}
+
+/// A fair lock's queue of waiting owner fields: `redisson_lock_queue:{name}`.
+pub(crate) fn fair_queue(name: &str) -> String {
+    prefix_name("redisson_lock_queue", name)
+}
+
+/// A fair lock's waiter deadlines: `redisson_lock_timeout:{name}`.
+pub(crate) fn fair_timeouts(name: &str) -> String {
+    prefix_name("redisson_lock_timeout", name)
+}
+
+/// The channel a read-write lock's read and write sides share: `redisson_rwlock:{name}`.
+pub(crate) fn rw_channel(name: &str) -> String {
+    prefix_name("redisson_rwlock", name)
+}
+
+/// The prefix of one read holder's timeout keys: `{name}:<field>:rwlock_timeout` (each hold `k` is
+/// `<prefix>:<k>`).
+pub(crate) fn read_timeouts(name: &str, field: &str) -> String {
+    format!("{}:rwlock_timeout", suffix_name(name, field))
+}
+
+/// What every read holder's timeout keys of `name` start with: `{name}`, or `name` when it already
+/// has braces (the timeout prefix cut before `:<field>`, PROTOCOL.md §7.3).
+pub(crate) fn read_key_prefix(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
 /// The unlock latch of one unlock request: `redisson_unlock_latch:{name}:<request-id>`.
 pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     format!(
@@ -49,6 +94,25 @@ mod tests {
         assert_eq!(lock_channel("a{b}c"), "redisson_lock__channel:a{b}c");
         assert_eq!(lock_channel("a{b"), "redisson_lock__channel:a{b");
         assert_eq!(lock_channel("a}b"), "redisson_lock__channel:{a}b}");
+    }
+
+    #[test]
+    fn family_names_follow_redissons_brace_rules() {
+        let field = "3b241101-e2bb-4255-8caf-4136c566a962:57";
+        assert_eq!(fenced_token("myLock"), "redisson_lock_token:{myLock}");
+        assert_eq!(fair_queue("myLock"), "redisson_lock_queue:{myLock}");
+        assert_eq!(fair_timeouts("myLock"), "redisson_lock_timeout:{myLock}");
+        assert_eq!(rw_channel("myLock"), "redisson_rwlock:{myLock}");
+        assert_eq!(
+            read_timeouts("myLock", field),
+            format!("{{myLock}}:{field}:rwlock_timeout")
+        );
+        assert_eq!(
+            read_timeouts("a{b}c", field),
+            format!("a{{b}}c:{field}:rwlock_timeout")
+        );
+        assert_eq!(read_key_prefix("myLock"), "{myLock}");
+        assert_eq!(read_key_prefix("a{b}c"), "a{b}c");
     }
 
     #[test]

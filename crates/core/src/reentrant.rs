@@ -82,7 +82,13 @@ impl Kind for Reentrant {
         }
     }
 
-    fn undo_acquire_call(&self, field: &str, held_before: u32, lease: Duration) -> ScriptCall {
+    fn undo_acquire_call(
+        &self,
+        field: &str,
+        held_before: u32,
+        lease: Duration,
+        _wait: Wait,
+    ) -> ScriptCall {
         ScriptCall::new(&UNDO_ACQUIRE)
             .key(&self.name)
             .key(&self.channel)

@@ -10,10 +10,13 @@ use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, Value};
 
 /// A script of `lua/`, embedded at build time: `static ACQUIRE: LazyLock<Script> = lua!("x.lua");`.
-/// Each kind declares its own scripts next to its code.
+/// Each kind declares its own scripts next to its code. Several files are concatenated, so scripts
+/// can share a prelude of Lua functions (Redis scripts cannot include each other).
 macro_rules! lua {
-    ($file:literal) => {
-        ::std::sync::LazyLock::new(|| ::redis::Script::new(include_str!(concat!("../lua/", $file))))
+    ($($file:literal),+) => {
+        ::std::sync::LazyLock::new(|| {
+            ::redis::Script::new(concat!($(include_str!(concat!("../lua/", $file))),+))
+        })
     };
 }
 pub(crate) use lua;

@@ -143,7 +143,7 @@ async fn attempt_on<K: Kind>(
     let mut undo = Undo::arm(
         services,
         conn,
-        kind.undo_acquire_call(field, held_before, lease_time),
+        kind.undo_acquire_call(field, held_before, lease_time, wait),
         lease_time,
     );
     let call = kind.acquire_call(field, lease_time, wait);

@@ -63,8 +63,15 @@ pub trait Kind: Send + Sync + 'static {
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Self::Token>>;
 
     /// Reconciles an acquire whose reply was lost: sent after it on the same connection, it undoes
-    /// exactly the hold it may have added, given the hold count `field` had before.
-    fn undo_acquire_call(&self, field: &str, held_before: u32, lease: Duration) -> ScriptCall;
+    /// exactly what it may have done (the hold it may have added, given the hold count `field` had
+    /// before; a queue entry made for a caller waiting as `wait`).
+    fn undo_acquire_call(
+        &self,
+        field: &str,
+        held_before: u32,
+        lease: Duration,
+        wait: Wait,
+    ) -> ScriptCall;
 
     /// Leaves whatever a waiter that gives up (its wait ran out, or its future was dropped) left in
     /// Redis: a fair lock's queue entry. `None` when waiting leaves nothing behind.
