@@ -7,9 +7,12 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use rlock::kind::LockKind;
+use rlock::{Client, Lock};
 use serde::Serialize;
 use tokio::task::JoinSet;
 
+use crate::kinds::{Kind, OnLock, Token};
 use crate::target::Target;
 use crate::{Result, critical, output, stats};
 
@@ -27,6 +30,9 @@ pub(crate) struct Args {
     /// How long each critical section sleeps between its read and its write.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     hold_ms: u64,
+    /// Which Redisson lock object; an exclusive kind (read locks are shared by design).
+    #[arg(long, value_enum, default_value_t)]
+    kind: Kind,
 }
 
 #[derive(Debug, Serialize)]
@@ -40,18 +46,55 @@ struct Report {
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
+    if args.kind == Kind::Read {
+        return Err(
+            "read locks are shared: check an exclusive kind (lock, fair, spin, fenced, write)"
+                .into(),
+        );
+    }
     let client = target.client().await?;
+    args.kind
+        .with(
+            &client,
+            &args.name,
+            Check {
+                client: &client,
+                args: &args,
+            },
+        )
+        .await
+}
+
+/// The check on one lock of any exclusive kind.
+struct Check<'a> {
+    client: &'a Client,
+    args: &'a Args,
+}
+
+impl OnLock for Check<'_> {
+    type Output = Result<ExitCode>;
+
+    async fn on<K: LockKind>(self, lock: Lock<K>) -> Result<ExitCode>
+    where
+        K::Token: Token,
+    {
+        check(self.client, lock, self.args).await
+    }
+}
+
+async fn check<K: LockKind>(client: &Client, lock: Lock<K>, args: &Args) -> Result<ExitCode> {
     let counter = critical::counter_key(&args.name);
     let hold = Duration::from_millis(args.hold_ms);
+    let iterations = args.iterations;
 
     let started = Instant::now();
     let mut tasks = JoinSet::new();
     for _ in 0..args.tasks {
-        let lock = client.lock(args.name.as_str());
+        let lock = lock.clone();
         let (client, counter) = (client.clone(), counter.clone());
         let _ = tasks.spawn(async move {
             let mut waits = Vec::new();
-            for _ in 0..args.iterations {
+            for _ in 0..iterations {
                 let asked = Instant::now();
                 let guard = lock.lock().await?;
                 waits.push(asked.elapsed());
@@ -69,7 +112,7 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
 
     output::emit(&Report {
         acquisitions: waits.len(),
-        counter: critical::read(&client, &counter).await?,
+        counter: critical::read(client, &counter).await?,
         elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         per_s: stats::rate(waits.len(), elapsed),
         wait_p50_ms: stats::percentile_ms(&mut waits, 50.0),

@@ -2,8 +2,11 @@
 
 use std::process::ExitCode;
 
+use rlock::Lock;
+use rlock::kind::LockKind;
 use serde::Serialize;
 
+use crate::kinds::{Kind, OnLock, Token};
 use crate::target::Target;
 use crate::{Result, output};
 
@@ -12,6 +15,9 @@ pub(crate) struct Args {
     /// The lock name.
     #[arg(value_parser = crate::lock_name)]
     name: String,
+    /// Which Redisson lock object (a read or write lock is deleted only while held in that mode).
+    #[arg(long, value_enum, default_value_t)]
+    kind: Kind,
 }
 
 #[derive(Debug, Serialize)]
@@ -22,7 +28,20 @@ struct Report {
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     let client = target.client().await?;
     // The library publishes the unlock message too, so waiters (Redisson's included) wake at once.
-    let released = client.lock(args.name).force_unlock().await?;
+    let released = args.kind.with(&client, &args.name, ForceUnlock).await?;
     output::emit(&Report { released })?;
     Ok(ExitCode::SUCCESS)
+}
+
+struct ForceUnlock;
+
+impl OnLock for ForceUnlock {
+    type Output = rlock::Result<bool>;
+
+    async fn on<K: LockKind>(self, lock: Lock<K>) -> rlock::Result<bool>
+    where
+        K::Token: Token,
+    {
+        lock.force_unlock().await
+    }
 }

@@ -3,8 +3,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use rlock::Lock;
+use rlock::kind::LockKind;
 use serde::Serialize;
 
+use crate::kinds::{Kind, OnLock, Token};
 use crate::target::Target;
 use crate::{Result, output};
 
@@ -19,33 +22,62 @@ pub(crate) struct Args {
     /// A fixed lease, after which Redis drops the lock; without one the watchdog keeps it.
     #[arg(long, value_name = "MS")]
     lease_ms: Option<u64>,
+    /// Which Redisson lock object.
+    #[arg(long, value_enum, default_value_t)]
+    kind: Kind,
 }
 
 #[derive(Debug, Serialize)]
 struct Event {
     event: &'static str,
     t: u64,
+    /// A fenced lock's token, on `acquired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<u64>,
 }
 
 fn event(event: &'static str) -> Result<()> {
     output::emit(&Event {
         event,
         t: output::epoch_ms(),
+        token: None,
     })
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     let client = target.client().await?;
-    let lock = client.lock(args.name);
-    let guard = match args.lease_ms {
-        None => lock.lock().await?,
-        Some(lease) => lock.lock_with_lease(Duration::from_millis(lease)).await?,
-    };
-    event("acquired")?;
+    args.kind.with(&client, &args.name, Hold(&args)).await
+}
 
+/// Acquires, holds and releases one lock of any kind.
+struct Hold<'a>(&'a Args);
+
+impl OnLock for Hold<'_> {
+    type Output = Result<ExitCode>;
+
+    async fn on<K: LockKind>(self, lock: Lock<K>) -> Result<ExitCode>
+    where
+        K::Token: Token,
+    {
+        let args = self.0;
+        let guard = match args.lease_ms {
+            None => lock.lock().await?,
+            Some(lease) => lock.lock_with_lease(Duration::from_millis(lease)).await?,
+        };
+        output::emit(&Event {
+            event: "acquired",
+            t: output::epoch_ms(),
+            token: guard.token().fencing(),
+        })?;
+        hold(guard, args.hold_ms).await
+    }
+}
+
+/// Holds `guard` for `hold_ms`, then releases it, reporting how it ended.
+async fn hold<T: Send + 'static>(guard: rlock::Guard<T>, hold_ms: u64) -> Result<ExitCode> {
     // Ctrl-C ends the hold early but still releases it, rather than leaving it to expire.
     let finished = tokio::select! {
-        () = tokio::time::sleep(Duration::from_millis(args.hold_ms)) => ExitCode::SUCCESS,
+        () = tokio::time::sleep(Duration::from_millis(hold_ms)) => ExitCode::SUCCESS,
         interrupted = tokio::signal::ctrl_c() => {
             interrupted?;
             ExitCode::from(130)

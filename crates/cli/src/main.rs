@@ -9,6 +9,7 @@ mod critical;
 mod demo;
 mod force_unlock;
 mod inspect;
+mod kinds;
 mod lock;
 mod output;
 mod server;

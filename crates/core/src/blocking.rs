@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::engine::Kind;
 use crate::error::{Error, Result};
+use crate::kind::LockKind;
 use crate::lock::RemainingTtl;
 use crate::owner::Owner;
 use crate::reentrant::Reentrant;
@@ -100,7 +100,7 @@ impl Client {
         Ok(Self { inner, runtime })
     }
 
-    fn wrap<K: Kind>(&self, inner: crate::Lock<K>) -> Lock<K> {
+    fn wrap<K: LockKind>(&self, inner: crate::Lock<K>) -> Lock<K> {
         Lock {
             inner,
             runtime: self.runtime.clone(),
@@ -181,12 +181,12 @@ impl ReadWriteLock {
 
 /// The blocking counterpart of [`crate::Lock`], for every kind; each method blocks until its async
 /// twin completes.
-pub struct Lock<K: Kind = Reentrant> {
+pub struct Lock<K: LockKind = Reentrant> {
     inner: crate::Lock<K>,
     runtime: Arc<Runtime>,
 }
 
-impl<K: Kind> Clone for Lock<K> {
+impl<K: LockKind> Clone for Lock<K> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -195,7 +195,7 @@ impl<K: Kind> Clone for Lock<K> {
     }
 }
 
-impl<K: Kind> Lock<K> {
+impl<K: LockKind> Lock<K> {
     fn guard(&self, guard: crate::Guard<K::Token>) -> Guard<K::Token> {
         Guard {
             inner: Some(guard),
@@ -351,7 +351,7 @@ impl<K: Kind> Lock<K> {
     }
 }
 
-impl<K: Kind> fmt::Debug for Lock<K> {
+impl<K: LockKind> fmt::Debug for Lock<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("blocking::Lock").field(&self.inner).finish()
     }

@@ -43,6 +43,12 @@ pub use spin_lock::{SpinBackoff, SpinLock};
 /// The lock kinds: the type parameter of [`Lock`], one per Redisson lock object. Their contents
 /// are private; the [`Client`] method that makes a handle chooses its kind.
 pub mod kind {
+    /// What every lock kind is: the bound of [`Lock<K>`](crate::Lock), for code generic over kinds.
+    /// Sealed: only this crate's kinds implement it.
+    pub trait LockKind: crate::engine::Kind {}
+
+    impl<K: crate::engine::Kind> LockKind for K {}
+
     pub use crate::fair_lock::Fair;
     pub use crate::fenced_lock::Fenced;
     pub use crate::reentrant::Reentrant;

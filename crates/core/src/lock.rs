@@ -8,8 +8,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{self, Guard, Kind, Lease, Wait};
+use crate::engine::{self, Guard, Lease, Wait};
 use crate::error::{Error, Operation, Result};
+use crate::kind::LockKind;
 use crate::owner::Owner;
 use crate::reentrant::Reentrant;
 use crate::services::Services;
@@ -94,13 +95,13 @@ pub type LockGuard = Guard<()>;
 /// # Ok(())
 /// # }
 /// ```
-pub struct Lock<K: Kind = Reentrant> {
+pub struct Lock<K: LockKind = Reentrant> {
     services: Arc<Services>,
     kind: Arc<K>,
     owner: Option<Owner>,
 }
 
-impl<K: Kind> Clone for Lock<K> {
+impl<K: LockKind> Clone for Lock<K> {
     fn clone(&self) -> Self {
         Self {
             services: self.services.clone(),
@@ -110,7 +111,7 @@ impl<K: Kind> Clone for Lock<K> {
     }
 }
 
-impl<K: Kind> Lock<K> {
+impl<K: LockKind> Lock<K> {
     pub(crate) fn new(services: Arc<Services>, kind: K) -> Self {
         Self {
             services,
@@ -452,7 +453,7 @@ impl<K: Kind> Lock<K> {
     }
 }
 
-impl<K: Kind> fmt::Debug for Lock<K> {
+impl<K: LockKind> fmt::Debug for Lock<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
             .field("name", &self.kind.name())

@@ -1,0 +1,64 @@
+//! `--kind`: which Redisson lock object a command works on, and one dispatch from the flag to the
+//! typed handle, so each command is written once, generic over kinds.
+
+use rlock::kind::LockKind;
+use rlock::{Client, Lock};
+
+/// A lock kind, as named on the command line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Kind {
+    /// The reentrant lock (Redisson's `RLock`).
+    #[default]
+    Lock,
+    /// The fair lock (`RFairLock`).
+    Fair,
+    /// The spin lock (`RSpinLock`).
+    Spin,
+    /// The fenced lock (`RFencedLock`); `acquired` events carry the token.
+    Fenced,
+    /// The read side of a read-write lock (`RReadWriteLock.readLock()`).
+    Read,
+    /// The write side of a read-write lock (`RReadWriteLock.writeLock()`).
+    Write,
+}
+
+/// What an acquisition yields, as it goes into JSON.
+pub(crate) trait Token {
+    /// The fencing token, if the kind hands one out.
+    fn fencing(&self) -> Option<u64>;
+}
+
+impl Token for () {
+    fn fencing(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl Token for u64 {
+    fn fencing(&self) -> Option<u64> {
+        Some(*self)
+    }
+}
+
+/// A command's work on one lock handle, whatever its kind.
+pub(crate) trait OnLock {
+    type Output;
+
+    async fn on<K: LockKind>(self, lock: Lock<K>) -> Self::Output
+    where
+        K::Token: Token;
+}
+
+impl Kind {
+    /// Runs `work` on the lock of this kind called `name`.
+    pub(crate) async fn with<W: OnLock>(self, client: &Client, name: &str, work: W) -> W::Output {
+        match self {
+            Self::Lock => work.on(client.lock(name)).await,
+            Self::Fair => work.on(client.fair_lock(name)).await,
+            Self::Spin => work.on(client.spin_lock(name)).await,
+            Self::Fenced => work.on(client.fenced_lock(name)).await,
+            Self::Read => work.on(client.read_write_lock(name).read()).await,
+            Self::Write => work.on(client.read_write_lock(name).write()).await,
+        }
+    }
+}
