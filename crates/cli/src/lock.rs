@@ -74,7 +74,10 @@ impl OnLock for Hold<'_> {
 }
 
 /// Holds `guard` for `hold_ms`, then releases it, reporting how it ended.
-async fn hold<T: Send + 'static>(guard: rlock::Guard<T>, hold_ms: u64) -> Result<ExitCode> {
+async fn hold<T: std::fmt::Debug + Send + 'static>(
+    guard: rlock::Guard<T>,
+    hold_ms: u64,
+) -> Result<ExitCode> {
     // Ctrl-C ends the hold early but still releases it, rather than leaving it to expire.
     let finished = tokio::select! {
         () = tokio::time::sleep(Duration::from_millis(hold_ms)) => ExitCode::SUCCESS,

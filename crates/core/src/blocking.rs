@@ -382,7 +382,7 @@ impl Lock<crate::kind::Fair> {
 /// The blocking counterpart of [`crate::Guard`]. Dropping it releases the hold before `drop`
 /// returns (like a `std::sync::MutexGuard`), or in the background when dropped inside a runtime.
 #[must_use = "dropping the guard releases the hold at once"]
-pub struct Guard<T: Send + 'static = ()> {
+pub struct Guard<T: fmt::Debug + Send + 'static = ()> {
     inner: Option<crate::Guard<T>>,
     runtime: Arc<Runtime>,
 }
@@ -390,7 +390,7 @@ pub struct Guard<T: Send + 'static = ()> {
 /// The blocking counterpart of [`crate::LockGuard`].
 pub type LockGuard = Guard<()>;
 
-impl<T: Send + 'static> Guard<T> {
+impl<T: fmt::Debug + Send + 'static> Guard<T> {
     /// The owner of this hold.
     pub fn owner(&self) -> Option<Owner> {
         self.inner.as_ref().map(crate::Guard::owner)
@@ -420,7 +420,7 @@ impl<T: Send + 'static> Guard<T> {
     }
 }
 
-impl<T: Send + 'static> Drop for Guard<T> {
+impl<T: fmt::Debug + Send + 'static> Drop for Guard<T> {
     fn drop(&mut self) {
         if let Some(guard) = self.inner.take() {
             if tokio::runtime::Handle::try_current().is_ok() {

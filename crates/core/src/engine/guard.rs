@@ -38,7 +38,7 @@ use crate::services::Services;
 /// # }
 /// ```
 #[must_use = "dropping the guard releases the hold at once"]
-pub struct Guard<T: Send + 'static = ()> {
+pub struct Guard<T: fmt::Debug + Send + 'static = ()> {
     kind: Arc<dyn Kind<Token = T>>,
     services: Arc<Services>,
     owner: Owner,
@@ -48,7 +48,7 @@ pub struct Guard<T: Send + 'static = ()> {
     released: bool,
 }
 
-impl<T: Send + 'static> Guard<T> {
+impl<T: fmt::Debug + Send + 'static> Guard<T> {
     pub(crate) fn new(
         kind: Arc<dyn Kind<Token = T>>,
         services: Arc<Services>,
@@ -145,7 +145,7 @@ impl<T: Send + 'static> Guard<T> {
     }
 }
 
-impl<T: Send + 'static> Drop for Guard<T> {
+impl<T: fmt::Debug + Send + 'static> Drop for Guard<T> {
     fn drop(&mut self) {
         if !self.released {
             // Dropping the release finishes it in the background.

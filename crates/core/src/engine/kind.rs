@@ -29,7 +29,7 @@ const DEGRADED_POLL: (Duration, Duration) = (Duration::from_millis(25), Duration
 /// outside the crate can implement or call it (a sealed trait).
 pub trait Kind: Send + Sync + 'static {
     /// What a successful acquisition yields: nothing, a fencing token, a permit id.
-    type Token: Send + 'static;
+    type Token: std::fmt::Debug + Send + 'static;
 
     /// The user-facing name, for errors and logs.
     fn name(&self) -> &str;

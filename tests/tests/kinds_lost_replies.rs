@@ -1,0 +1,142 @@
+//! Every kind's acquire whose reply is lost (the server paused past the command timeout, or the
+//! future dropped while the script is in flight) is reconciled: the hold it may have taken and the
+//! queue entry it may have made are undone, and an earlier hold of the same owner is left intact.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rlock::kind::LockKind;
+use rlock::{Error, Lock, Owner};
+use rlock_tests::RedisServer;
+use rlock_tests::harness::{client_with, eventually, raw};
+
+async fn pause_clients(redis: &mut redis::aio::MultiplexedConnection, ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(redis)
+        .await
+        .expect("CLIENT PAUSE");
+}
+
+async fn fast_timeouts(server: &RedisServer) -> rlock::Client {
+    client_with(server, |config| {
+        config.command_timeout = Duration::from_millis(100);
+        config.retry_delay = Duration::from_millis(100);
+        config.retry_max_delay = Duration::from_millis(200);
+    })
+    .await
+}
+
+/// Every key in the (private) server, but the fenced lock's token counter, which never expires.
+async fn keys_left(redis: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let mut keys: Vec<String> = redis.keys("*").await.expect("KEYS");
+    keys.retain(|key| !key.starts_with("redisson_lock_token:"));
+    keys.sort();
+    keys
+}
+
+/// An acquire dropped while its script waits behind a paused server leaves nothing once it ran.
+async fn dropped_in_flight_leaves_nothing<K: LockKind>(
+    lock: Lock<K>,
+    redis: &mut redis::aio::MultiplexedConnection,
+) {
+    pause_clients(redis, 300).await;
+    let dropped = tokio::time::timeout(Duration::from_millis(50), lock.lock()).await;
+    assert!(
+        dropped.is_err(),
+        "{}: still waiting for the reply",
+        lock.name()
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let settled = eventually(Duration::from_secs(3), async || {
+        keys_left(redis).await.is_empty()
+    })
+    .await;
+    assert!(
+        settled,
+        "{}: left {:?}",
+        lock.name(),
+        keys_left(redis).await
+    );
+}
+
+/// A re-entry that times out is undone; the owner's first hold stays, counted once.
+async fn timed_out_reentry_keeps_the_first_hold<K: LockKind>(
+    lock: Lock<K>,
+    redis: &mut redis::aio::MultiplexedConnection,
+) {
+    let owner = Owner::new();
+    let lock = lock.with_owner(owner);
+    let first = lock.lock().await.expect("first hold");
+    pause_clients(redis, 300).await;
+    match lock.try_lock().await {
+        Err(Error::Timeout { .. }) => {}
+        other => panic!("{}: expected a timeout, got {other:?}", lock.name()),
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let settled = eventually(Duration::from_secs(3), async || {
+        lock.hold_count().await.expect("hold_count") == 1
+    })
+    .await;
+    assert!(settled, "{}: the earlier hold is intact", lock.name());
+    assert!(!first.is_lease_lost());
+    first.unlock().await.expect("unlock");
+    let gone = eventually(Duration::from_secs(3), async || {
+        keys_left(redis).await.is_empty()
+    })
+    .await;
+    assert!(gone, "{}: left {:?}", lock.name(), keys_left(redis).await);
+}
+
+#[tokio::test]
+async fn every_kind_undoes_an_acquire_whose_reply_was_lost() {
+    let server = RedisServer::start();
+    let client = fast_timeouts(&server).await;
+    let mut redis = raw(&server).await;
+    dropped_in_flight_leaves_nothing(client.fair_lock("lost:fair"), &mut redis).await;
+    dropped_in_flight_leaves_nothing(client.fenced_lock("lost:fenced"), &mut redis).await;
+    dropped_in_flight_leaves_nothing(client.spin_lock("lost:spin"), &mut redis).await;
+    let rw = client.read_write_lock("lost:rw");
+    dropped_in_flight_leaves_nothing(rw.read(), &mut redis).await;
+    dropped_in_flight_leaves_nothing(rw.write(), &mut redis).await;
+
+    timed_out_reentry_keeps_the_first_hold(client.fair_lock("lost:fair"), &mut redis).await;
+    timed_out_reentry_keeps_the_first_hold(client.fenced_lock("lost:fenced"), &mut redis).await;
+    timed_out_reentry_keeps_the_first_hold(client.spin_lock("lost:spin"), &mut redis).await;
+    timed_out_reentry_keeps_the_first_hold(rw.read(), &mut redis).await;
+    timed_out_reentry_keeps_the_first_hold(rw.write(), &mut redis).await;
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_queued_fair_waiter_whose_reply_was_lost_leaves_the_queue() {
+    let server = RedisServer::start();
+    let holder = fast_timeouts(&server).await;
+    let client = fast_timeouts(&server).await;
+    let mut redis = raw(&server).await;
+    let guard = holder.fair_lock("lost:queue").lock().await.expect("lock");
+    pause_clients(&mut redis, 300).await;
+    // The script queues this waiter after the pause; its reply is long given up on by then.
+    let waited = client
+        .fair_lock("lost:queue")
+        .try_lock_for(Duration::from_secs(5))
+        .await;
+    assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let left = eventually(Duration::from_secs(3), async || {
+        let queued: usize = redis
+            .llen("redisson_lock_queue:{lost:queue}")
+            .await
+            .expect("LLEN");
+        let deadlines: usize = redis
+            .zcard("redisson_lock_timeout:{lost:queue}")
+            .await
+            .expect("ZCARD");
+        queued == 0 && deadlines == 0
+    })
+    .await;
+    assert!(left, "no queue entry of the lost acquire remains");
+    guard.unlock().await.expect("unlock");
+}
