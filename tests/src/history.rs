@@ -4,8 +4,10 @@
 //! worker processes against one private Redis, injects faults, and then proves from what the workers
 //! logged that
 //!
-//! * no two holds of one lock overlapped, except where a holder was told its lease was lost (the
-//!   known unsafe window of every lease-based lock), and
+//! * no lock had more holders at once than its model allows (one exclusive holder, or any number of
+//!   readers, or as many as its permits), except where a holder was told its lease was lost (the
+//!   known unsafe window of every lease-based lock),
+//! * no fair lock was acquired out of queue order, and
 //! * every acquisition attempt completed: it acquired, gave up at its deadline, failed with a typed
 //!   error, or was cancelled on purpose — none hung.
 //!
@@ -17,6 +19,8 @@ pub mod checker;
 pub mod fleet;
 pub mod record;
 
-pub use checker::{AttemptId, Handoff, History, Hold, Overlap, Report, Summary};
+pub use checker::{
+    AttemptId, Handoff, History, Hold, Overlap, Overtake, PermitExcess, Report, Summary,
+};
 pub use fleet::{Fleet, WorkerSpec};
-pub use record::{Event, FaultKind, LogWriter, Record, error_kind, now_ns, read_log};
+pub use record::{Event, FaultKind, LogWriter, Mode, Record, error_kind, now_ns, read_log};

@@ -27,7 +27,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use redis::aio::MultiplexedConnection;
 use rlock::{Client, Config, Error, LockGuard};
-use rlock_tests::history::{Event, LogWriter, Summary, error_kind, now_ns};
+use rlock_tests::history::{Event, LogWriter, Mode, Summary, error_kind, now_ns};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -203,6 +203,8 @@ impl Worker {
                 seq,
                 name: name.to_owned(),
                 wait_ms: self.args.wait_ms,
+                mode: Mode::Exclusive,
+                permits: 1,
             },
         );
         let lock = self.client.lock(name);

@@ -1,4 +1,18 @@
-//! The checker: mutual exclusion and progress, proven from the histories of several processes.
+//! The checker: exclusion, fairness and progress, proven from the histories of several processes.
+//!
+//! # The models
+//!
+//! Every hold is *exclusive* unless its attempt says it is a *read* hold (`mode` of `Started`), and
+//! every lock has one permit unless a `Permits` record declares more. Then:
+//!
+//! * read holds share the lock with each other and with nothing else;
+//! * an exclusive hold excludes every read hold and takes its permits (`permits` of `Started`, one
+//!   unless said) from the lock's: at no instant may the exclusive holds of a lock hold more than it
+//!   has. A plain lock or a write lock is the case of one permit, each hold taking one: no two
+//!   exclusive holds at once. A semaphore is the case of many.
+//!
+//! A lock whose waiters log that they entered its queue (`Queued`) is a fair lock, and is also held
+//! to first-in, first-out: see [`Overtake`].
 //!
 //! # What a history says
 //!
@@ -24,7 +38,23 @@
 //!
 //! Overlaps are found by a sweep over each lock's holds sorted by acquisition time, so every
 //! overlapping pair is found, not just neighbours (a neighbour may be a lease-lost hold that hides a
-//! real overlap behind it).
+//! real overlap behind it). Each hold entering the sweep is checked against the holds still open: it
+//! overlaps each one it excludes on its own (a read and an exclusive hold, or two exclusive holds
+//! whose permits add up to more than the lock's), and if none of those but the permits held are
+//! still more than the lock's, it overfilled it ([`PermitExcess`]). Fences prove overlaps of the
+//! same pairs only: read holds and a semaphore's holds take fences inside each other's legitimately.
+//!
+//! # Why the order of a queue is sound
+//!
+//! A waiter is surely queued from its `Queued` record on (taken after its first try returned), and
+//! an acquirer cannot have reached the lock before its `Started` record, so a waiter queued before an
+//! acquirer started was ahead of it. It stays ahead until it leaves the queue, which is never before
+//! its own acquisition, nor, if it gave up, before its wait ran out. A waiter cancelled or failed may
+//! have left at any time after it queued, and one whose process was killed or frozen may have been
+//! dropped from the queue for not polling: neither is counted as overtaken once it may be gone.
+//! The check assumes that a live waiter keeps its place: Redisson's fair lock also drops a waiter
+//! whose turn comes more than `threadWaitTime` (5 s) later than the queue expected, so a fairness
+//! test keeps its holds well short of that.
 //!
 //! # What is a violation and what is a known unsafe window
 //!
@@ -33,7 +63,9 @@
 //! one of the holds was told that is the documented limit of any lease-based lock: it is reported as
 //! an *unsafe window*, not as a violation. Everything else is a violation:
 //!
-//! * an overlap of two holds that were both never told their lease was lost;
+//! * an overlap of two holds that were both never told their lease was lost, or permits exceeded by
+//!   holds never told so (a hold told so no longer counts: Redis took its permits back);
+//! * an acquisition of a fair lock out of queue order;
 //! * an attempt that never completed (no outcome) in a process that was not killed: a waiter that
 //!   never acquired, or a call that hung;
 //! * a hold that was never released in a process that was not killed;
@@ -51,7 +83,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{Event, FaultKind, Record};
+use super::record::{Event, FaultKind, Mode, Record};
+
+/// Nanoseconds in a millisecond.
+const MS: u64 = 1_000_000;
 
 /// One attempt: `(process, task, seq)`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -125,6 +160,33 @@ pub struct Hold {
     pub fence_after: Option<i64>,
     /// The holder was told its lease was lost.
     pub lease_lost: bool,
+    /// Shared or exclusive.
+    pub mode: Mode,
+    /// The permits an exclusive hold takes.
+    pub permits: u32,
+}
+
+impl Hold {
+    /// Whether this hold and `other` may not be held at once on a lock with `permits` permits: read
+    /// holds share with each other only, exclusive ones share while their permits add up to at most
+    /// the lock's.
+    pub fn excludes(&self, other: &Hold, permits: u32) -> bool {
+        match (self.mode, other.mode) {
+            (Mode::Read, Mode::Read) => false,
+            (Mode::Exclusive, Mode::Exclusive) => self.permits + other.permits > permits,
+            (Mode::Read, Mode::Exclusive) | (Mode::Exclusive, Mode::Read) => true,
+        }
+    }
+
+    /// The permits this hold counts against its lock's: an exclusive hold's own; none for a read
+    /// hold, nor for a hold told its lease was lost (Redis took its permits back when the lease ran
+    /// out: the known unsafe window).
+    fn permits_held(&self) -> u32 {
+        match self.mode {
+            Mode::Exclusive if !self.lease_lost => self.permits,
+            Mode::Exclusive | Mode::Read => 0,
+        }
+    }
 }
 
 /// How an overlap was seen.
@@ -146,6 +208,8 @@ pub struct Overlap {
     pub first: AttemptId,
     /// The intruder.
     pub second: Option<AttemptId>,
+    /// The modes that collided: `first`'s and `second`'s (unknown for an unlogged holder).
+    pub modes: (Mode, Option<Mode>),
     /// How long both were inside, by the clock (0 when only the fence shows it).
     pub overlap_ns: u64,
     /// How it was seen.
@@ -154,20 +218,86 @@ pub struct Overlap {
 
 impl fmt::Display for Overlap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let second = self
-            .second
-            .as_ref()
-            .map_or_else(|| "an unlogged holder".to_owned(), ToString::to_string);
+        let second = match (&self.second, self.modes.1) {
+            (Some(id), Some(mode)) => format!("{id} ({mode})"),
+            _ => "an unlogged holder".to_owned(),
+        };
         write!(
             f,
-            "lock {:?}: {} and {second} held it at once for {:?} (clock: {}, fence: {})",
+            "lock {:?}: {} ({}) and {second} held it at once for {:?} (clock: {}, fence: {})",
             self.name,
             self.first,
+            self.modes.0,
             Duration::from_nanos(self.overlap_ns),
             self.evidence.clock,
             self.evidence.fence
         )
     }
+}
+
+/// An instant at which the exclusive holds of a lock held more than its permits, without two of them
+/// that could not coexist on their own (those are [`Overlap`]s): a semaphore overfilled.
+#[derive(Clone, Debug)]
+pub struct PermitExcess {
+    /// The lock.
+    pub name: String,
+    /// The instant: the acquisition of the hold that took the permits over.
+    pub at_ns: u64,
+    /// The lock's permits.
+    pub permits: u32,
+    /// The permits held then.
+    pub held: u32,
+    /// The holds counted then, in acquisition order, the one that took the permits over last.
+    pub holds: Vec<AttemptId>,
+}
+
+impl fmt::Display for PermitExcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lock {:?}: {} of its {} permits held at once (at {} ns) by {}",
+            self.name,
+            self.held,
+            self.permits,
+            self.at_ns,
+            list(&self.holds)
+        )
+    }
+}
+
+/// An acquisition of a fair lock ahead of waiters that had queued before it started and were still
+/// queued.
+#[derive(Clone, Debug)]
+pub struct Overtake {
+    /// The lock.
+    pub name: String,
+    /// The attempt that acquired out of turn.
+    pub acquirer: AttemptId,
+    /// When it acquired.
+    pub acquired_ns: u64,
+    /// The waiters it overtook, in queue order.
+    pub overtaken: Vec<AttemptId>,
+}
+
+impl fmt::Display for Overtake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "fair lock {:?}: {} acquired it (at {} ns) ahead of {}, queued before it started and still waiting",
+            self.name,
+            self.acquirer,
+            self.acquired_ns,
+            list(&self.overtaken)
+        )
+    }
+}
+
+/// Attempts as a comma-separated list.
+fn list(ids: &[AttemptId]) -> String {
+    ids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A lock passing from one holder to a waiter that was already waiting when it was released.
@@ -211,6 +341,10 @@ pub struct Report {
     pub overlaps: Vec<Overlap>,
     /// Overlaps involving a hold that was told its lease was lost: the known unsafe window.
     pub unsafe_windows: Vec<Overlap>,
+    /// Instants at which more permits were held than a lock has: violations.
+    pub permit_excesses: Vec<PermitExcess>,
+    /// Acquisitions of fair locks out of queue order: violations.
+    pub overtakes: Vec<Overtake>,
     /// Attempts that never completed in a live process.
     pub starved: Vec<AttemptId>,
     /// Holds never released in a live process.
@@ -282,6 +416,12 @@ impl Report {
             .map(|o| format!("overlap: {o}"))
             .collect();
         found.extend(
+            self.permit_excesses
+                .iter()
+                .map(|e| format!("permits exceeded: {e}")),
+        );
+        found.extend(self.overtakes.iter().map(|o| format!("out of turn: {o}")));
+        found.extend(
             self.starved
                 .iter()
                 .map(|a| format!("attempt {a} never completed")),
@@ -342,7 +482,8 @@ impl Report {
             lease_losses: self.lease_losses(),
             unsafe_windows: self.unsafe_window_holds(),
             holds_in_unsafe_windows: self.unsafe_windows.len(),
-            overlaps: self.overlaps.len(),
+            overlaps: self.overlaps.len() + self.permit_excesses.len(),
+            overtakes: self.overtakes.len(),
             starved: self.starved.len() + self.unfinished.len(),
             panics: self.panics.len(),
             inconsistencies: self.inconsistencies.len(),
@@ -392,8 +533,11 @@ pub struct Summary {
     pub unsafe_windows: usize,
     /// Pairs of holds overlapping inside those windows.
     pub holds_in_unsafe_windows: usize,
-    /// Overlaps outside signalled lease loss: must be 0.
+    /// Overlaps and exceeded permits outside signalled lease loss: must be 0.
     pub overlaps: usize,
+    /// Acquisitions of fair locks out of queue order: must be 0 (absent from older summaries).
+    #[serde(default)]
+    pub overtakes: usize,
     /// Attempts or holds that never completed: must be 0.
     pub starved: usize,
     /// Panics: must be 0.
@@ -427,6 +571,7 @@ impl Summary {
         self.unsafe_windows += other.unsafe_windows;
         self.holds_in_unsafe_windows += other.holds_in_unsafe_windows;
         self.overlaps += other.overlaps;
+        self.overtakes += other.overtakes;
         self.starved += other.starved;
         self.panics += other.panics;
         self.inconsistencies += other.inconsistencies;
@@ -452,15 +597,34 @@ struct Attempt {
     name: Option<String>,
     started: Option<u64>,
     wait_ms: Option<u64>,
+    mode: Mode,
+    permits: u32,
+    queued: Option<u64>,
     acquired: Option<(u64, Option<i64>)>,
     released: Option<(u64, Option<i64>, bool)>,
     ended: Option<u64>,
+    gave_up: bool,
+}
+
+/// An attempt that entered a fair lock's queue.
+#[derive(Debug)]
+struct Waiter {
+    id: AttemptId,
+    /// When it was queued at the latest.
+    queued_ns: u64,
+    /// Until when it was still queued at least: any acquisition before this that started after it
+    /// queued overtook it.
+    left_ns: u64,
 }
 
 struct Checker<'a> {
     records: &'a [Record],
     report: Report,
     killed: HashMap<String, u64>,
+    /// When each process stopped running: killed, or frozen with `SIGSTOP`.
+    halted: HashMap<String, Vec<u64>>,
+    /// The declared permits of each lock; one if not declared.
+    permits: HashMap<String, u32>,
 }
 
 impl<'a> Checker<'a> {
@@ -469,18 +633,24 @@ impl<'a> Checker<'a> {
             records,
             report: Report::default(),
             killed: HashMap::new(),
+            halted: HashMap::new(),
+            permits: HashMap::new(),
         }
     }
 
     fn run(mut self) -> Report {
         let attempts = self.assemble();
-        let holds = self.holds(&attempts);
-        for (name, mut holds) in holds {
+        let mut queues = self.queues(&attempts);
+        for (name, mut holds) in self.holds(&attempts) {
             holds.sort_by_key(|h| (h.acquired_ns, h.end_ns));
+            let permits = self.permits.get(&name).copied().unwrap_or(1);
             self.check_fences_unique(&name, &holds);
-            self.sweep(&name, &holds);
-            self.check_fences_moved(&name, &holds);
+            self.sweep(&name, &holds, permits);
+            self.check_fences_moved(&name, &holds, permits);
             self.check_order_and_handoffs(&name, &holds);
+            if let Some(waiters) = queues.remove(&name) {
+                self.check_fifo(&name, &holds, &waiters);
+            }
             let _ = self.report.holds.insert(name, holds);
         }
         self.report
@@ -501,9 +671,24 @@ impl<'a> Checker<'a> {
                         if *kind == FaultKind::KillHolder {
                             let _ = self.killed.insert(record.process.clone(), record.at_ns);
                         }
+                        if matches!(kind, FaultKind::KillHolder | FaultKind::StopHolder) {
+                            self.halted
+                                .entry(record.process.clone())
+                                .or_default()
+                                .push(record.at_ns);
+                        }
                     }
                     Event::Panicked { message } => {
                         report.panics.push(format!("{}: {message}", record.process));
+                    }
+                    Event::Permits { name, permits } => {
+                        if let Some(other) = self.permits.insert(name.clone(), *permits)
+                            && other != *permits
+                        {
+                            report.inconsistencies.push(format!(
+                                "lock {name:?}: declared with {other} and with {permits} permits"
+                            ));
+                        }
                     }
                     _ => {}
                 }
@@ -517,13 +702,26 @@ impl<'a> Checker<'a> {
             let attempt = attempts.entry(id.clone()).or_default();
             let outcome_seen = attempt.acquired.is_some() || attempt.ended.is_some();
             let fine = match &record.event {
-                Event::Started { name, wait_ms, .. } => {
+                Event::Started {
+                    name,
+                    wait_ms,
+                    mode,
+                    permits,
+                    ..
+                } => {
                     let fresh = attempt.started.is_none();
                     attempt.name = Some(name.clone());
                     attempt.started = Some(record.at_ns);
                     attempt.wait_ms = *wait_ms;
+                    attempt.mode = *mode;
+                    attempt.permits = *permits;
                     report.attempts += 1;
                     fresh
+                }
+                Event::Queued { .. } => {
+                    let fresh = attempt.queued.is_none();
+                    attempt.queued = Some(record.at_ns);
+                    attempt.started.is_some() && !outcome_seen && fresh
                 }
                 Event::Acquired { fence, .. } => {
                     attempt.acquired = Some((record.at_ns, *fence));
@@ -538,7 +736,7 @@ impl<'a> Checker<'a> {
                 } => {
                     let fresh = attempt.released.is_none();
                     attempt.released = Some((record.at_ns, *fence_after, *lease_lost));
-                    attempt.ended = Some(record.at_ns + unlock_ms * 1_000_000);
+                    attempt.ended = Some(record.at_ns + unlock_ms * MS);
                     if let Some(error) = unlock_error {
                         *report.unlock_errors.entry(error.clone()).or_default() += 1;
                     }
@@ -548,7 +746,10 @@ impl<'a> Checker<'a> {
                 Event::Cancelled { .. } | Event::GaveUp { .. } | Event::Failed { .. } => {
                     match &record.event {
                         Event::Cancelled { .. } => report.cancelled += 1,
-                        Event::GaveUp { .. } => report.gave_up += 1,
+                        Event::GaveUp { .. } => {
+                            report.gave_up += 1;
+                            attempt.gave_up = true;
+                        }
                         Event::Failed { error, .. } => {
                             *report.errors.entry(error.clone()).or_default() += 1;
                         }
@@ -609,14 +810,53 @@ impl<'a> Checker<'a> {
                 fence,
                 fence_after,
                 lease_lost,
+                mode: attempt.mode,
+                permits: attempt.permits,
             });
         }
         holds
     }
 
+    /// The attempts that entered a fair lock's queue, per lock name, in queue order.
+    fn queues(&self, attempts: &BTreeMap<AttemptId, Attempt>) -> BTreeMap<String, Vec<Waiter>> {
+        let mut queues: BTreeMap<String, Vec<Waiter>> = BTreeMap::new();
+        for (id, attempt) in attempts {
+            let (Some(name), Some(started), Some(queued)) =
+                (&attempt.name, attempt.started, attempt.queued)
+            else {
+                continue;
+            };
+            // It surely stayed until something it did itself: its own acquisition (holds of one lock
+            // are ordered), or the end of its wait if it gave up. Cancelled or failed, it may have
+            // left any time after it queued: its record comes too late to tell.
+            let left_ns = match attempt.acquired {
+                Some((acquired, _)) => acquired,
+                None if attempt.gave_up => queued.max(started + attempt.wait_ms.unwrap_or(0) * MS),
+                None if attempt.ended.is_some() => queued,
+                None => u64::MAX,
+            };
+            // A killed or frozen waiter stops polling, and a fair lock drops a waiter that stopped
+            // polling (Redisson's `threadWaitTime`): from then on, others may pass it.
+            let halted = self.halted.get(&id.process).into_iter().flatten();
+            let left_ns = halted
+                .copied()
+                .filter(|&at| at >= queued)
+                .fold(left_ns, u64::min);
+            queues.entry(name.clone()).or_default().push(Waiter {
+                id: id.clone(),
+                queued_ns: queued,
+                left_ns,
+            });
+        }
+        for waiters in queues.values_mut() {
+            waiters.sort_by_key(|w| w.queued_ns);
+        }
+        queues
+    }
+
     fn overrun(&mut self, wait_ms: Option<u64>, took_ns: u64) {
         if let Some(wait_ms) = wait_ms {
-            let over = took_ns.saturating_sub(wait_ms * 1_000_000);
+            let over = took_ns.saturating_sub(wait_ms * MS);
             let max = self.report.max_overrun_ns.get_or_insert(0);
             *max = (*max).max(over);
         }
@@ -636,13 +876,14 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Finds every pair of holds whose intervals overlap: a sweep in acquisition order keeping the
-    /// holds still open.
-    fn sweep(&mut self, name: &str, holds: &[Hold]) {
+    /// Finds every pair of holds that exclude each other but whose intervals overlap, and every
+    /// hold that took the lock's permits over without such a pair: a sweep in acquisition order
+    /// keeping the holds still open (intervals that only touch do not overlap).
+    fn sweep(&mut self, name: &str, holds: &[Hold], permits: u32) {
         let mut open: Vec<&Hold> = Vec::new();
         for hold in holds {
             open.retain(|o| o.end_ns > hold.acquired_ns);
-            for earlier in &open {
+            for earlier in open.iter().filter(|o| o.excludes(hold, permits)) {
                 self.overlap(
                     name,
                     earlier,
@@ -654,12 +895,32 @@ impl<'a> Checker<'a> {
                     },
                 );
             }
+            // Two counted holds that exclude each other are an overlap reported just above; an excess
+            // is what only three or more holds (or one too greedy) make.
+            let paired = open
+                .iter()
+                .any(|o| o.permits_held() > 0 && o.excludes(hold, permits));
             open.push(hold);
+            let held: u32 = open.iter().map(|h| h.permits_held()).sum();
+            if held > permits && hold.permits_held() > 0 && !paired {
+                self.report.permit_excesses.push(PermitExcess {
+                    name: name.to_owned(),
+                    at_ns: hold.acquired_ns,
+                    permits,
+                    held,
+                    holds: open
+                        .iter()
+                        .filter(|h| h.permits_held() > 0)
+                        .map(|h| h.id.clone())
+                        .collect(),
+                });
+            }
         }
     }
 
-    /// Finds holds inside which the fence moved: someone else's `INCR` ran while they held the lock.
-    fn check_fences_moved(&mut self, name: &str, holds: &[Hold]) {
+    /// Finds holds inside which the fence moved: someone else's `INCR` ran while they held the lock,
+    /// an overlap if that someone's hold excludes theirs.
+    fn check_fences_moved(&mut self, name: &str, holds: &[Hold], permits: u32) {
         for hold in holds {
             let (Some(fence), Some(after)) = (hold.fence, hold.fence_after) else {
                 continue;
@@ -682,11 +943,15 @@ impl<'a> Checker<'a> {
                 clock: false,
                 fence: true,
             };
-            if intruders.len() as i64 != after - fence {
+            // Who moved it unlogged is unknown: proof only for a hold that excludes every other.
+            let alone = hold.mode == Mode::Exclusive && hold.permits >= permits;
+            if alone && intruders.len() as i64 != after - fence {
                 self.overlap(name, hold, None, 0, fence_only);
             }
             for intruder in intruders {
-                self.overlap(name, hold, Some(intruder), 0, fence_only);
+                if hold.excludes(intruder, permits) {
+                    self.overlap(name, hold, Some(intruder), 0, fence_only);
+                }
             }
         }
     }
@@ -720,6 +985,7 @@ impl<'a> Checker<'a> {
             name: name.to_owned(),
             first: first.id.clone(),
             second: second.map(|s| s.id.clone()),
+            modes: (first.mode, second.map(|s| s.mode)),
             overlap_ns,
             evidence,
         });
@@ -752,13 +1018,59 @@ impl<'a> Checker<'a> {
             }
         }
     }
+
+    /// Finds acquisitions of a fair lock that overtook waiters queued before they started and still
+    /// queued when they acquired. Both bounds are safe: a waiter was queued by its `Queued` record,
+    /// an acquirer had not reached the queue before it started, and [`Waiter::left_ns`] is no later
+    /// than the waiter really left.
+    fn check_fifo(&mut self, name: &str, holds: &[Hold], waiters: &[Waiter]) {
+        for hold in holds {
+            // A waiter queues after it starts, so this never counts the acquirer itself.
+            let overtaken: Vec<AttemptId> = waiters
+                .iter()
+                .take_while(|w| w.queued_ns < hold.started_ns)
+                .filter(|w| hold.acquired_ns < w.left_ns)
+                .map(|w| w.id.clone())
+                .collect();
+            if !overtaken.is_empty() {
+                self.report.overtakes.push(Overtake {
+                    name: name.to_owned(),
+                    acquirer: hold.id.clone(),
+                    acquired_ns: hold.acquired_ns,
+                    overtaken,
+                });
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const MS: u64 = 1_000_000;
+    /// How an attempt asks for its lock.
+    #[derive(Clone, Copy)]
+    struct Ask {
+        mode: Mode,
+        permits: u32,
+        wait_ms: Option<u64>,
+    }
+
+    /// A plain lock, waiting for ever.
+    const LOCK: Ask = Ask {
+        mode: Mode::Exclusive,
+        permits: 1,
+        wait_ms: None,
+    };
+
+    const READ: Ask = Ask {
+        mode: Mode::Read,
+        ..LOCK
+    };
+
+    const fn take(permits: u32) -> Ask {
+        Ask { permits, ..LOCK }
+    }
 
     /// Builds hand-made histories in milliseconds.
     #[derive(Default)]
@@ -777,6 +1089,10 @@ mod tests {
         }
 
         fn start(&mut self, process: &str, name: &str, at_ms: u64) -> u64 {
+            self.start_as(process, name, at_ms, LOCK)
+        }
+
+        fn start_as(&mut self, process: &str, name: &str, at_ms: u64, ask: Ask) -> u64 {
             self.seq += 1;
             let seq = self.seq;
             self.record(
@@ -786,7 +1102,9 @@ mod tests {
                     task: 0,
                     seq,
                     name: name.into(),
-                    wait_ms: None,
+                    wait_ms: ask.wait_ms,
+                    mode: ask.mode,
+                    permits: ask.permits,
                 },
             );
             seq
@@ -820,20 +1138,59 @@ mod tests {
             );
         }
 
-        /// A whole hold: started, acquired with `fence`, released with `fence_after`.
+        /// A whole hold of a plain lock: started, acquired with `fence`, released with
+        /// `fence_after`.
         fn hold(
             &mut self,
             process: &str,
             name: &str,
-            [started, acquired, released]: [u64; 3],
+            times: [u64; 3],
             fence: i64,
             fence_after: i64,
             lost: bool,
         ) -> u64 {
-            let seq = self.start(process, name, started);
+            self.hold_as(process, name, times, LOCK, [fence, fence_after], lost)
+        }
+
+        /// A whole hold asked for as `ask`.
+        fn hold_as(
+            &mut self,
+            process: &str,
+            name: &str,
+            [started, acquired, released]: [u64; 3],
+            ask: Ask,
+            [fence, fence_after]: [i64; 2],
+            lost: bool,
+        ) -> u64 {
+            let seq = self.start_as(process, name, started, ask);
             self.acquire(process, seq, acquired, fence);
             self.release(process, seq, released, fence_after, lost);
             seq
+        }
+
+        /// Attempt `seq` (started already) holds from `acquired` to `released`, its fence unmoved.
+        fn serve(&mut self, process: &str, seq: u64, [acquired, released]: [u64; 2], fence: i64) {
+            self.acquire(process, seq, acquired, fence);
+            self.release(process, seq, released, fence, false);
+        }
+
+        fn kill(&mut self, process: &str, at_ms: u64) {
+            self.fault(process, at_ms, FaultKind::KillHolder);
+        }
+
+        fn fault(&mut self, process: &str, at_ms: u64, kind: FaultKind) {
+            self.record(process, at_ms, Event::Fault { kind });
+        }
+
+        fn declare(&mut self, name: &str, permits: u32) {
+            self.record(
+                "harness",
+                0,
+                Event::Permits {
+                    name: name.into(),
+                    permits,
+                },
+            );
         }
 
         fn check(&self) -> Report {
@@ -883,7 +1240,12 @@ mod tests {
                 fence: true
             }
         );
+        assert_eq!(overlap.modes, (Mode::Exclusive, Some(Mode::Exclusive)));
         assert!(report.unsafe_windows.is_empty());
+        assert!(
+            report.permit_excesses.is_empty(),
+            "a mutex's excess is the pair"
+        );
         assert_eq!(report.violations().len(), 1);
     }
 
@@ -967,13 +1329,7 @@ mod tests {
 
         let mut s = clean();
         let _ = s.start("w2", "a", 100);
-        s.record(
-            "w2",
-            110,
-            Event::Fault {
-                kind: FaultKind::KillHolder,
-            },
-        );
+        s.kill("w2", 110);
         let report = s.check();
         report.assert_sound();
         assert_eq!(report.crashed, 1);
@@ -984,13 +1340,7 @@ mod tests {
         let mut s = clean();
         let victim = s.start("w3", "a", 100);
         s.acquire("w3", victim, 101, 4);
-        s.record(
-            "w3",
-            150,
-            Event::Fault {
-                kind: FaultKind::KillHolder,
-            },
-        );
+        s.kill("w3", 150);
         s.hold("w1", "a", [120, 1_150, 1_160], 5, 5, false);
         let report = s.check();
         report.assert_sound();
@@ -1056,17 +1406,12 @@ mod tests {
     #[test]
     fn bounded_waits_report_their_overrun() {
         let mut s = Script::default();
-        s.record(
-            "w1",
-            0,
-            Event::Started {
-                task: 0,
-                seq: 1,
-                name: "a".into(),
-                wait_ms: Some(100),
-            },
-        );
-        s.record("w1", 130, Event::GaveUp { task: 0, seq: 1 });
+        let ask = Ask {
+            wait_ms: Some(100),
+            ..LOCK
+        };
+        let seq = s.start_as("w1", "a", 0, ask);
+        s.record("w1", 130, Event::GaveUp { task: 0, seq });
         let report = s.check();
         assert_eq!(report.max_overrun_ns, Some(30 * MS));
         assert_eq!(report.gave_up, 1);
@@ -1084,5 +1429,304 @@ mod tests {
         assert_eq!(total.acquisitions, 8);
         assert_eq!(total.figures["max wait for a lock (ms)"], 99.0);
         assert_eq!(total.scenario, "x");
+    }
+
+    /// The attempts in `overlaps` by process, pairwise, with the modes that collided.
+    fn collisions(overlaps: &[Overlap]) -> Vec<(&str, Mode, Option<&str>, Option<Mode>)> {
+        overlaps
+            .iter()
+            .map(|o| {
+                let second = o.second.as_ref().map(|a| a.process.as_str());
+                (o.first.process.as_str(), o.modes.0, second, o.modes.1)
+            })
+            .collect()
+    }
+
+    /// The processes of some attempts.
+    fn processes(ids: &[AttemptId]) -> Vec<&str> {
+        ids.iter().map(|a| a.process.as_str()).collect()
+    }
+
+    #[test]
+    fn read_holds_share_the_lock_and_a_write_that_only_touches_them_is_fine() {
+        let mut s = Script::default();
+        // r1 and r2 read at once and each sees the other's fence; w writes from the instant r1 left.
+        let _ = s.hold_as("r1", "rw", [0, 1, 10], READ, [1, 2], false);
+        let _ = s.hold_as("r2", "rw", [0, 2, 8], READ, [2, 2], false);
+        let _ = s.hold_as("w", "rw", [3, 10, 20], LOCK, [3, 3], false);
+        // ...and a reader enters the instant w leaves.
+        let _ = s.hold_as("r3", "rw", [12, 20, 25], READ, [4, 4], false);
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(report.acquisitions(), 4);
+        assert_eq!(report.holds["rw"][0].mode, Mode::Read);
+    }
+
+    #[test]
+    fn a_write_overlapping_a_read_or_a_write_is_an_overlap_that_names_the_modes() {
+        let mut s = Script::default();
+        // w enters while r reads (r's read-back sees w's fence), then w2 while w writes.
+        let _ = s.hold_as("r", "rw", [0, 1, 10], READ, [1, 2], false);
+        let _ = s.hold_as("w", "rw", [0, 5, 20], LOCK, [2, 2], false);
+        let _ = s.hold_as("w2", "rw", [0, 15, 25], LOCK, [3, 3], false);
+        let report = s.check();
+        assert_eq!(
+            collisions(&report.overlaps),
+            [
+                ("r", Mode::Read, Some("w"), Some(Mode::Exclusive)),
+                ("w", Mode::Exclusive, Some("w2"), Some(Mode::Exclusive)),
+            ],
+        );
+        assert!(report.overlaps[0].evidence.clock && report.overlaps[0].evidence.fence);
+        assert!(report.overlaps[1].evidence.clock && !report.overlaps[1].evidence.fence);
+        let violation = &report.violations()[0];
+        assert!(
+            violation.contains("r/0#1 (read) and w/0#2 (exclusive)"),
+            "{violation}"
+        );
+    }
+
+    #[test]
+    fn a_fence_moved_by_an_unknown_holder_proves_nothing_inside_a_read() {
+        let mut s = Script::default();
+        // The unlogged intruder may have been a reader.
+        let _ = s.hold_as("r", "rw", [0, 1, 10], READ, [1, 2], false);
+        s.check().assert_sound();
+        // Inside a write it cannot have been anyone allowed.
+        let mut s = Script::default();
+        let _ = s.hold_as("w", "rw", [0, 1, 10], LOCK, [1, 2], false);
+        assert_eq!(
+            collisions(&s.check().overlaps),
+            [("w", Mode::Exclusive, None, None)]
+        );
+    }
+
+    #[test]
+    fn a_killed_writer_excludes_readers_until_its_death() {
+        let mut s = Script::default();
+        let writer = s.start("w", "rw", 0);
+        s.acquire("w", writer, 1, 1);
+        s.kill("w", 50);
+        let _ = s.hold_as("early", "rw", [0, 40, 60], READ, [2, 3], false);
+        let _ = s.hold_as("late", "rw", [0, 55, 70], READ, [3, 3], false);
+        let report = s.check();
+        assert_eq!(
+            collisions(&report.overlaps),
+            [("w", Mode::Exclusive, Some("early"), Some(Mode::Read))]
+        );
+        assert_eq!(report.overlaps[0].overlap_ns, 10 * MS);
+        assert_eq!(report.crashed, 1);
+    }
+
+    #[test]
+    fn a_semaphore_may_be_full_but_not_overfull() {
+        let mut s = Script::default();
+        s.declare("s", 3);
+        // 1 + 2 permits: exactly full; c takes a's permit the instant a gives it back.
+        let _ = s.hold_as("a", "s", [0, 1, 10], take(1), [1, 2], false);
+        let _ = s.hold_as("b", "s", [0, 2, 20], take(2), [2, 3], false);
+        let _ = s.hold_as("c", "s", [0, 10, 30], take(1), [3, 3], false);
+        let report = s.check();
+        report.assert_sound();
+
+        // d then takes a fourth permit while b and c hold three.
+        let _ = s.hold_as("d", "s", [0, 15, 16], take(1), [4, 4], false);
+        let report = s.check();
+        assert!(report.overlaps.is_empty(), "{:?}", report.overlaps);
+        let [excess] = &report.permit_excesses[..] else {
+            panic!("one excess: {:?}", report.permit_excesses)
+        };
+        assert_eq!((excess.at_ns, excess.held, excess.permits), (15 * MS, 4, 3));
+        assert_eq!(processes(&excess.holds), ["b", "c", "d"]);
+        assert_eq!(report.summary("").overlaps, 1);
+        assert!(report.violations()[0].starts_with("permits exceeded: lock \"s\": 4 of its 3"));
+    }
+
+    #[test]
+    fn holds_that_exceed_the_permits_on_their_own_are_overlaps() {
+        let mut s = Script::default();
+        s.declare("s", 3);
+        let _ = s.hold_as("a", "s", [0, 1, 10], take(2), [1, 1], false);
+        let _ = s.hold_as("b", "s", [0, 5, 15], take(2), [2, 2], false);
+        // One hold alone can overfill it too.
+        let _ = s.hold_as("c", "s", [0, 20, 30], take(4), [3, 3], false);
+        let report = s.check();
+        assert_eq!(
+            collisions(&report.overlaps),
+            [("a", Mode::Exclusive, Some("b"), Some(Mode::Exclusive))]
+        );
+        let [excess] = &report.permit_excesses[..] else {
+            panic!("one excess: {:?}", report.permit_excesses)
+        };
+        assert_eq!((excess.held, processes(&excess.holds)), (4, vec!["c"]));
+    }
+
+    #[test]
+    fn lease_lost_holds_do_not_count_and_killed_ones_count_until_their_death() {
+        let mut s = Script::default();
+        s.declare("s", 2);
+        let _ = s.hold_as("lost", "s", [0, 1, 50], take(1), [1, 1], true);
+        let _ = s.hold_as("a", "s", [0, 2, 40], take(1), [2, 2], false);
+        let victim = s.start_as("k", "s", 0, take(1));
+        s.acquire("k", victim, 3, 3);
+        s.kill("k", 30);
+        s.check().assert_sound();
+
+        // b joins a and k before k's death, then c joins a and b after it.
+        let _ = s.hold_as("b", "s", [0, 20, 45], take(1), [4, 4], false);
+        let _ = s.hold_as("c", "s", [0, 35, 38], take(1), [5, 5], false);
+        let report = s.check();
+        let at: Vec<(u64, Vec<&str>)> = report
+            .permit_excesses
+            .iter()
+            .map(|e| (e.at_ns / MS, processes(&e.holds)))
+            .collect();
+        assert_eq!(at, [(20, vec!["a", "k", "b"]), (35, vec!["a", "b", "c"])]);
+    }
+
+    #[test]
+    fn conflicting_permit_declarations_are_inconsistent() {
+        let mut s = Script::default();
+        s.declare("s", 3);
+        s.declare("s", 3);
+        s.check().assert_sound();
+        s.declare("s", 2);
+        assert_eq!(s.check().inconsistencies.len(), 1);
+    }
+
+    impl Script {
+        /// An attempt on fair lock `name` that queued at `queued`.
+        fn queue(
+            &mut self,
+            process: &str,
+            name: &str,
+            [started, queued]: [u64; 2],
+            ask: Ask,
+        ) -> u64 {
+            let seq = self.start_as(process, name, started, ask);
+            self.record(process, queued, Event::Queued { task: 0, seq });
+            seq
+        }
+
+        /// `a` holds fair lock `f` from 1 to 10 ms; `first` queues behind it at 3 ms (waiting as
+        /// `ask`), `second` starts at 5 and holds it from 12 to 20 ms (fence 10): ahead of `first`
+        /// unless `first` left the queue first. Returns `first`'s attempt.
+        fn fair(ask: Ask) -> (Self, u64) {
+            let mut s = Self::default();
+            let _ = s.hold("a", "f", [0, 1, 10], 1, 1, false);
+            let first = s.queue("first", "f", [2, 3], ask);
+            let second = s.queue("second", "f", [5, 6], LOCK);
+            s.serve("second", second, [12, 20], 10);
+            (s, first)
+        }
+    }
+
+    #[test]
+    fn a_fair_lock_served_in_queue_order_passes() {
+        let (mut s, first) = Script::fair(LOCK);
+        // first is served before second, up to the instant second acquires.
+        s.serve("first", first, [11, 12], 2);
+        // l started the instant w queued, so it is not provably behind w.
+        let w = s.queue("w", "f", [13, 14], LOCK);
+        let _ = s.hold("l", "f", [14, 20, 21], 11, 11, false);
+        s.serve("w", w, [21, 22], 12);
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(report.handoffs.len(), 4);
+    }
+
+    #[test]
+    fn an_acquisition_ahead_of_an_earlier_waiter_still_queued_is_out_of_turn() {
+        let (mut s, first) = Script::fair(LOCK);
+        s.serve("first", first, [21, 22], 11);
+        let report = s.check();
+        let [overtake] = &report.overtakes[..] else {
+            panic!("one overtake: {:?}", report.overtakes)
+        };
+        assert_eq!(overtake.acquirer.process, "second");
+        assert_eq!(overtake.acquired_ns, 12 * MS);
+        assert_eq!(processes(&overtake.overtaken), ["first"]);
+        assert_eq!(report.summary("").overtakes, 1);
+        assert_eq!(report.violations().len(), 1);
+        assert!(report.violations()[0].starts_with("out of turn: fair lock \"f\""));
+
+        // A waiter that never gets it at all (starved) is overtaken too.
+        let (s, _) = Script::fair(LOCK);
+        let report = s.check();
+        assert_eq!((report.overtakes.len(), report.starved.len()), (1, 1));
+    }
+
+    #[test]
+    fn a_waiter_that_gave_up_is_passed_only_once_its_wait_ran_out() {
+        let wait = |wait_ms| Ask {
+            wait_ms: Some(wait_ms),
+            ..LOCK
+        };
+        // Its 20 ms wait ran out at 22 ms, after second acquired at 12.
+        let (mut s, first) = Script::fair(wait(20));
+        s.record(
+            "first",
+            23,
+            Event::GaveUp {
+                task: 0,
+                seq: first,
+            },
+        );
+        assert_eq!(s.check().overtakes.len(), 1);
+        // Its 5 ms wait ran out at 7 ms.
+        let (mut s, first) = Script::fair(wait(5));
+        s.record(
+            "first",
+            23,
+            Event::GaveUp {
+                task: 0,
+                seq: first,
+            },
+        );
+        s.check().assert_sound();
+    }
+
+    #[test]
+    fn a_cancelled_or_failed_waiter_may_be_passed_as_it_may_have_left_any_time() {
+        let outcomes: [fn(u64) -> Event; 2] = [
+            |seq| Event::Cancelled { task: 0, seq },
+            |seq| Event::Failed {
+                task: 0,
+                seq,
+                error: "timeout".into(),
+                message: "timed out".into(),
+            },
+        ];
+        for outcome in outcomes {
+            let (mut s, first) = Script::fair(LOCK);
+            s.record("first", 30, outcome(first));
+            s.check().assert_sound();
+        }
+    }
+
+    #[test]
+    fn a_killed_or_frozen_waiter_may_be_passed_from_then_on() {
+        let (mut s, _) = Script::fair(LOCK);
+        s.kill("first", 11);
+        s.check().assert_sound();
+
+        let (mut s, first) = Script::fair(LOCK);
+        s.fault("first", 11, FaultKind::StopHolder);
+        s.serve("first", first, [21, 22], 11);
+        s.check().assert_sound();
+
+        // Killed only after second acquired: second had overtaken it while it was alive.
+        let (mut s, _) = Script::fair(LOCK);
+        s.kill("first", 13);
+        assert_eq!(s.check().overtakes.len(), 1);
+    }
+
+    #[test]
+    fn locks_without_a_queue_are_not_held_to_its_order() {
+        let mut s = Script::default();
+        let _ = s.hold("a", "plain", [0, 1, 10], 1, 1, false);
+        let _ = s.hold("first", "plain", [2, 21, 22], 3, 3, false);
+        let _ = s.hold("second", "plain", [5, 12, 20], 2, 2, false);
+        s.check().assert_sound();
     }
 }

@@ -6,6 +6,7 @@
 //! with one `write` each and never buffered, so a process killed with `SIGKILL` loses at most the
 //! event it was about to write.
 
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
@@ -53,6 +54,22 @@ pub enum Event {
         name: String,
         /// `None` for `lock()` (wait forever), else the `try_lock_for` wait in ms.
         wait_ms: Option<u64>,
+        /// Shared (a read lock) or exclusive; exclusive in logs from before modes existed.
+        #[serde(default, skip_serializing_if = "Mode::is_exclusive")]
+        mode: Mode,
+        /// How many of the lock's permits an exclusive hold takes (a semaphore's `acquire(n)`); 1 in
+        /// logs from before permits existed. Read holds take none.
+        #[serde(default = "one_permit", skip_serializing_if = "is_one_permit")]
+        permits: u32,
+    },
+    /// The attempt's first try found the lock busy and left it in the lock's wait queue (a fair
+    /// lock). `at_ns` is taken when that try returned, so the attempt was queued by then. A lock with
+    /// such records is held to first-in, first-out.
+    Queued {
+        /// The worker task.
+        task: u32,
+        /// The attempt.
+        seq: u64,
     },
     /// The attempt acquired the lock. `at_ns` is taken as soon as the acquire returned, before the
     /// fence, so it lies inside the hold as Redis saw it.
@@ -125,6 +142,51 @@ pub enum Event {
         /// Which fault.
         kind: FaultKind,
     },
+    /// Lock `name` has `permits` permits (a semaphore's `trySetPermits`); a lock without this record
+    /// has one.
+    Permits {
+        /// The lock name.
+        name: String,
+        /// How many exclusive permits may be held at once.
+        permits: u32,
+    },
+}
+
+/// How a hold shares its lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// A plain lock, a write lock or a semaphore's permits: excludes every read hold, and takes its
+    /// permits from the lock's (one of one unless declared otherwise, so it also excludes every
+    /// other exclusive hold).
+    #[default]
+    Exclusive,
+    /// A read lock: shared with other read holds only.
+    Read,
+}
+
+impl Mode {
+    /// Whether this is the default mode (kept out of the log lines).
+    pub fn is_exclusive(&self) -> bool {
+        *self == Self::Exclusive
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Exclusive => "exclusive",
+            Self::Read => "read",
+        })
+    }
+}
+
+fn one_permit() -> u32 {
+    1
+}
+
+fn is_one_permit(permits: &u32) -> bool {
+    *permits == 1
 }
 
 impl Event {
@@ -132,6 +194,7 @@ impl Event {
     pub fn attempt(&self) -> Option<(u32, u64)> {
         match *self {
             Self::Started { task, seq, .. }
+            | Self::Queued { task, seq }
             | Self::Acquired { task, seq, .. }
             | Self::Released { task, seq, .. }
             | Self::Cancelled { task, seq }
@@ -140,7 +203,8 @@ impl Event {
             Self::Ready { .. }
             | Self::Finished { .. }
             | Self::Panicked { .. }
-            | Self::Fault { .. } => None,
+            | Self::Fault { .. }
+            | Self::Permits { .. } => None,
         }
     }
 }
@@ -310,6 +374,65 @@ mod tests {
             serde_json::from_str::<Record>(&line).expect("parses"),
             record
         );
+    }
+
+    #[test]
+    fn older_lines_read_as_exclusive_single_permit_attempts_and_new_fields_appear_only_when_set() {
+        let old = r#"{"process":"w1","at_ns":1,"event":"started","task":0,"seq":1,"name":"a","wait_ms":null}"#;
+        let record: Record = serde_json::from_str(old).expect("parses");
+        let Event::Started { mode, permits, .. } = record.event else {
+            panic!("a start: {record:?}")
+        };
+        assert_eq!((mode, permits), (Mode::Exclusive, 1));
+        assert_eq!(serde_json::to_string(&record).expect("serializes"), old);
+
+        for (event, line) in [
+            (
+                Event::Started {
+                    task: 0,
+                    seq: 1,
+                    name: "rw".into(),
+                    wait_ms: Some(5),
+                    mode: Mode::Read,
+                    permits: 1,
+                },
+                r#""event":"started","task":0,"seq":1,"name":"rw","wait_ms":5,"mode":"read"}"#,
+            ),
+            (
+                Event::Started {
+                    task: 0,
+                    seq: 1,
+                    name: "s".into(),
+                    wait_ms: None,
+                    mode: Mode::Exclusive,
+                    permits: 2,
+                },
+                r#""event":"started","task":0,"seq":1,"name":"s","wait_ms":null,"permits":2}"#,
+            ),
+            (
+                Event::Queued { task: 0, seq: 1 },
+                r#""event":"queued","task":0,"seq":1}"#,
+            ),
+            (
+                Event::Permits {
+                    name: "s".into(),
+                    permits: 3,
+                },
+                r#""event":"permits","name":"s","permits":3}"#,
+            ),
+        ] {
+            let record = Record {
+                process: "w1".into(),
+                at_ns: 1,
+                event,
+            };
+            let json = serde_json::to_string(&record).expect("serializes");
+            assert_eq!(json, format!(r#"{{"process":"w1","at_ns":1,{line}"#));
+            assert_eq!(
+                serde_json::from_str::<Record>(&json).expect("parses"),
+                record
+            );
+        }
     }
 
     #[test]
