@@ -299,3 +299,101 @@ async fn waiters_on_many_locks_in_many_slots_all_wake_promptly() {
         guard.unlock().await.expect("unlock");
     }
 }
+
+/// The family on a cluster: every kind's scripts stay in one slot (their keys and channels share the
+/// lock's hash tag), waiters wake over sharded pub/sub (a fair waiter on its own channel, readers on
+/// the read-write lock's), and the watchdog renews read holds with their timeout keys per slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_works_on_a_cluster_with_sharded_pubsub() {
+    let cluster = Cluster::start(3, 0);
+    let watchdog = Duration::from_millis(900);
+    let holder = cluster_client(&cluster, |config| config.watchdog_timeout = watchdog).await;
+    let waiter = cluster_client(&cluster, |_| {}).await;
+    assert!(holder.sharded_pubsub());
+    let woken = |since: Instant| since.elapsed() < Duration::from_secs(2);
+
+    // Fair: the waiter listens on its own sharded channel and is woken by the unlock.
+    let fair = holder.fair_lock("family:fair").lock().await.expect("fair");
+    let started = Instant::now();
+    let waiting = tokio::spawn({
+        let lock = waiter.fair_lock("family:fair");
+        async move { lock.lock().await.expect("fair waiter") }
+    });
+    let queued = eventually(Duration::from_secs(5), async || {
+        !waiter
+            .fair_lock("family:fair")
+            .queue()
+            .await
+            .expect("queue")
+            .is_empty()
+    })
+    .await;
+    assert!(queued, "the waiter queued");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let unlocked = Instant::now();
+    fair.unlock().await.expect("unlock");
+    let next = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the fair waiter is woken")
+        .expect("task");
+    assert!(woken(unlocked), "{:?} after the unlock", unlocked.elapsed());
+    next.unlock().await.expect("unlock");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // Read-write: readers renewed past three watchdog timeouts, a writer woken after them.
+    let rw = holder.read_write_lock("family:rw");
+    let (a, b) = (
+        rw.read().lock().await.expect("read"),
+        rw.read().lock().await.expect("read"),
+    );
+    let writing = tokio::spawn({
+        let write = waiter.read_write_lock("family:rw").write();
+        async move { write.lock().await.expect("writer") }
+    });
+    tokio::time::sleep(watchdog * 3).await;
+    assert!(
+        !a.is_lease_lost() && !b.is_lease_lost(),
+        "read holds renewed"
+    );
+    assert!(!writing.is_finished());
+    a.unlock().await.expect("unlock");
+    let unlocked = Instant::now();
+    b.unlock().await.expect("unlock");
+    let w = tokio::time::timeout(Duration::from_secs(5), writing)
+        .await
+        .expect("the writer is woken")
+        .expect("task");
+    assert!(woken(unlocked));
+    w.unlock().await.expect("unlock");
+
+    // Fenced and spin: tokens increase, and a spin lock polls its way in.
+    let first = holder
+        .fenced_lock("family:fenced")
+        .lock()
+        .await
+        .expect("fenced");
+    let token = *first.token();
+    first.unlock().await.expect("unlock");
+    let second = waiter
+        .fenced_lock("family:fenced")
+        .lock()
+        .await
+        .expect("fenced");
+    assert!(*second.token() > token);
+    second.unlock().await.expect("unlock");
+    let spin = holder
+        .spin_lock("family:spin")
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .expect("spin");
+    let polled = waiter
+        .spin_lock("family:spin")
+        .lock()
+        .await
+        .expect("spin waiter");
+    assert!(
+        spin.is_lease_lost(),
+        "the poller got in once the lease ran out"
+    );
+    polled.unlock().await.expect("unlock");
+}
