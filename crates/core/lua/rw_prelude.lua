@@ -1,11 +1,12 @@
 -- Shared by the read-write lock's scripts (PROTOCOL.md §7).
 
--- Releases one read hold of `field` (§7.3 steps 3-7, after the latch and missing-lock checks).
--- `timeouts` is the holder's timeout key prefix `{N}:<field>:rwlock_timeout`, `key_prefix` the
--- prefix all holders' timeout keys share (`{N}`). The lock's TTL becomes the longest left among the
--- remaining read holds; with none alive (and no writer), the lock is deleted and `message` published.
+-- Releases one read hold of `field` (§7.3 steps 3-7, after the latch and missing-lock checks) of a
+-- lock in `mode`. `timeouts` is the holder's timeout key prefix `{N}:<field>:rwlock_timeout`,
+-- `key_prefix` the prefix all holders' timeout keys share (`{N}`). The lock's TTL becomes the longest
+-- left among the remaining read holds; with none alive (and no writer), the lock is deleted and
+-- `message` published.
 -- Returns nil when `field` holds no read lock, 0 when the lock is still held, 1 when released.
-local function release_read(lock, channel, timeouts, key_prefix, field, publish, message)
+local function release_read(lock, mode, channel, timeouts, key_prefix, field, publish, message)
     if redis.call('hexists', lock, field) == 0 then
         return nil
     end
@@ -30,7 +31,7 @@ local function release_read(lock, channel, timeouts, key_prefix, field, publish,
             redis.call('pexpire', lock, longest)
             return 0
         end
-        if redis.call('hget', lock, 'mode') == 'write' then
+        if mode == 'write' then
             return 0
         end
     end
@@ -39,11 +40,11 @@ local function release_read(lock, channel, timeouts, key_prefix, field, publish,
     return 1
 end
 
--- Releases one write hold of `field` (§7.5 step 3). A writer that also holds read locks keeps them:
--- the lock turns into a read lock, and nothing is published.
+-- Releases one write hold of `field` (§7.5 step 3) of a lock in `mode`. A writer that also holds
+-- read locks keeps them: the lock turns into a read lock, and nothing is published.
 -- Returns nil when `field` holds no write lock, 0 when still held (re-entrantly), 1 when released.
-local function release_write(lock, channel, field, lease, publish, message)
-    if redis.call('hget', lock, 'mode') ~= 'write' or redis.call('hexists', lock, field) == 0 then
+local function release_write(lock, mode, channel, field, lease, publish, message)
+    if mode ~= 'write' or redis.call('hexists', lock, field) == 0 then
         return nil
     end
     if redis.call('hincrby', lock, field, -1) > 0 then

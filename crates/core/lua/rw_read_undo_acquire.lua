@@ -7,5 +7,6 @@ local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
 if count <= tonumber(ARGV[2]) then
     return 0
 end
-release_read(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4])
+local mode = redis.call('hget', KEYS[1], 'mode')
+release_read(KEYS[1], mode, KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4])
 return 1

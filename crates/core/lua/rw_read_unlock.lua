@@ -6,12 +6,13 @@ local replayed = redis.call('get', KEYS[5])
 if replayed then
     return tonumber(replayed)
 end
-if redis.call('hget', KEYS[1], 'mode') == false then
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
     redis.call(ARGV[3], KEYS[2], ARGV[1])
     redis.call('set', KEYS[5], 1, 'px', ARGV[4])
     return nil
 end
-local released = release_read(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[1])
+local released = release_read(KEYS[1], mode, KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[1])
 if released ~= nil then
     redis.call('set', KEYS[5], released, 'px', ARGV[4])
 end

@@ -7,5 +7,6 @@ local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
 if count <= tonumber(ARGV[2]) then
     return 0
 end
-release_write(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5])
+local mode = redis.call('hget', KEYS[1], 'mode')
+release_write(KEYS[1], mode, KEYS[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5])
 return 1

@@ -6,12 +6,13 @@ local replayed = redis.call('get', KEYS[3])
 if replayed then
     return tonumber(replayed)
 end
-if redis.call('hget', KEYS[1], 'mode') == false then
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
     redis.call(ARGV[4], KEYS[2], ARGV[1])
     redis.call('set', KEYS[3], 1, 'px', ARGV[5])
     return nil
 end
-local released = release_write(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[4], ARGV[1])
+local released = release_write(KEYS[1], mode, KEYS[2], ARGV[3], ARGV[2], ARGV[4], ARGV[1])
 if released ~= nil then
     redis.call('set', KEYS[3], released, 'px', ARGV[5])
 end
