@@ -48,14 +48,19 @@ async fn waiters_on_different_clients_acquire_in_the_order_they_queued() {
             "waiter {i} queued"
         );
     }
-    // Each waiter listens on its own channel `redisson_lock__channel:{fair}:<field>`.
-    let channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .arg("redisson_lock__channel:{fair}:*")
-        .query_async(&mut redis)
-        .await
-        .expect("PUBSUB CHANNELS");
-    assert_eq!(channels.len(), 4, "{channels:?}");
+    // Each waiter listens on its own channel `redisson_lock__channel:{fair}:<field>` (it subscribes
+    // after its first try queued it).
+    let own_channels = eventually(Duration::from_secs(5), async || {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("redisson_lock__channel:{fair}:*")
+            .query_async(&mut redis)
+            .await
+            .expect("PUBSUB CHANNELS");
+        channels.len() == 4
+    })
+    .await;
+    assert!(own_channels, "four waiters, four channels");
     guard.unlock().await.expect("unlock");
     for waiter in waiters {
         tokio::time::timeout(Duration::from_secs(10), waiter)
@@ -176,4 +181,44 @@ async fn reentry_and_unlock_of_a_missing_fair_lock() {
         .await
         .expect("a missing fair lock unlocks");
     assert!(!lock.force_unlock().await.expect("force_unlock"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_that_gives_up_on_a_free_lock_wakes_the_next_waiter() {
+    let server = RedisServer::start();
+    let mut redis = harness::raw(&server).await;
+    // A foreign holder with a long TTL, which will vanish without publishing anything.
+    let foreign = "3b241101-e2bb-4255-8caf-4136c566a962:7";
+    let _: () = redis.hset("fair", foreign, 1).await.expect("HSET");
+    let _: () = redis.pexpire("fair", 30_000).await.expect("PEXPIRE");
+    let head = harness::client(&server).await.fair_lock("fair");
+    let giving_up = tokio::spawn(async move { head.lock().await });
+    assert!(
+        eventually(Duration::from_secs(5), async || redis
+            .llen::<_, usize>(QUEUE)
+            .await
+            .expect("LLEN")
+            == 1)
+        .await
+    );
+    let next = harness::client(&server).await.fair_lock("fair");
+    let waiting = tokio::spawn(async move { next.lock().await.expect("next waiter") });
+    assert!(
+        eventually(Duration::from_secs(5), async || redis
+            .llen::<_, usize>(QUEUE)
+            .await
+            .expect("LLEN")
+            == 2)
+        .await
+    );
+    // The lock frees silently, then the head gives up (its future dropped): its give-up must wake
+    // the next waiter, which would otherwise sleep out its bound (the 30 s TTL it queued behind).
+    let _: () = redis.del("fair").await.expect("DEL");
+    giving_up.abort();
+    let guard = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("woken by the give-up, not by its 30 s bound")
+        .expect("task");
+    guard.unlock().await.expect("unlock");
+    assert_queue_empty(&mut redis).await;
 }

@@ -9,6 +9,10 @@
 leave_queue(KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[6]))
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
 if count <= tonumber(ARGV[2]) then
+    -- Left the queue only: a free lock's new head must hear of it (see fair_give_up.lua).
+    if redis.call('exists', KEYS[1]) == 0 then
+        notify_head(KEYS[2], KEYS[4], ARGV[4], ARGV[5])
+    end
     return 0
 end
 if count > 1 then

@@ -144,8 +144,12 @@ impl Kind for Fair {
             ScriptCall::new(&GIVE_UP)
                 .key(&self.queue)
                 .key(&self.timeouts)
+                .key(&self.name)
+                .key(&self.channel_base)
                 .arg(field)
-                .arg(self.queue_wait(wait).as_millis()),
+                .arg(self.queue_wait(wait).as_millis())
+                .arg(self.publish)
+                .arg(UNLOCK_MESSAGE),
         )
     }
 

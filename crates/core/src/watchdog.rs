@@ -10,7 +10,8 @@
 //!
 //! Unlike Redisson, a loss is never silent. A lock is declared lost, and its holders' lease-lost
 //! token cancelled, when a renewal finds the field gone, or when no renewal has been confirmed for a
-//! whole watchdog timeout (Redis unreachable: by then the key has expired). Failed renewals are
+//! whole watchdog timeout (Redis unreachable: by then the key has expired; the signal comes a few
+//! milliseconds early, so that it reaches the holder before anyone else can take the lock). Failed renewals are
 //! retried after [`Config::retry_delay`] rather than a whole interval later.
 //!
 //! Unlock deregisters *before* it sends the unlock script, so no renewal is scheduled after an
@@ -47,6 +48,11 @@ pub struct Renewal {
     /// Appends one lock to a batch call: its key and this client's fields that hold it.
     pub(crate) add: fn(ScriptCall, &str, &[String]) -> ScriptCall,
 }
+
+/// How much before its lease ends a lock without a confirmed renewal is declared lost: the timer
+/// that tells the holder fires on a millisecond tick and behind other tasks, while Redis expires the
+/// key (and a waiter elsewhere may take it) right at the end of the lease.
+const LOSS_MARGIN: Duration = Duration::from_millis(5);
 
 /// Registrations are per (renewal, key); the fields that hold the key are inside the entry.
 type EntryKey = (&'static str, String);
@@ -237,7 +243,7 @@ impl Renewer {
                 .entries
                 .lock()
                 .values()
-                .map(|entry| entry.renewed_at + self.timeout)
+                .map(|entry| entry.renewed_at + self.lease_known())
                 .min();
             tokio::select! {
                 output = &mut work => return output,
@@ -328,13 +334,19 @@ impl Renewer {
         true
     }
 
+    /// How long after a confirmed renewal was sent the lock is still known to be held.
+    fn lease_known(&self) -> Duration {
+        self.timeout
+            .saturating_sub(LOSS_MARGIN.min(self.timeout / 10))
+    }
+
     /// Declares lost every lock whose last confirmed renewal was sent a whole lease ago. The renewal
     /// ran after it was sent, so Redis expires the key no earlier than this: the holder hears of the
     /// loss before anyone else can acquire.
     fn expire_overdue(&self) {
         let now = Instant::now();
         self.registry.entries.lock().retain(|(_, key), entry| {
-            let alive = now.duration_since(entry.renewed_at) < self.timeout;
+            let alive = now.duration_since(entry.renewed_at) < self.lease_known();
             if !alive {
                 tracing::warn!(lock = %key, "no renewal confirmed for a whole lease: lease lost");
                 entry.lost.cancel();
