@@ -36,6 +36,7 @@ mod support;
 mod cluster;
 mod differences;
 mod exclusion;
+mod golden;
 mod latch;
 mod lease;
 mod messages;
