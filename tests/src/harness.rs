@@ -23,6 +23,28 @@ pub async fn client_with(
         .expect("rlock client connects")
 }
 
+/// An rlock client on `server` whose requests time out after 100 ms (and retry within 200 ms), for
+/// tests that make replies late on purpose.
+pub async fn fast_timeouts(server: &RedisServer) -> rlock::Client {
+    client_with(server, |config| {
+        config.command_timeout = Duration::from_millis(100);
+        config.retry_delay = Duration::from_millis(100);
+        config.retry_max_delay = Duration::from_millis(200);
+    })
+    .await
+}
+
+/// `CLIENT PAUSE ms ALL`: every client's commands wait that long (replies come late, scripts run late).
+pub async fn pause_clients(redis: &mut redis::aio::MultiplexedConnection, ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(redis)
+        .await
+        .expect("CLIENT PAUSE");
+}
+
 /// A plain multiplexed connection for inspecting and poking at Redis directly.
 pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     server

@@ -5,26 +5,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock::{Error, Owner};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client, client_with, eventually, raw};
-
-async fn pause_clients(redis: &mut redis::aio::MultiplexedConnection, ms: u64) {
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(ms)
-        .arg("ALL")
-        .query_async(redis)
-        .await
-        .expect("CLIENT PAUSE");
-}
-
-async fn fast_timeouts(server: &RedisServer) -> rlock::Client {
-    client_with(server, |config| {
-        config.command_timeout = Duration::from_millis(100);
-        config.retry_delay = Duration::from_millis(100);
-        config.retry_max_delay = Duration::from_millis(200);
-    })
-    .await
-}
+use rlock_tests::harness::{client, eventually, fast_timeouts, pause_clients, raw};
 
 #[tokio::test]
 async fn dropped_acquire_futures_leave_no_hold_behind() {

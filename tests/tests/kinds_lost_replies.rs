@@ -8,26 +8,7 @@ use redis::AsyncCommands;
 use rlock::kind::LockKind;
 use rlock::{Error, Lock, Owner};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client_with, eventually, raw};
-
-async fn pause_clients(redis: &mut redis::aio::MultiplexedConnection, ms: u64) {
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(ms)
-        .arg("ALL")
-        .query_async(redis)
-        .await
-        .expect("CLIENT PAUSE");
-}
-
-async fn fast_timeouts(server: &RedisServer) -> rlock::Client {
-    client_with(server, |config| {
-        config.command_timeout = Duration::from_millis(100);
-        config.retry_delay = Duration::from_millis(100);
-        config.retry_max_delay = Duration::from_millis(200);
-    })
-    .await
-}
+use rlock_tests::harness::{eventually, fast_timeouts, pause_clients, raw};
 
 /// Every key in the (private) server, but the fenced lock's token counter, which never expires.
 async fn keys_left(redis: &mut redis::aio::MultiplexedConnection) -> Vec<String> {

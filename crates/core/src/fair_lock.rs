@@ -84,10 +84,6 @@ impl Kind for Fair {
         &self.name
     }
 
-    fn key(&self) -> &str {
-        &self.name
-    }
-
     fn channel(&self, field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
         let channel = format!("{}:{field}", self.channel_base);
         Some((Cow::Owned(channel), WakeRule::OneOrAll))

@@ -47,10 +47,6 @@ impl Kind for Fenced {
         self.lock.name()
     }
 
-    fn key(&self) -> &str {
-        self.lock.key()
-    }
-
     fn channel(&self, field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
         self.lock.channel(field)
     }

@@ -59,10 +59,6 @@ impl Kind for Reentrant {
         &self.name
     }
 
-    fn key(&self) -> &str {
-        &self.name
-    }
-
     fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
         Some((Cow::Borrowed(&self.channel), WakeRule::OneOrAll))
     }

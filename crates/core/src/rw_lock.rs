@@ -111,10 +111,6 @@ impl Kind for Read {
         &self.lock.name
     }
 
-    fn key(&self) -> &str {
-        &self.lock.name
-    }
-
     fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
         self.lock.channel()
     }
@@ -192,10 +188,6 @@ impl Kind for Write {
     type Token = ();
 
     fn name(&self) -> &str {
-        &self.lock.name
-    }
-
-    fn key(&self) -> &str {
         &self.lock.name
     }
 

@@ -93,10 +93,6 @@ impl Kind for Spin {
         self.lock.name()
     }
 
-    fn key(&self) -> &str {
-        self.lock.key()
-    }
-
     fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
         None
     }

@@ -35,7 +35,10 @@ pub trait Kind: Send + Sync + 'static {
     fn name(&self) -> &str;
 
     /// The key holds are counted in: the first key of every script (it routes them in a cluster).
-    fn key(&self) -> &str;
+    /// Every kind of Redisson's lock family keeps its holds at the lock's raw name.
+    fn key(&self) -> &str {
+        self.name()
+    }
 
     /// The hash field of an owner whose client-wide field is `field` (`<node-uuid>:<owner-id>`);
     /// a kind with its own suffix (the write lock's `:write`) adds it here.
