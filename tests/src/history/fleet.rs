@@ -17,7 +17,7 @@ use super::checker::{History, Report};
 use super::record::{Event, FaultKind, Record, now_ns, read_log};
 
 /// Which Redisson lock object a worker contends for (its `--kind`), and how its history shows it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
     /// `client.lock(name)`, Redisson's `RLock`.
     #[default]
