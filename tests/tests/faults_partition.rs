@@ -6,9 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rlock::Config;
+use rlock::kind::LockKind;
+use rlock::{Config, Lock};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::client_with;
+use rlock_tests::history::fleet::Kind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -87,11 +89,29 @@ fn fast(config: &mut Config) {
     config.retry_max_delay = Duration::from_millis(200);
 }
 
+/// Each lock kind's holder, cut off: `<scenario>::<kind>`. A read holder's contender is a writer,
+/// and in the `rw` mix a reader waits for a writer; the others wait for a holder of their own kind.
+macro_rules! over_kinds {
+    ($scenario:ident: [$($test:ident: $kind:ident),+ $(,)?]) => {
+        mod $scenario {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$scenario(super::Kind::$kind).await;
+                }
+            )+
+        }
+    };
+}
+
+over_kinds!(a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock: [
+    lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
+]);
+
 /// A holder cut off from Redis (its renewals hang) is told its lease is lost by the time its last
 /// confirmed renewal's lease ends, i.e. before another client can take the lock, not after a failed
 /// renewal round.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock() {
+async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock(kind: Kind) {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
     let mut config = Config::new(proxy.url());
@@ -99,34 +119,63 @@ async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock() {
     let holder = rlock::Client::with_config(config)
         .await
         .expect("holder connects through the proxy");
-    let contender = client_with(&server, fast).await;
-    let mut lateness = Vec::new();
-    for round in 0..3 {
-        let name = format!("partition:{round}");
-        let guard = holder
-            .lock(name.as_str())
-            .lock()
+    let other = client_with(&server, fast).await;
+    // Each kind is cut off at another moment of the renewal period (a third of the 1 s watchdog
+    // timeout), which together they cover: 400, 450, ... 700 ms after acquiring.
+    let cut = 400 + 50 * kind as u64;
+    let name = "partition";
+    let (rw, other_rw) = (holder.read_write_lock(name), other.read_write_lock(name));
+    let late = match kind {
+        Kind::Lock => cut_off(&proxy, holder.lock(name), other.lock(name), cut).await,
+        Kind::Fair => cut_off(&proxy, holder.fair_lock(name), other.fair_lock(name), cut).await,
+        Kind::Spin => cut_off(&proxy, holder.spin_lock(name), other.spin_lock(name), cut).await,
+        Kind::Fenced => {
+            cut_off(
+                &proxy,
+                holder.fenced_lock(name),
+                other.fenced_lock(name),
+                cut,
+            )
             .await
-            .expect("holder locks");
-        let lock = contender.lock(name.as_str());
-        let waiting = tokio::spawn(async move {
-            let guard = lock.lock().await.expect("contender locks");
-            (Instant::now(), guard)
-        });
-        // Let a renewal or two go through, then cut the holder off.
-        tokio::time::sleep(Duration::from_millis(400 + 150 * round)).await;
-        proxy.freeze(true);
-        guard.lease_lost().await;
-        let told = Instant::now();
-        let (taken, taken_guard) = waiting.await.expect("contender task");
-        proxy.freeze(false);
-        lateness.push(told.saturating_duration_since(taken));
-        taken_guard.unlock().await.expect("contender unlocks");
-        drop(guard);
+        }
+        Kind::Read => cut_off(&proxy, rw.read(), other_rw.write(), cut).await,
+        Kind::Write => cut_off(&proxy, rw.write(), other_rw.write(), cut).await,
+        Kind::Rw => cut_off(&proxy, rw.write(), other_rw.read(), cut).await,
+    };
+    if let Some(late) = late {
+        panic!(
+            "the holder was told its lease was lost only {late:?} after another client took the \
+             lock (cut off {cut} ms after acquiring)"
+        );
     }
-    eprintln!("holder told after the contender acquired, by: {lateness:?}");
-    assert!(
-        lateness.iter().all(Duration::is_zero),
-        "the holder was told its lease was lost only {lateness:?} after another client took the lock"
-    );
+}
+
+/// `held` is acquired, then its client is cut off after `cut_ms` while `wanted` waits. Returns
+/// `None` if the holder had been told its lease was lost by the time `wanted` was acquired, else
+/// how much later it was told.
+async fn cut_off<H: LockKind, W: LockKind>(
+    proxy: &Proxy,
+    held: Lock<H>,
+    wanted: Lock<W>,
+    cut_ms: u64,
+) -> Option<Duration>
+where
+    H::Token: Sync,
+{
+    let guard = Arc::new(held.lock().await.expect("holder locks"));
+    let holder = guard.clone();
+    let waiting = tokio::spawn(async move {
+        let guard = wanted.lock().await.expect("contender locks");
+        // Asked at once: when the holder's own task gets to run does not matter.
+        (holder.is_lease_lost(), Instant::now(), guard)
+    });
+    // Let a renewal or two go through, then cut the holder off.
+    tokio::time::sleep(Duration::from_millis(cut_ms)).await;
+    proxy.freeze(true);
+    guard.lease_lost().await;
+    let told = Instant::now();
+    let (told_first, taken, taken_guard) = waiting.await.expect("contender task");
+    proxy.freeze(false);
+    taken_guard.unlock().await.expect("contender unlocks");
+    (!told_first).then(|| told.saturating_duration_since(taken))
 }

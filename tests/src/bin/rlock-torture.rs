@@ -4,29 +4,35 @@
 //! rlock-torture work --url URL --process NAME --log FILE --names a,b [--tasks 3] [--run-ms 2000]
 //!                    [--hold-ms 5] [--think-ms 2] [--watchdog-ms 1000] [--command-timeout-ms 300]
 //!                    [--pool-size 4] [--wait-ms W] [--cancel-percent P] [--cancel-within-us 3000]
+//!                    [--kind lock|fair|spin|fenced|read|write|rw] [--fair-wait-timeout-ms 5000]
 //! rlock-torture summarize FILE...
 //! ```
 //!
-//! `work` runs `--tasks` tasks on one rlock client, each acquiring a random lock of `--names`
+//! `work` runs `--tasks` tasks on one rlock client, each acquiring a random lock of `--names` (of
+//! `--kind`; `rw` takes the read or the write side of the read-write lock at random each time)
 //! over and over for `--run-ms`, and logs every step as a JSON line (see `rlock_tests::history`):
-//! inside each hold it takes a fence (`INCR <name>:fence`), holds for `--hold-ms`, stops early if the
-//! lease is lost, reads the fence back and unlocks. A share of attempts (`--cancel-percent`) is
-//! dropped after a random delay, to storm the cancellation paths. When done it logs `finished` and
-//! keeps its client alive until its standard input closes, so the harness can check Redis for
-//! left-over holds while the client could still be renewing them.
+//! inside each hold it takes a fence (`INCR <name>:fence`; a fenced lock's own token), holds for
+//! `--hold-ms`, stops early if the lease is lost, reads the fence back and unlocks. Read holds are
+//! logged as such, and a fair-lock waiter logs when it is seen in the lock's queue. A share of
+//! attempts (`--cancel-percent`) is dropped after a random delay, to storm the cancellation paths.
+//! When done it logs `finished` and keeps its client alive until its standard input closes, so the
+//! harness can check Redis for left-over holds while the client could still be renewing them.
 //!
 //! `summarize` adds up the JSON summaries (one per line) that the fault scenarios append to
 //! `$RLOCK_FAULTS_REPORT`, and prints the totals.
 
 use std::io::{BufRead, Read};
 use std::path::PathBuf;
+use std::pin::pin;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use redis::aio::MultiplexedConnection;
-use rlock::{Client, Config, Error, LockGuard};
+use rlock::kind::{self, LockKind};
+use rlock::{Client, Config, Error, Guard, Lock, Owner};
+use rlock_tests::history::fleet::Kind;
 use rlock_tests::history::{Event, LogWriter, Mode, Summary, error_kind, now_ns};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -83,6 +89,11 @@ struct WorkArgs {
     cancel_percent: u8,
     #[arg(long, default_value_t = 3000)]
     cancel_within_us: u64,
+    #[arg(long, value_enum, default_value_t)]
+    kind: Kind,
+    /// The client's `fair_lock_wait_timeout`.
+    #[arg(long, default_value_t = 5000)]
+    fair_wait_timeout_ms: u64,
 }
 
 /// How long the tasks may take to finish their last attempt after the run.
@@ -146,6 +157,7 @@ impl Worker {
         config.pool_size = args.pool_size;
         config.retry_delay = Duration::from_millis(100);
         config.retry_max_delay = Duration::from_millis(200);
+        config.fair_lock_wait_timeout = Duration::from_millis(args.fair_wait_timeout_ms);
         let client = match Client::with_config(config).await {
             Ok(client) => client,
             Err(e) => {
@@ -192,26 +204,64 @@ impl Worker {
         }
     }
 
+    /// One attempt on lock `name` of the worker's kind.
     async fn attempt(&self, task: u32, seq: u64, name: &str) {
+        let client = &self.client;
+        match self.args.kind {
+            Kind::Lock => self.attempt_on(task, seq, client.lock(name)).await,
+            Kind::Fair => self.attempt_on(task, seq, client.fair_lock(name)).await,
+            Kind::Spin => self.attempt_on(task, seq, client.spin_lock(name)).await,
+            Kind::Fenced => self.attempt_on(task, seq, client.fenced_lock(name)).await,
+            Kind::Read | Kind::Write | Kind::Rw => {
+                let lock = client.read_write_lock(name);
+                let read = match self.args.kind {
+                    Kind::Read => true,
+                    Kind::Write => false,
+                    _ => fastrand::bool(),
+                };
+                if read {
+                    self.attempt_on(task, seq, lock.read()).await;
+                } else {
+                    self.attempt_on(task, seq, lock.write()).await;
+                }
+            }
+        }
+    }
+
+    async fn attempt_on<K: Logged>(&self, task: u32, seq: u64, lock: Lock<K>) {
         let log = |at_ns, event| {
             let _ = self.log.write(at_ns, event);
         };
+        // A fresh owner, as an unbound handle would use, but known in advance: a fair-lock waiter
+        // looks for it in the queue.
+        let owner = Owner::new();
+        let lock = lock.with_owner(owner);
         log(
             now_ns(),
             Event::Started {
                 task,
                 seq,
-                name: name.to_owned(),
+                name: lock.name().to_owned(),
                 wait_ms: self.args.wait_ms,
-                mode: Mode::Exclusive,
+                mode: K::MODE,
                 permits: 1,
             },
         );
-        let lock = self.client.lock(name);
         let acquire = async {
-            match self.args.wait_ms {
-                Some(wait) => lock.try_lock_for(Duration::from_millis(wait)).await,
-                None => lock.lock().await.map(Some),
+            let mut acquire = pin!(async {
+                match self.args.wait_ms {
+                    Some(wait) => lock.try_lock_for(Duration::from_millis(wait)).await,
+                    None => lock.lock().await.map(Some),
+                }
+            });
+            let queue_entry = format!("{}:{}", self.client.node_id(), owner.id());
+            tokio::select! {
+                biased;
+                outcome = &mut acquire => outcome,
+                () = K::queued(&lock, &queue_entry) => {
+                    log(now_ns(), Event::Queued { task, seq });
+                    acquire.await
+                }
             }
         };
         let outcome = if fastrand::u8(..100) < self.args.cancel_percent {
@@ -222,7 +272,7 @@ impl Worker {
         };
         let returned_at = now_ns();
         match outcome {
-            Some(Ok(Some(guard))) => self.hold(task, seq, name, guard, returned_at).await,
+            Some(Ok(Some(guard))) => self.hold(task, seq, &lock, guard, returned_at).await,
             Some(Ok(None)) => log(returned_at, Event::GaveUp { task, seq }),
             Some(Err(e)) => {
                 log(
@@ -242,8 +292,15 @@ impl Worker {
     }
 
     /// The critical section: fence in, hold (stopping early if the lease is lost), fence out, unlock.
-    async fn hold(&self, task: u32, seq: u64, name: &str, guard: LockGuard, acquired_at: u64) {
-        let fence = self.fences.incr(name).await;
+    async fn hold<K: Logged>(
+        &self,
+        task: u32,
+        seq: u64,
+        lock: &Lock<K>,
+        guard: Guard<K::Token>,
+        acquired_at: u64,
+    ) {
+        let fence = K::fence_in(&self.fences, lock, guard.token()).await;
         let _ = self.log.write(
             acquired_at,
             Event::Acquired {
@@ -257,7 +314,7 @@ impl Worker {
             () = tokio::time::sleep(jitter(self.args.hold_ms)) => false,
             () = guard.lease_lost() => true,
         };
-        let fence_after = self.fences.get(name).await;
+        let fence_after = K::fence_out(&self.fences, lock).await;
         let released_at = now_ns();
         let lost_before = lost_inside || guard.is_lease_lost();
         let unlocking = Instant::now();
@@ -279,6 +336,75 @@ impl Worker {
                 unlock_ms,
             },
         );
+    }
+}
+
+/// How a worker logs the holds of a lock kind: their mode, their fences, and whether a waiter is
+/// queued.
+trait Logged: LockKind + Sized {
+    /// The mode its holds are logged with.
+    const MODE: Mode = Mode::Exclusive;
+
+    /// The fence taken first thing inside a hold: by default `INCR <name>:fence`, one counter for
+    /// every kind and side on a name.
+    async fn fence_in(fences: &Fences, lock: &Lock<Self>, _token: &Self::Token) -> Option<i64> {
+        fences.incr(lock.name()).await
+    }
+
+    /// The fence read back last thing inside a hold: `GET <name>:fence`.
+    async fn fence_out(fences: &Fences, lock: &Lock<Self>) -> Option<i64> {
+        fences.get(lock.name()).await
+    }
+
+    /// Completes once the waiting attempt through `lock` is surely in the lock's wait queue, as
+    /// `queue_entry` (its owner's field); never for kinds without a queue.
+    async fn queued(_lock: &Lock<Self>, _queue_entry: &str) {
+        std::future::pending().await
+    }
+}
+
+impl Logged for kind::Reentrant {}
+impl Logged for kind::Spin {}
+impl Logged for kind::Write {}
+
+impl Logged for kind::Read {
+    const MODE: Mode = Mode::Read;
+}
+
+/// The fence of a fenced lock's hold is its own token, and the fence read back is the lock's latest
+/// token: so the checker proves with the library's tokens what it proves with `INCR` for the other
+/// kinds (unique, growing with time, unmoved inside a hold). Tokens are taken only by acquisitions,
+/// when the lock is free, so none is taken inside a sound hold; an acquisition that was undone (a
+/// dropped or failed attempt) still takes one, at such a moment.
+impl Logged for kind::Fenced {
+    async fn fence_in(_: &Fences, _: &Lock<Self>, token: &u64) -> Option<i64> {
+        i64::try_from(*token).ok()
+    }
+
+    async fn fence_out(_: &Fences, lock: &Lock<Self>) -> Option<i64> {
+        // A read that timed out tells nothing; one that answered ran inside the hold.
+        let token = lock.token().await.ok()?;
+        i64::try_from(token).ok()
+    }
+}
+
+/// How often a fair-lock waiter looks for itself in the queue until it is seen there.
+const QUEUE_POLL: Duration = Duration::from_millis(2);
+
+/// The first acquire of a waiting fair-lock attempt queues it if the lock is busy, but its reply
+/// (the TTL to wait) does not say so, and a `try_lock()` beforehand would not queue. So the attempt
+/// reads the queue alongside its acquire until it sees its own entry there: that read ran after it
+/// was queued, so the `Queued` record logged when it returns is never early (which the FIFO check
+/// needs). The acquire runs on meanwhile; once seen, the reads stop.
+impl Logged for kind::Fair {
+    async fn queued(lock: &Lock<Self>, queue_entry: &str) {
+        loop {
+            let queue = lock.queue().await.unwrap_or_default();
+            if queue.iter().any(|waiter| waiter.field == queue_entry) {
+                return;
+            }
+            tokio::time::sleep(QUEUE_POLL).await;
+        }
     }
 }
 
@@ -378,8 +504,12 @@ fn summarize(files: &[PathBuf]) -> ExitCode {
         return ExitCode::FAILURE;
     };
     print!("{}", render(&total));
-    let bad =
-        total.overlaps + total.starved + total.panics + total.inconsistencies + total.leaked_holds;
+    let bad = total.overlaps
+        + total.overtakes
+        + total.starved
+        + total.panics
+        + total.inconsistencies
+        + total.leaked_holds;
     if bad == 0 {
         ExitCode::SUCCESS
     } else {
@@ -416,6 +546,10 @@ fn render(total: &Summary) -> String {
     row(
         "overlaps outside signalled lease loss",
         total.overlaps.to_string(),
+    );
+    row(
+        "fair-lock acquisitions out of queue order",
+        total.overtakes.to_string(),
     );
     row(
         "attempts or holds that never completed",

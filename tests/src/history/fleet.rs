@@ -16,6 +16,42 @@ use tempfile::TempDir;
 use super::checker::{History, Report};
 use super::record::{Event, FaultKind, Record, now_ns, read_log};
 
+/// Which Redisson lock object a worker contends for (its `--kind`), and how its history shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// `client.lock(name)`, Redisson's `RLock`.
+    #[default]
+    Lock,
+    /// `client.fair_lock(name)`: waiters also log when they are seen queued, for the FIFO check.
+    Fair,
+    /// `client.spin_lock(name)`: waiters poll; nothing is published.
+    Spin,
+    /// `client.fenced_lock(name)`: each hold's fence is its fencing token.
+    Fenced,
+    /// `.read()` of `client.read_write_lock(name)`: holds logged as shared.
+    Read,
+    /// `.write()` of `client.read_write_lock(name)`.
+    Write,
+    /// Both sides of one read-write lock: each attempt takes the read or the write side at random.
+    Rw,
+}
+
+impl Kind {
+    /// The name on the command line.
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .expect("no kind is skipped")
+            .get_name()
+            .to_owned()
+    }
+
+    /// Whether its holds may exclude each other, so that attempts wait for holders (all but
+    /// read-only workers).
+    pub fn excludes(self) -> bool {
+        self != Self::Read
+    }
+}
+
 /// How a worker behaves. [`WorkerSpec::new`] gives short, fast defaults for tests.
 #[derive(Clone, Debug)]
 pub struct WorkerSpec {
@@ -41,10 +77,16 @@ pub struct WorkerSpec {
     pub cancel_percent: u8,
     /// The longest delay before a cancelled attempt is dropped.
     pub cancel_within: Duration,
+    /// The lock kind.
+    pub kind: Kind,
+    /// The client's `fair_lock_wait_timeout`: how long a fair-lock waiter that stopped polling (its
+    /// process was killed) blocks the queue before it is purged as stale.
+    pub fair_wait_timeout: Duration,
 }
 
 impl WorkerSpec {
-    /// Three tasks contending for `names` for two seconds, 5 ms holds, a 1 s watchdog.
+    /// Three tasks contending for `names` of the reentrant lock for two seconds, 5 ms holds, a 1 s
+    /// watchdog; fair-lock waiters that die go stale after 5 s (rlock's default is 5 min).
     pub fn new(names: &[&str]) -> Self {
         Self {
             names: names.iter().map(|n| (*n).to_owned()).collect(),
@@ -58,6 +100,8 @@ impl WorkerSpec {
             wait: None,
             cancel_percent: 0,
             cancel_within: Duration::from_millis(3),
+            kind: Kind::Lock,
+            fair_wait_timeout: Duration::from_secs(5),
         }
     }
 
@@ -84,6 +128,10 @@ impl WorkerSpec {
             self.cancel_percent.to_string(),
             "--cancel-within-us".to_owned(),
             self.cancel_within.as_micros().to_string(),
+            "--kind".to_owned(),
+            self.kind.name(),
+            "--fair-wait-timeout-ms".to_owned(),
+            ms(self.fair_wait_timeout),
         ];
         if let Some(wait) = self.wait {
             args.extend(["--wait-ms".to_owned(), ms(wait)]);
@@ -307,7 +355,8 @@ impl Fleet {
         report
     }
 
-    /// Polls until none of the fleet's lock keys exists, for at most `settle`; describes the rest.
+    /// Polls until none of the fleet's locks has a key left (see [`lock_keys`]), for at most
+    /// `settle`; describes the rest.
     fn leftover_locks(&self, settle: Duration) -> Vec<String> {
         let client = redis::Client::open(self.url.as_str()).expect("a valid URL");
         let mut conn = client
@@ -317,19 +366,12 @@ impl Fleet {
             .expect("read timeout");
         let until = Instant::now() + settle;
         loop {
-            let mut left = Vec::new();
-            for name in &self.names {
-                let kind: String = redis::cmd("TYPE").arg(name).query(&mut conn).expect("TYPE");
-                if kind == "none" {
-                    continue;
-                }
-                let fields: Vec<(String, String)> = redis::cmd("HGETALL")
-                    .arg(name)
-                    .query(&mut conn)
-                    .unwrap_or_default();
-                let pttl: i64 = redis::cmd("PTTL").arg(name).query(&mut conn).expect("PTTL");
-                left.push(format!("{name} ({kind}, pttl {pttl} ms): {fields:?}"));
-            }
+            let keys: Vec<String> = self
+                .names
+                .iter()
+                .flat_map(|name| lock_keys(&mut conn, name))
+                .collect();
+            let left: Vec<String> = keys.iter().map(|key| describe(&mut conn, key)).collect();
             if left.is_empty() || Instant::now() >= until {
                 return left;
             }
@@ -366,6 +408,52 @@ fn wait_exit(child: &mut Child) -> Option<std::process::ExitStatus> {
     let _ = child.kill();
     let _ = child.wait();
     None
+}
+
+/// The keys of lock `name` that exist: those every hold or waiter of any kind may leave behind
+/// (PROTOCOL.md §1.4) — the lock hash, a fair lock's queue and deadlines, read holds' timeout keys
+/// (`{name}:<field>:rwlock_timeout:<k>`). A fenced lock's token counter never expires by design and
+/// is not one of them. `name` must be free of glob characters.
+fn lock_keys(conn: &mut redis::Connection, name: &str) -> Vec<String> {
+    // Redisson's hash tag: the name's own braces, or braces around it.
+    let tag = if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    };
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{tag}:*:rwlock_timeout:*"))
+        .query(conn)
+        .expect("KEYS");
+    keys.extend(
+        [
+            name.to_owned(),
+            format!("redisson_lock_queue:{tag}"),
+            format!("redisson_lock_timeout:{tag}"),
+        ]
+        .into_iter()
+        .filter(|key| redis::cmd("EXISTS").arg(key).query(conn).expect("EXISTS")),
+    );
+    keys
+}
+
+/// A key left behind, with its type, TTL and contents.
+fn describe(conn: &mut redis::Connection, key: &str) -> String {
+    let kind: String = redis::cmd("TYPE").arg(key).query(conn).expect("TYPE");
+    let read = match kind.as_str() {
+        "hash" => redis::cmd("HGETALL").arg(key).clone(),
+        "list" => redis::cmd("LRANGE").arg(key).arg(0).arg(-1).clone(),
+        "zset" => redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .clone(),
+        _ => redis::cmd("GET").arg(key).clone(),
+    };
+    let contents: Vec<String> = read.query(conn).unwrap_or_default();
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(conn).expect("PTTL");
+    format!("{key} ({kind}, pttl {pttl} ms): {contents:?}")
 }
 
 /// The lock an attempt in `records` has acquired and not yet released.
