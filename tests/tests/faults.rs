@@ -150,12 +150,7 @@ over_kinds! {
         lock: Lock, fair: Fair, fenced: Fenced, read: Read, write: Write, rw: Rw,
     ];
     cancellation_storms_leave_no_stray_field_in_any_lock: [
-        lock: Lock,
-        #[ignore = "rlock bug: a fair-lock waiter dropped after an unlock woke it leaves the queue \
-                    without waking the next head, which waits out the lease (30 s here) while the \
-                    lock is free; scripts/soak.sh runs it"]
-        fair: Fair,
-        spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
+        lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
     ];
 }
 
