@@ -9,7 +9,9 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel};
 use rlock_tests::topology::Cluster;
 use tokio::time::Instant;
 
-use crate::support::{JAVA_VERSION, Kind, Party, Redis, Side, both_directions, woken};
+use crate::support::{
+    JAVA_VERSION, Kind, Party, Redis, Side, Site, Topology, both_directions, every_kind, woken,
+};
 use crate::wakeup::wake_rounds;
 
 /// Java (AUTO: sharded) and rlock (AUTO: sharded) wake each other within milliseconds; while one
@@ -39,6 +41,21 @@ async fn sharded_unlocks_wake_the_other_side(holder: Side, waiter: Side) {
 }
 
 both_directions!(sharded_unlocks_wake_the_other_side);
+
+/// The default suite's share of the kind × direction × topology matrix (the rest are the ignored
+/// `…::cluster::…` tests of `wakeup` and `reentrancy`): for each kind, in one cluster, a Java
+/// unlock wakes an rlock waiter and the reverse, on the channel the kind uses (sharded).
+async fn unlocks_of_every_kind_wake_the_other_side(kind: Kind) {
+    let site = Site::start(Topology::Cluster);
+    let name = "interop:cluster-kinds";
+    let java = site.party(Side::Java).await;
+    let rlock = site.party(Side::Rlock).await;
+    let mut redis = site.redis(name).await;
+    wake_rounds(kind, &java, &rlock, &mut redis, name, site.label()).await;
+    wake_rounds(kind, &rlock, &java, &mut redis, name, site.label()).await;
+}
+
+every_kind!(one_test: unlocks_of_every_kind_wake_the_other_side);
 
 /// Redisson ≤ 3.21 always uses classic `PUBLISH`/`SUBSCRIBE`: with `ShardedPubSub::Off`, rlock
 /// matches it and the two wake each other, in both directions.
