@@ -7,7 +7,7 @@
 //! A new kind plugs in here: a [`Kind`] variant (with its fields, channels and messages), its
 //! objects in [`Party::get`] (a [`JavaObject`] and an [`RlockObject`] variant, and their arms in
 //! `java_object!` and `rlock_object!`), and a line in [`every_kind!`]'s lists, which run the
-//! generic scenarios for it. Its own scenarios go into a module of their own.
+//! generic scenarios for it, and in [`Kind::ALL`]. Its own scenarios go into a module of their own.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -92,6 +92,17 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// Every kind, for a scenario that loops over them within one test (as [`every_kind!`]
+    /// instantiates the others: a new kind joins both).
+    pub(crate) const ALL: [Self; 6] = [
+        Self::Reentrant,
+        Self::Fair,
+        Self::Spin,
+        Self::Fenced,
+        Self::Read,
+        Self::Write,
+    ];
+
     /// The kind that a holder of this kind keeps out, for the scenarios with a holder and someone
     /// who waits for it: a writer for a reader (readers share), else this kind.
     pub(crate) fn contender(self) -> Self {

@@ -10,8 +10,16 @@ use crate::support::{
     Kind, Latencies, Party, Redis, Side, Site, Topology, Unlocked, every_kind, woken,
 };
 
-const ROUNDS: usize = 10;
 const NAME: &str = "interop:wake";
+
+/// How many hand-offs a wake-up scenario times for `kind`: fewer for the spin lock, each of whose
+/// rounds waits for the poller to reach its slowest back-off.
+pub(crate) fn rounds(kind: Kind) -> usize {
+    match kind {
+        Kind::Spin => 3,
+        _ => 10,
+    }
+}
 
 /// `holder` unlocks while `waiter` waits for the lock; the waiter owns it within milliseconds.
 async fn unlock_wakes_the_waiter(kind: Kind, topology: Topology, holder: Side, waiter: Side) {
@@ -19,10 +27,20 @@ async fn unlock_wakes_the_waiter(kind: Kind, topology: Topology, holder: Side, w
     let holder = site.party(holder).await;
     let waiter = site.party(waiter).await;
     let mut redis = site.redis(NAME).await;
-    wake_rounds(kind, &holder, &waiter, &mut redis, NAME, site.label()).await;
+    let rounds = rounds(kind);
+    wake_rounds(
+        kind,
+        &holder,
+        &waiter,
+        &mut redis,
+        NAME,
+        site.label(),
+        rounds,
+    )
+    .await;
 }
 
-/// `ROUNDS` times: `holder` takes the `kind` lock `name` without a lease, `waiter` waits for it as
+/// `rounds` times: `holder` takes the `kind` lock `name` without a lease, `waiter` waits for it as
 /// its contender (the PTTL is 30 s), `holder` unlocks and the waiter must own the lock within the
 /// kind's wake limit. `redis` observes the node that owns `name`; `setup` names the topology in the
 /// timing report.
@@ -33,10 +51,11 @@ pub(crate) async fn wake_rounds(
     redis: &mut Redis,
     name: &str,
     setup: &str,
+    rounds: usize,
 ) {
     let contender = kind.contender();
     let mut latencies = Latencies::default();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let hold = holder.get(kind, name).lock(1).await;
         let waiting = waiter.get(contender, name).spawn_lock(2);
         redis.wait_waiting(contender, name, &waiter.field(2)).await;
@@ -74,7 +93,7 @@ async fn force_unlock_wakes_the_waiter(kind: Kind, topology: Topology, forcer: S
     let mut redis = site.redis(name).await;
     let contender = kind.contender();
     let mut latencies = Latencies::default();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds(kind) {
         let forced = forcer.get(kind, name).lock(1).await;
         assert!(forcer.is_renewing(name));
         let waiting = waiter.get(contender, name).spawn_lock(2);
