@@ -141,16 +141,23 @@ async fn timed_waiter(
     waiter
 }
 
+/// A server with a party of `a` and one of `b`, an observer, and `a`'s hold (thread 1) of the
+/// fair lock.
+async fn held_by(a: Side, b: Side) -> (RedisServer, [Party; 2], Redis, Hold) {
+    let server = RedisServer::start();
+    let a = Party::connect(a, &server).await;
+    let b = Party::connect(b, &server).await;
+    let redis = Redis::connect(&server).await;
+    let hold = a.get(Kind::Fair, NAME).lock(1).await;
+    (server, [a, b], redis, hold)
+}
+
 /// `a` holds; waiters of both sides queue alternately (a, b, a, b); both sides' `queue()` list
 /// them in that order; when `a` releases, each waiter in turn (woken alone, on its own channel)
 /// takes the lock and releases it, in queue order.
 async fn waiters_acquire_in_queue_order(a: Side, b: Side) {
-    let server = RedisServer::start();
-    let a = Party::connect(a, &server).await;
-    let b = Party::connect(b, &server).await;
-    let mut redis = Redis::connect(&server).await;
+    let (_server, [a, b], mut redis, hold) = held_by(a, b).await;
     let queue = Queue::new();
-    let hold = a.get(Kind::Fair, NAME).lock(1).await;
 
     let turns = Turns::new();
     let mut expected = Vec::new();
@@ -172,12 +179,8 @@ async fn waiters_acquire_in_queue_order(a: Side, b: Side) {
 /// timed waiter of `a` does the same in front of a waiter of `b`. The waiters left acquire in
 /// order, and nothing of the queue remains.
 async fn give_ups_leave_no_entry(a: Side, b: Side) {
-    let server = RedisServer::start();
-    let a = Party::connect(a, &server).await;
-    let b = Party::connect(b, &server).await;
-    let mut redis = Redis::connect(&server).await;
+    let (_server, [a, b], mut redis, hold) = held_by(a, b).await;
     let queue = Queue::new();
-    let hold = a.get(Kind::Fair, NAME).lock(1).await;
     let turns = Turns::new();
     let wait_ms = i64::try_from(GIVE_UP_WAIT.as_millis()).expect("ms");
 

@@ -21,7 +21,7 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel, prefix_name};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::support::{Kind, Party, Redis, Side, Unlocked};
+use crate::support::{Hold, Kind, Party, PartyLock, Redis, Side, Unlocked};
 use crate::wire::lock_expected;
 
 /// The invocations of one phase, normalized.
@@ -298,12 +298,7 @@ pub(crate) async fn check_every_side(
 /// unlock by a non-owner, a force unlock.
 pub(crate) async fn lock_tour(tracer: &mut Tracer, party: &Party, kind: Kind, name: &str) {
     let lock = party.get(kind, name);
-    tracer.mark("acquire").await;
-    let outer = lock.lock(1).await;
-    tracer.mark("re-enter").await;
-    let inner = lock.lock(1).await;
-    tracer.mark("partial unlock").await;
-    inner.release().await;
+    let outer = reentered_once(tracer, &lock).await;
     tracer.mark("full unlock").await;
     outer.release().await;
     tracer.redis().hold_foreign(name, 30_000).await;
@@ -313,6 +308,18 @@ pub(crate) async fn lock_tour(tracer: &mut Tracer, party: &Party, kind: Kind, na
     assert_eq!(lock.unlock_as(1).await, Unlocked::NotOwner);
     tracer.mark("force unlock").await;
     assert!(lock.force_unlock().await);
+}
+
+/// Every tour's opening, by thread 1: the phases "acquire", "re-enter" and "partial unlock" (of
+/// the re-entry). Returns the first hold.
+async fn reentered_once(tracer: &mut Tracer, lock: &PartyLock) -> Hold {
+    tracer.mark("acquire").await;
+    let outer = lock.lock(1).await;
+    tracer.mark("re-enter").await;
+    let inner = lock.lock(1).await;
+    tracer.mark("partial unlock").await;
+    inner.release().await;
+    outer
 }
 
 /// The owner field of thread 1 in every trace.
@@ -335,12 +342,7 @@ const FOREIGN_WAITER: &str = "00000000-0000-4000-8000-000000000000:9";
 async fn fair_tour(tracer: &mut Tracer, party: &Party) {
     let (queue, timeouts) = fair_keys();
     let lock = party.get(Kind::Fair, FAIR);
-    tracer.mark("acquire").await;
-    let outer = lock.lock(1).await;
-    tracer.mark("re-enter").await;
-    let inner = lock.lock(1).await;
-    tracer.mark("partial unlock").await;
-    inner.release().await;
+    let outer = reentered_once(tracer, &lock).await;
     let far_away = 4_000_000_000_000_u64;
     let redis = tracer.redis();
     let _: () = redis
@@ -740,12 +742,7 @@ fn read_hold(k: u32) -> Vec<String> {
 /// Thread 1's tour of the read lock.
 async fn read_tour(tracer: &mut Tracer, party: &Party) {
     let lock = party.get(Kind::Read, RW);
-    tracer.mark("acquire").await;
-    let outer = lock.lock(1).await;
-    tracer.mark("re-enter").await;
-    let inner = lock.lock(1).await;
-    tracer.mark("partial unlock").await;
-    inner.release().await;
+    let outer = reentered_once(tracer, &lock).await;
     tracer.mark("full unlock").await;
     outer.release().await;
     rw_tour_end(tracer, party, Kind::Read).await;
@@ -823,12 +820,7 @@ async fn read_lock_scripts_follow_the_protocol() {
 /// that leaves it (the downgrade).
 async fn write_tour(tracer: &mut Tracer, party: &Party) {
     let lock = party.get(Kind::Write, RW);
-    tracer.mark("acquire").await;
-    let outer = lock.lock(1).await;
-    tracer.mark("re-enter").await;
-    let inner = lock.lock(1).await;
-    tracer.mark("partial unlock").await;
-    inner.release().await;
+    let outer = reentered_once(tracer, &lock).await;
     tracer.mark("read while writing").await;
     let read = party.get(Kind::Read, RW).lock(1).await;
     tracer.mark("downgrade").await;
