@@ -9,8 +9,10 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel};
 use rlock_tests::topology::Cluster;
 use tokio::time::Instant;
 
-use crate::support::{JAVA_VERSION, Kind, Party, Redis, Side, both_directions, woken};
-use crate::wakeup::wake_rounds;
+use crate::support::{
+    JAVA_VERSION, Kind, Party, Redis, Side, Site, Topology, both_directions, woken,
+};
+use crate::wakeup::{rounds, wake_rounds};
 
 /// Java (AUTO: sharded) and rlock (AUTO: sharded) wake each other within milliseconds; while one
 /// waits, its channel is a shard channel on the lock's master and no classic channel exists.
@@ -35,10 +37,38 @@ async fn sharded_unlocks_wake_the_other_side(holder: Side, waiter: Side) {
     woken(waiting).await.1.release().await;
 
     let setup = "cluster, sharded";
-    wake_rounds(Kind::Reentrant, &holder, &waiter, &mut redis, name, setup).await;
+    let rounds = rounds(Kind::Reentrant);
+    wake_rounds(
+        Kind::Reentrant,
+        &holder,
+        &waiter,
+        &mut redis,
+        name,
+        setup,
+        rounds,
+    )
+    .await;
 }
 
 both_directions!(sharded_unlocks_wake_the_other_side);
+
+/// The default suite's share of the kind × direction × topology matrix (the rest are the ignored
+/// `…::cluster::…` tests of `wakeup` and `reentrancy`): in one cluster, for every kind, a Java
+/// unlock wakes an rlock waiter and the reverse, on the channel the kind uses (sharded). A few
+/// rounds each: the single-server tests time many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlocks_of_every_kind_wake_the_other_side() {
+    let site = Site::start(Topology::Cluster);
+    let java = site.party(Side::Java).await;
+    let rlock = site.party(Side::Rlock).await;
+    for kind in Kind::ALL {
+        let name = format!("interop:cluster-{kind}");
+        let mut redis = site.redis(&name).await;
+        for (holder, waiter) in [(&java, &rlock), (&rlock, &java)] {
+            wake_rounds(kind, holder, waiter, &mut redis, &name, site.label(), 3).await;
+        }
+    }
+}
 
 /// Redisson ≤ 3.21 always uses classic `PUBLISH`/`SUBSCRIBE`: with `ShardedPubSub::Off`, rlock
 /// matches it and the two wake each other, in both directions.
@@ -68,8 +98,27 @@ async fn java_3_21_and_rlock_with_sharded_pubsub_off() {
     woken(waiting).await.1.release().await;
 
     let setup = "cluster, classic";
-    wake_rounds(Kind::Reentrant, &java, &rlock, &mut redis, name, setup).await;
-    wake_rounds(Kind::Reentrant, &rlock, &java, &mut redis, name, setup).await;
+    let rounds = rounds(Kind::Reentrant);
+    wake_rounds(
+        Kind::Reentrant,
+        &java,
+        &rlock,
+        &mut redis,
+        name,
+        setup,
+        rounds,
+    )
+    .await;
+    wake_rounds(
+        Kind::Reentrant,
+        &rlock,
+        &java,
+        &mut redis,
+        name,
+        setup,
+        rounds,
+    )
+    .await;
 }
 
 /// What a mismatch costs (a documented configuration requirement, not a bug): rlock on AUTO

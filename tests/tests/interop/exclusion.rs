@@ -1,6 +1,7 @@
-//! Mutual exclusion under mixed contention, for every lock kind: emulated Java threads (two
-//! clients) and rlock tasks (two clients) increment a non-atomic GET/SET counter under one lock; the
-//! counter ends exact.
+//! Mutual exclusion under mixed contention, for every lock kind whose holders exclude each other
+//! (all but the read lock; readers against writers: `rw`): emulated Java threads (two clients) and
+//! rlock tasks (two clients) increment a non-atomic GET/SET counter under one lock; the counter
+//! ends exact.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,7 +110,7 @@ async fn java_3_31_and_rlock_with_leases(kind: Kind) {
 }
 
 every_kind!(
-    one_test: java_head_and_rlock_with_watchdog_holds,
+    exclusive one_test: java_head_and_rlock_with_watchdog_holds,
     java_3_12_and_rlock_with_leases,
     java_3_31_and_rlock_with_leases,
 );

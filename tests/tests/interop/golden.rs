@@ -1,32 +1,61 @@
 //! Golden traces of the lock family: for each script, the literal Redis commands that PROTOCOL.md's
 //! numbered steps imply for a given state (written from the document, not from either side's code),
-//! checked with `MONITOR` against what the script really ran. A trace is the commands of each script
-//! invocation of a phase, in order (`<node>`: the client id, `<id>`: a request id, `<ttl>`: the latch
-//! TTL, `<deadline>`: a fair-lock deadline, `<wait>`: minus the queue wait).
+//! checked with `MONITOR` against what rlock and the Redisson emulator (3.31 and HEAD) really ran.
+//! Where rlock deliberately differs (README), the difference is spelled out for its side.
+//!
+//! A trace is, phase by phase, the invocations of that phase in order: the commands of a script,
+//! or a command sent outside any script on one of the lock's keys (the spin lock's `forceUnlock` is
+//! a plain `DEL` in the emulator, `getToken` a plain `GET`). Placeholders: `<node>` the client id,
+//! `<id>` a request id, `<ttl>` the latch TTL, `<deadline>` a fair-lock deadline; a test masks the
+//! few values that depend on the clock (a PTTL plus a lease) with a placeholder of its own.
+//!
+//! `wire` holds the `RLock`'s trace; the other kinds' are here.
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use futures::StreamExt;
-use rlock::Owner;
+use redis::AsyncCommands;
 use rlock_tests::RedisServer;
+use rlock_tests::redisson::{RedissonVersion, lock_channel, prefix_name};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::support::Redis;
+use crate::support::{Hold, Kind, Party, PartyLock, Redis, Side, Unlocked};
+use crate::wire::lock_expected;
 
-/// The scripts a phase ran: each invocation's commands, normalized.
+/// The invocations of one phase, normalized.
 pub(crate) type Scripts = Vec<Vec<String>>;
 
-/// Records the commands scripts run, phase by phase, through `MONITOR`.
+/// Every phase with its invocations, in order.
+pub(crate) type Trace = Vec<(String, Scripts)>;
+
+/// Records, through `MONITOR`, the commands scripts run and the commands sent outside scripts on
+/// the keys it traces, phase by phase. Its own connection ([`Tracer::redis`]) marks the phases and
+/// pokes the server between them; its commands are left out.
 pub(crate) struct Tracer {
     redis: Redis,
+    /// The address of `redis` as `MONITOR` shows it.
+    own_address: String,
+    keys: Vec<String>,
     lines: mpsc::UnboundedReceiver<String>,
     forward: JoinHandle<()>,
 }
 
 impl Tracer {
-    pub(crate) async fn start(server: &RedisServer) -> Self {
-        let redis = Redis::connect(server).await;
+    /// Starts tracing; commands outside scripts count when their first argument is one of `keys`.
+    pub(crate) async fn start(server: &RedisServer, keys: &[&str]) -> Self {
+        let mut redis = Redis::connect(server).await;
+        let info: String = redis::cmd("CLIENT")
+            .arg("INFO")
+            .query_async(&mut redis.conn)
+            .await
+            .expect("CLIENT INFO");
+        let own_address = info
+            .split_whitespace()
+            .find_map(|field| field.strip_prefix("addr="))
+            .expect("CLIENT INFO has addr=")
+            .to_owned();
         let monitor = server.client().get_async_monitor().await.expect("MONITOR");
         let (sender, lines) = mpsc::unbounded_channel();
         let forward = tokio::spawn(async move {
@@ -39,9 +68,16 @@ impl Tracer {
         });
         Self {
             redis,
+            own_address,
+            keys: keys.iter().map(|&key| key.to_owned()).collect(),
             lines,
             forward,
         }
+    }
+
+    /// The tracer's own connection, for poking the server between phases (left out of the trace).
+    pub(crate) fn redis(&mut self) -> &mut Redis {
+        &mut self.redis
     }
 
     /// Marks the start of `phase` in the stream.
@@ -53,11 +89,11 @@ impl Tracer {
             .expect("ECHO");
     }
 
-    /// Ends the trace: every phase with the scripts it ran (invocations that ran no command, such as
+    /// Ends the trace: every phase with its invocations (script runs that ran no command, such as
     /// a `NOSCRIPT` before the script was loaded, are left out), and the latch TTLs seen.
-    pub(crate) async fn finish(mut self, node: &str) -> (Vec<(String, Scripts)>, Vec<u64>) {
+    pub(crate) async fn finish(mut self, node: &str) -> (Trace, Vec<u64>) {
         self.mark("end").await;
-        let mut phases: Vec<(String, Scripts)> = Vec::new();
+        let mut phases: Trace = Vec::new();
         let mut ttls = Vec::new();
         loop {
             let line = tokio::time::timeout(Duration::from_secs(5), self.lines.recv())
@@ -73,15 +109,23 @@ impl Tracer {
                     break;
                 }
                 phases.push((phase.to_owned(), Vec::new()));
-            } else if let Some((_, scripts)) = phases.last_mut() {
-                let command = args.first().map(|c| c.to_lowercase()).unwrap_or_default();
-                if line.contains(" lua] ") {
-                    if let Some(script) = scripts.last_mut() {
-                        script.push(normalize(args, node, &mut ttls));
-                    }
-                } else if command == "evalsha" || command == "eval" {
-                    scripts.push(Vec::new());
+                continue;
+            }
+            let Some((_, scripts)) = phases.last_mut() else {
+                continue;
+            };
+            let command = args.first().map(|c| c.to_lowercase()).unwrap_or_default();
+            let client = monitor_client(&line);
+            if client == Some("lua") {
+                if let Some(script) = scripts.last_mut() {
+                    script.push(normalize(args, node, &mut ttls));
                 }
+            } else if command == "evalsha" || command == "eval" {
+                scripts.push(Vec::new());
+            } else if client != Some(self.own_address.as_str())
+                && args.get(1).is_some_and(|key| self.keys.contains(key))
+            {
+                scripts.push(vec![normalize(args, node, &mut ttls)]);
             }
         }
         self.forward.abort();
@@ -120,6 +164,14 @@ pub(crate) fn normalize(args: Vec<String>, node: &str, ttls: &mut Vec<u64>) -> S
     out.join(" ")
 }
 
+/// Who sent a MONITOR line (`<time> [<db> <client>] "arg" …`): `lua` inside a script, else the
+/// client's address.
+fn monitor_client(line: &str) -> Option<&str> {
+    let (_, rest) = line.split_once('[')?;
+    let (db_client, _) = rest.split_once(']')?;
+    Some(db_client.split_once(' ')?.1)
+}
+
 /// The quoted arguments of a MONITOR line: `<time> [<db> <client>] "arg" "arg" …`.
 pub(crate) fn monitor_args(line: &str) -> Vec<String> {
     let Some((_, rest)) = line.split_once("] ") else {
@@ -144,31 +196,219 @@ pub(crate) fn monitor_args(line: &str) -> Vec<String> {
     args
 }
 
-fn commands(parts: &[&[&str]]) -> Vec<String> {
+/// Commands from their words.
+pub(crate) fn commands(parts: &[&[&str]]) -> Vec<String> {
     parts.iter().map(|command| command.join(" ")).collect()
 }
 
-const FAIR: &str = "golden:fair";
-const QUEUE: &str = "redisson_lock_queue:{golden:fair}";
-const TIMEOUTS: &str = "redisson_lock_timeout:{golden:fair}";
-const FAIR_LATCH: &str = "redisson_unlock_latch:{golden:fair}:<id>";
+/// A trace from literal phases.
+pub(crate) fn trace(phases: Vec<(&str, Scripts)>) -> Trace {
+    phases
+        .into_iter()
+        .map(|(phase, scripts)| (phase.to_owned(), scripts))
+        .collect()
+}
 
-/// The fair lock's scripts (PROTOCOL.md §6.3–§6.8) as rlock runs them. rlock's acquire is one script
-/// for both forms (§6.4, §6.5): the same commands, in the same order. `field` is `<node>:<owner>`.
-fn fair_expected(field: &str) -> Vec<(String, Scripts)> {
-    let purge: &[&str] = &["lindex", QUEUE, "0"];
-    let phases: Vec<(&str, Vec<Vec<String>>)> = vec![
+// ===== checking every side =====
+
+/// Masks a value that depends on the clock: in `phase`, the last argument of the commands that
+/// start with `command` becomes `placeholder` if it lies in `range`.
+pub(crate) fn mask(
+    trace: &mut Trace,
+    phase: &str,
+    command: &str,
+    range: RangeInclusive<u64>,
+    placeholder: &str,
+) {
+    let prefix = format!("{command} ");
+    let phases = trace.iter_mut().filter(|(name, _)| name == phase);
+    for line in phases.flat_map(|(_, scripts)| scripts.iter_mut().flatten()) {
+        let value = line.strip_prefix(&prefix).and_then(|v| v.parse().ok());
+        if value.is_some_and(|value| range.contains(&value)) {
+            *line = format!("{prefix}{placeholder}");
+        }
+    }
+}
+
+/// Keeps the first and the last invocation of `phase`: a waiting phase's literal steps are its
+/// first attempt and its give-up; the retries between them depend on timing.
+fn first_and_last(trace: &mut Trace, phase: &str) {
+    for (_, scripts) in trace.iter_mut().filter(|(name, _)| name == phase) {
+        if scripts.len() > 2 {
+            let last = scripts.pop().expect("a last invocation");
+            scripts.truncate(1);
+            scripts.push(last);
+        }
+    }
+}
+
+/// The parties every trace is checked against, each with the latch TTLs its unlocks set (§2.4;
+/// rlock's: `(command_timeout + retry_max_delay) × retry_attempts`, README).
+pub(crate) async fn parties(server: &RedisServer) -> Vec<(Party, RangeInclusive<u64>)> {
+    vec![
+        (
+            Party::java(server, RedissonVersion::V3_31, None).await,
+            13_500..=13_500,
+        ),
+        (
+            Party::java(server, RedissonVersion::V4, None).await,
+            16_000..=20_000,
+        ),
+        (Party::connect(Side::Rlock, server).await, 20_000..=20_000),
+    ]
+}
+
+/// Which party a trace is of.
+fn label(party: &Party) -> String {
+    match party {
+        Party::Java(java) => format!("java {:?}", java.version()),
+        Party::Rlock(_) => "rlock".to_owned(),
+    }
+}
+
+/// Runs `tour` for every party of [`parties`] (one after the other, on one server), tracing
+/// `keys`, and compares the trace, once `adjust`ed, with `expected` of the party's side; every
+/// latch TTL must be the party's.
+pub(crate) async fn check_every_side(
+    keys: &[&str],
+    tour: impl AsyncFn(&mut Tracer, &Party),
+    adjust: impl Fn(&mut Trace),
+    expected: impl Fn(Side) -> Trace,
+) {
+    let server = RedisServer::start();
+    for (party, latch_ttls) in parties(&server).await {
+        let mut tracer = Tracer::start(&server, keys).await;
+        tour(&mut tracer, &party).await;
+        let node = party.field(1);
+        let node = node.strip_suffix(":1").expect("an owner field");
+        let (mut trace, ttls) = tracer.finish(node).await;
+        adjust(&mut trace);
+        let label = label(&party);
+        assert_eq!(trace, expected(party.side()), "{label}");
+        assert!(!ttls.is_empty(), "{label}: no latch");
+        assert!(
+            ttls.iter().all(|ttl| latch_ttls.contains(ttl)),
+            "{label}: {ttls:?}"
+        );
+    }
+}
+
+/// The tour of the kinds that hold like the `RLock` (thread 1 of `party`, the `kind` lock `name`):
+/// acquire, re-enter, a partial and a full unlock, a try while a third client holds the lock, an
+/// unlock by a non-owner, a force unlock.
+pub(crate) async fn lock_tour(tracer: &mut Tracer, party: &Party, kind: Kind, name: &str) {
+    let lock = party.get(kind, name);
+    let outer = reentered_once(tracer, &lock).await;
+    tracer.mark("full unlock").await;
+    outer.release().await;
+    tracer.redis().hold_foreign(name, 30_000).await;
+    tracer.mark("contended try").await;
+    assert!(lock.try_lock(1, Duration::ZERO, None).await.is_none());
+    tracer.mark("unlock by a non-owner").await;
+    assert_eq!(lock.unlock_as(1).await, Unlocked::NotOwner);
+    tracer.mark("force unlock").await;
+    assert!(lock.force_unlock().await);
+}
+
+/// Every tour's opening, by thread 1: the phases "acquire", "re-enter" and "partial unlock" (of
+/// the re-entry). Returns the first hold.
+async fn reentered_once(tracer: &mut Tracer, lock: &PartyLock) -> Hold {
+    tracer.mark("acquire").await;
+    let outer = lock.lock(1).await;
+    tracer.mark("re-enter").await;
+    let inner = lock.lock(1).await;
+    tracer.mark("partial unlock").await;
+    inner.release().await;
+    outer
+}
+
+/// The owner field of thread 1 in every trace.
+pub(crate) const FIELD: &str = "<node>:1";
+
+/// The latch key of lock `name` (§1.4), normalized.
+pub(crate) fn latch(name: &str) -> String {
+    format!("{}:<id>", prefix_name("redisson_unlock_latch", name))
+}
+
+// ===== the fair lock (§6) =====
+
+const FAIR: &str = "golden:fair";
+
+/// A third client's waiter, queued by hand, with a deadline far away.
+const FOREIGN_WAITER: &str = "00000000-0000-4000-8000-000000000000:9";
+
+/// Thread 1's tour of the fair lock `FAIR`: the lock tour's steps, plus an unlock that wakes a
+/// queued head, a wait that queues and gives up, and the unlock of a lock that no longer exists.
+async fn fair_tour(tracer: &mut Tracer, party: &Party) {
+    let (queue, timeouts) = fair_keys();
+    let lock = party.get(Kind::Fair, FAIR);
+    let outer = reentered_once(tracer, &lock).await;
+    let far_away = 4_000_000_000_000_u64;
+    let redis = tracer.redis();
+    let _: () = redis
+        .conn
+        .rpush(&queue, FOREIGN_WAITER)
+        .await
+        .expect("RPUSH");
+    let _: () = redis
+        .conn
+        .zadd(&timeouts, FOREIGN_WAITER, far_away)
+        .await
+        .expect("ZADD");
+    tracer.mark("full unlock wakes the head").await;
+    outer.release().await;
+    let redis = tracer.redis();
+    let _: () = redis.conn.del(&[&queue, &timeouts]).await.expect("DEL");
+    redis.hold_foreign(FAIR, 30_000).await;
+    tracer.mark("try while held").await;
+    assert!(lock.try_lock(1, Duration::ZERO, None).await.is_none());
+    tracer.mark("queue and give up").await;
+    let waited = lock.try_lock(1, Duration::from_millis(300), None).await;
+    assert!(waited.is_none());
+    tracer.mark("unlock by a non-owner").await;
+    assert_eq!(lock.unlock_as(1).await, Unlocked::NotOwner);
+    tracer.mark("force unlock").await;
+    assert!(lock.force_unlock().await);
+    tracer.mark("unlock of a missing lock").await;
+    assert_eq!(lock.unlock_as(1).await, Unlocked::Released);
+}
+
+/// The fair lock's queue and deadlines.
+fn fair_keys() -> (String, String) {
+    (
+        prefix_name("redisson_lock_queue", FAIR),
+        prefix_name("redisson_lock_timeout", FAIR),
+    )
+}
+
+/// The fair lock's scripts (§6.3–§6.8) in the states of [`fair_tour`].
+fn fair_expected(side: Side) -> Trace {
+    let (queue, timeouts) = fair_keys();
+    let (q, t, l) = (queue.as_str(), timeouts.as_str(), &latch(FAIR));
+    let head_channel = format!("{}:{FOREIGN_WAITER}", lock_channel(FAIR));
+    // §6.3 on an empty queue; with the foreign head, its deadline stops it.
+    let purge: &[&str] = &["lindex", q, "0"];
+    let mut give_up = commands(&[
+        &["lrange", q, "0", "-1"],
+        &["zrem", t, FIELD],
+        &["lrem", q, "0", FIELD],
+    ]);
+    if side == Side::Rlock {
+        // rlock's give-up wakes the new head of a free lock (README); the lock is held here.
+        give_up.push(format!("exists {FAIR}"));
+    }
+    trace(vec![
         (
             // §6.4 step 2: free, nobody queued.
             "acquire",
             vec![commands(&[
                 purge,
                 &["exists", FAIR],
-                &["exists", QUEUE],
-                &["lpop", QUEUE],
-                &["zrem", TIMEOUTS, field],
-                &["zrange", TIMEOUTS, "0", "-1"],
-                &["hset", FAIR, field, "1"],
+                &["exists", q],
+                &["lpop", q],
+                &["zrem", t, FIELD],
+                &["zrange", t, "0", "-1"],
+                &["hset", FAIR, FIELD, "1"],
                 &["pexpire", FAIR, "30000"],
             ])],
         ),
@@ -178,8 +418,8 @@ fn fair_expected(field: &str) -> Vec<(String, Scripts)> {
             vec![commands(&[
                 purge,
                 &["exists", FAIR],
-                &["hexists", FAIR, field],
-                &["hincrby", FAIR, field, "1"],
+                &["hexists", FAIR, FIELD],
+                &["hincrby", FAIR, FIELD, "1"],
                 &["pexpire", FAIR, "30000"],
             ])],
         ),
@@ -187,27 +427,29 @@ fn fair_expected(field: &str) -> Vec<(String, Scripts)> {
             // §6.7 step 5.
             "partial unlock",
             vec![commands(&[
-                &["get", FAIR_LATCH],
+                &["get", l],
                 purge,
                 &["exists", FAIR],
-                &["hexists", FAIR, field],
-                &["hincrby", FAIR, field, "-1"],
+                &["hexists", FAIR, FIELD],
+                &["hincrby", FAIR, FIELD, "-1"],
                 &["pexpire", FAIR, "30000"],
-                &["set", FAIR_LATCH, "0", "px", "<ttl>"],
+                &["set", l, "0", "px", "<ttl>"],
             ])],
         ),
         (
-            // §6.7 step 6, nobody queued: no publish.
-            "full unlock",
+            // §6.7 step 6: the queue head hears `0` on its own channel.
+            "full unlock wakes the head",
             vec![commands(&[
-                &["get", FAIR_LATCH],
+                &["get", l],
                 purge,
+                &["zscore", t, FOREIGN_WAITER],
                 &["exists", FAIR],
-                &["hexists", FAIR, field],
-                &["hincrby", FAIR, field, "-1"],
+                &["hexists", FAIR, FIELD],
+                &["hincrby", FAIR, FIELD, "-1"],
                 &["del", FAIR],
-                &["set", FAIR_LATCH, "1", "px", "<ttl>"],
-                &["lindex", QUEUE, "0"],
+                &["set", l, "1", "px", "<ttl>"],
+                &["lindex", q, "0"],
+                &["publish", &head_channel, "0"],
             ])],
         ),
         (
@@ -216,84 +458,489 @@ fn fair_expected(field: &str) -> Vec<(String, Scripts)> {
             vec![commands(&[
                 purge,
                 &["exists", FAIR],
-                &["hexists", FAIR, field],
+                &["hexists", FAIR, FIELD],
             ])],
         ),
         (
-            // §6.4 step 5 then §6.6 (plus rlock's wake of a free lock's head: the lock is held).
+            // §6.4 step 5, then (after retries that depend on timing) §6.6.
             "queue and give up",
             vec![
                 commands(&[
                     purge,
                     &["exists", FAIR],
-                    &["hexists", FAIR, field],
-                    &["zscore", TIMEOUTS, field],
-                    &["lindex", QUEUE, "-1"],
+                    &["hexists", FAIR, FIELD],
+                    &["zscore", t, FIELD],
+                    &["lindex", q, "-1"],
                     &["pttl", FAIR],
-                    &["zadd", TIMEOUTS, "<deadline>", field],
-                    &["rpush", QUEUE, field],
+                    &["zadd", t, "<deadline>", FIELD],
+                    &["rpush", q, FIELD],
                 ]),
-                commands(&[
-                    &["lrange", QUEUE, "0", "-1"],
-                    &["zrem", TIMEOUTS, field],
-                    &["lrem", QUEUE, "0", field],
-                    &["exists", FAIR],
-                ]),
+                give_up,
             ],
+        ),
+        (
+            // §6.7 step 4.
+            "unlock by a non-owner",
+            vec![commands(&[
+                &["get", l],
+                purge,
+                &["exists", FAIR],
+                &["hexists", FAIR, FIELD],
+            ])],
         ),
         (
             // §6.8, nobody queued.
             "force unlock",
-            vec![commands(&[purge, &["del", FAIR], &["lindex", QUEUE, "0"]])],
+            vec![commands(&[purge, &["del", FAIR], &["lindex", q, "0"]])],
         ),
-    ];
-    phases
-        .into_iter()
-        .map(|(phase, scripts)| (phase.to_owned(), scripts))
-        .collect()
+        (
+            // §6.7 step 3: success, and nobody to wake.
+            "unlock of a missing lock",
+            vec![commands(&[
+                &["get", l],
+                purge,
+                &["exists", FAIR],
+                &["lindex", q, "0"],
+                &["set", l, "1", "px", "<ttl>"],
+            ])],
+        ),
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rlock_fair_lock_scripts_follow_the_protocol() {
-    let server = RedisServer::start();
-    let client = rlock_tests::harness::client(&server).await;
-    let node = client.node_id().to_owned();
-    let mut redis = Redis::connect(&server).await;
-    let owner = Owner::from_id(1);
-    let lock = client.fair_lock(FAIR).with_owner(owner);
-    let mut tracer = Tracer::start(&server).await;
-    tracer.mark("acquire").await;
-    let outer = lock.lock().await.expect("lock");
-    tracer.mark("re-enter").await;
-    let inner = lock.lock().await.expect("re-enter");
-    tracer.mark("partial unlock").await;
-    inner.unlock().await.expect("unlock");
-    tracer.mark("full unlock").await;
-    outer.unlock().await.expect("unlock");
-    redis.hold_foreign(FAIR, 30_000).await;
-    tracer.mark("try while held").await;
-    assert!(lock.try_lock().await.expect("try").is_none());
-    tracer.mark("queue and give up").await;
-    // Dropped while it waits: its first script queues it, its give-up takes it out.
-    let waiting = tokio::time::timeout(Duration::from_millis(300), lock.lock()).await;
-    assert!(waiting.is_err());
-    client.close().await;
-    tracer.mark("force unlock").await;
-    assert!(lock.force_unlock().await.expect("force"));
-    let (trace, ttls) = tracer.finish(&node).await;
-    let mut trace = trace;
-    // Only the first (queueing) and last (give-up) scripts of the waiting phase are the protocol's
-    // literal steps; the retries between them depend on timing.
+async fn fair_lock_scripts_follow_the_protocol() {
+    let (queue, timeouts) = fair_keys();
+    let adjust = |trace: &mut Trace| first_and_last(trace, "queue and give up");
+    check_every_side(&[FAIR, &queue, &timeouts], fair_tour, adjust, fair_expected).await;
+}
+
+// ===== the spin lock (§8.1) =====
+
+const SPIN: &str = "golden:spin";
+
+/// §8.1: the `RLock`'s acquire (its older two-block form runs the same commands in these states)
+/// and its unlock without the publish; the force unlock is a `DEL` alone.
+fn spin_expected(side: Side) -> Trace {
+    let mut trace = lock_expected(SPIN, side);
     for (phase, scripts) in &mut trace {
-        if phase == "queue and give up" && scripts.len() > 2 {
-            let last = scripts.pop().expect("give-up");
-            scripts.truncate(1);
-            scripts.push(last);
+        match phase.as_str() {
+            "full unlock" => scripts[0].retain(|command| !command.starts_with("publish ")),
+            "force unlock" => *scripts = vec![vec![format!("del {SPIN}")]],
+            _ => {}
         }
     }
-    assert_eq!(trace, fair_expected("<node>:1"));
-    assert!(
-        ttls.iter().all(|ttl| (1..=60_000).contains(ttl)),
-        "{ttls:?}"
-    );
+    trace
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_lock_scripts_follow_the_protocol() {
+    let tour = async |tracer: &mut _, party: &Party| {
+        lock_tour(tracer, party, Kind::Spin, SPIN).await;
+    };
+    check_every_side(&[SPIN], tour, |_| (), spin_expected).await;
+}
+
+// ===== the fenced lock (§8.2) =====
+
+const FENCED: &str = "golden:fenced";
+
+fn token_key() -> String {
+    prefix_name("redisson_lock_token", FENCED)
+}
+
+/// The lock tour on the fenced lock (plain acquisitions), then `getToken`, and an acquisition
+/// through the token call (Java's `lockAndGetToken`).
+async fn fenced_tour(tracer: &mut Tracer, party: &Party) {
+    lock_tour(tracer, party, Kind::Fenced, FENCED).await;
+    let lock = party.get(Kind::Fenced, FENCED);
+    tracer.mark("get token").await;
+    let _ = lock.token().await;
+    tracer.mark("acquire with a token").await;
+    let (hold, _) = lock.lock_with_token(1).await;
+    tracer.mark("cleanup").await;
+    hold.release().await;
+}
+
+/// §8.2: the `RLock`'s scripts, with `INCR` of the token before the hold on every acquisition;
+/// `getToken` is a `GET`, and the token call's script runs the same commands as a plain acquire.
+fn fenced_expected(side: Side) -> Trace {
+    let token = token_key();
+    let mut trace = lock_expected(FENCED, side);
+    for (phase, scripts) in &mut trace {
+        if phase == "acquire" || phase == "re-enter" {
+            let script = &mut scripts[0];
+            let hold = script.iter().position(|c| c.starts_with("hincrby "));
+            script.insert(hold.expect("a hold"), format!("incr {token}"));
+        }
+    }
+    let acquire = trace[0].1.clone();
+    let full_unlock = trace
+        .iter()
+        .find(|(phase, _)| phase == "full unlock")
+        .map(|(_, scripts)| scripts.clone())
+        .expect("a full unlock");
+    trace.extend([
+        ("get token".to_owned(), vec![vec![format!("get {token}")]]),
+        ("acquire with a token".to_owned(), acquire),
+        ("cleanup".to_owned(), full_unlock),
+    ]);
+    trace
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_lock_scripts_follow_the_protocol() {
+    let token = token_key();
+    check_every_side(&[FENCED, &token], fenced_tour, |_| (), fenced_expected).await;
+}
+
+// ===== the read-write lock (§7) =====
+
+const RW: &str = "golden:rw";
+/// Thread 1's write field.
+const WRITE_FIELD: &str = "<node>:1:write";
+
+/// The read-write lock's channel and thread 1's read timeout key `k` (§1.4, §7.1).
+fn rw_names(k: u32) -> (String, String) {
+    let timeout = format!("{{{RW}}}:{FIELD}:rwlock_timeout:{k}");
+    (prefix_name("redisson_rwlock", RW), timeout)
+}
+
+/// Holds the read-write lock as a third client would, in `mode`.
+async fn hold_foreign_rw(tracer: &mut Tracer, mode: &str) {
+    let field = match mode {
+        "write" => format!("{FOREIGN_WAITER}:write"),
+        _ => FOREIGN_WAITER.to_owned(),
+    };
+    let redis = tracer.redis();
+    let _: () = redis.conn.del(RW).await.expect("DEL");
+    let entries = [("mode", mode), (field.as_str(), "1")];
+    let _: () = redis.conn.hset_multiple(RW, &entries).await.expect("HSET");
+    let _: () = redis.conn.pexpire(RW, 30_000).await.expect("PEXPIRE");
+}
+
+/// Phases that come after a tour's own: a try while a third client writes, an unlock by a
+/// non-owner, a force unlock of the other mode (refused), one of this mode, and the unlock of a
+/// lock that no longer exists, which both sides refuse (3.31: accepts, §7.3 / §7.5 step 2).
+async fn rw_tour_end(tracer: &mut Tracer, party: &Party, kind: Kind) {
+    let lock = party.get(kind, RW);
+    hold_foreign_rw(tracer, "write").await;
+    tracer.mark("contended try").await;
+    assert!(lock.try_lock(1, Duration::ZERO, None).await.is_none());
+    tracer.mark("unlock by a non-owner").await;
+    assert_eq!(lock.unlock_as(1).await, Unlocked::NotOwner);
+    let (other, mine) = match kind {
+        Kind::Read => ("write", "read"),
+        _ => ("read", "write"),
+    };
+    hold_foreign_rw(tracer, other).await;
+    tracer.mark("force unlock of the other mode").await;
+    assert!(!lock.force_unlock().await);
+    hold_foreign_rw(tracer, mine).await;
+    tracer.mark("force unlock").await;
+    assert!(lock.force_unlock().await);
+    tracer.mark("unlock of a missing lock").await;
+    let missing = match party {
+        Party::Java(java) if java.version() < RedissonVersion::V3_44 => Unlocked::Released,
+        _ => Unlocked::NotOwner,
+    };
+    assert_eq!(lock.unlock_as(1).await, missing);
+}
+
+/// The phases of [`rw_tour_end`] for the half whose hash field is `field` and whose message is
+/// `message`.
+fn rw_end_expected(field: &str, message: &str) -> Vec<(&'static str, Scripts)> {
+    let (channel, _) = rw_names(1);
+    let l = &latch(RW);
+    vec![
+        (
+            // §7.2 step 3 / §7.4 step 2, then step 4 / 3: written by another (the read lock
+            // asks whether it is the writer, the write lock whether it holds the write).
+            "contended try",
+            vec![commands(&[
+                &["hget", RW, "mode"],
+                &["hexists", RW, WRITE_FIELD],
+                &["pttl", RW],
+            ])],
+        ),
+        (
+            // §7.3 step 3 / §7.5 step 3.
+            "unlock by a non-owner",
+            vec![commands(&[
+                &["get", l],
+                &["hget", RW, "mode"],
+                &["hexists", RW, field],
+            ])],
+        ),
+        // §7.6.
+        (
+            "force unlock of the other mode",
+            vec![commands(&[&["hget", RW, "mode"]])],
+        ),
+        (
+            "force unlock",
+            vec![commands(&[
+                &["hget", RW, "mode"],
+                &["del", RW],
+                &["publish", &channel, message],
+            ])],
+        ),
+        (
+            // §7.3 / §7.5 step 2: the message is published all the same.
+            "unlock of a missing lock",
+            vec![commands(&[
+                &["get", l],
+                &["hget", RW, "mode"],
+                &["publish", &channel, message],
+                &["set", l, "1", "px", "<ttl>"],
+            ])],
+        ),
+    ]
+}
+
+/// §7.3 steps 1–5 for thread 1's read hold `k` (its count going from `k` to `k - 1`; at 0 the
+/// field goes).
+fn read_unlock_start(k: u32) -> Vec<String> {
+    let (_, timeout) = rw_names(k);
+    let l = latch(RW);
+    let mut script = commands(&[
+        &["get", &l],
+        &["hget", RW, "mode"],
+        &["hexists", RW, FIELD],
+        &["hincrby", RW, FIELD, "-1"],
+    ]);
+    if k == 1 {
+        script.push(format!("hdel {RW} {FIELD}"));
+    }
+    script.extend(commands(&[&["del", &timeout], &["hlen", RW]]));
+    script
+}
+
+/// §7.3 step 7: the last hold goes, the hash with it, and `0` is published.
+fn read_release_end() -> Vec<String> {
+    let (channel, _) = rw_names(1);
+    let l = latch(RW);
+    commands(&[
+        &["del", RW],
+        &["publish", &channel, "0"],
+        &["set", &l, "1", "px", "<ttl>"],
+    ])
+}
+
+/// §7.2 step 3 for thread 1's `k`-th read hold, after `HGET mode` and whatever decides it may
+/// read: the count, the hold's timeout key, the hash's TTL raised to the lease.
+fn read_hold(k: u32) -> Vec<String> {
+    let (_, timeout) = rw_names(k);
+    commands(&[
+        &["hincrby", RW, FIELD, "1"],
+        &["set", &timeout, "1"],
+        &["pexpire", &timeout, "30000"],
+        &["pttl", RW],
+        &["pexpire", RW, "30000"],
+    ])
+}
+
+/// Thread 1's tour of the read lock.
+async fn read_tour(tracer: &mut Tracer, party: &Party) {
+    let lock = party.get(Kind::Read, RW);
+    let outer = reentered_once(tracer, &lock).await;
+    tracer.mark("full unlock").await;
+    outer.release().await;
+    rw_tour_end(tracer, party, Kind::Read).await;
+}
+
+/// The read lock's scripts (§7.2, §7.3, §7.6) in the states of [`read_tour`].
+fn read_expected(side: Side) -> Trace {
+    let (_, first) = rw_names(1);
+    let l = latch(RW);
+    let mut partial = read_unlock_start(2);
+    // §7.3 step 6 reads "every hash field whose value parses as a number" without naming the
+    // command: the emulator reads the hash whole, rlock its fields one by one.
+    match side {
+        Side::Java => partial.push(format!("hgetall {RW}")),
+        Side::Rlock => partial.extend(commands(&[
+            &["hkeys", RW],
+            &["hget", RW, "mode"],
+            &["hget", RW, FIELD],
+        ])),
+    }
+    partial.extend(commands(&[
+        &["pttl", &first],
+        &["pexpire", RW, "<longest read hold>"],
+        &["set", &l, "0", "px", "<ttl>"],
+    ]));
+    let mut phases = vec![
+        (
+            // §7.2 step 2.
+            "acquire",
+            vec![commands(&[
+                &["hget", RW, "mode"],
+                &["hset", RW, "mode", "read"],
+                &["hset", RW, FIELD, "1"],
+                &["set", &first, "1"],
+                &["pexpire", &first, "30000"],
+                &["pexpire", RW, "30000"],
+            ])],
+        ),
+        (
+            // §7.2 step 3, in read mode.
+            "re-enter",
+            vec![[vec![format!("hget {RW} mode")], read_hold(2)].concat()],
+        ),
+        // §7.3 step 6: the other hold's timeout key keeps the lock.
+        ("partial unlock", vec![partial]),
+        (
+            "full unlock",
+            vec![[read_unlock_start(1), read_release_end()].concat()],
+        ),
+    ];
+    phases.extend(rw_end_expected(FIELD, "0"));
+    trace(phases)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_lock_scripts_follow_the_protocol() {
+    let (_, first) = rw_names(1);
+    let (_, second) = rw_names(2);
+    let adjust = |trace: &mut Trace| {
+        let command = format!("pexpire {RW}");
+        let placeholder = "<longest read hold>";
+        mask(
+            trace,
+            "partial unlock",
+            &command,
+            29_000..=30_000,
+            placeholder,
+        );
+    };
+    let keys = [RW, first.as_str(), second.as_str()];
+    check_every_side(&keys, read_tour, adjust, read_expected).await;
+}
+
+/// Thread 1's tour of the write lock, with a read hold taken while writing and the write unlock
+/// that leaves it (the downgrade).
+async fn write_tour(tracer: &mut Tracer, party: &Party) {
+    let lock = party.get(Kind::Write, RW);
+    let outer = reentered_once(tracer, &lock).await;
+    tracer.mark("read while writing").await;
+    let read = party.get(Kind::Read, RW).lock(1).await;
+    tracer.mark("downgrade").await;
+    outer.release().await;
+    tracer.mark("read unlock after the downgrade").await;
+    read.release().await;
+    tracer.mark("write again").await;
+    let write = lock.lock(1).await;
+    tracer.mark("full unlock").await;
+    write.release().await;
+    rw_tour_end(tracer, party, Kind::Write).await;
+}
+
+/// The write lock's scripts (§7.4, §7.5, §7.6), and the read lock's where the writer reads, in
+/// the states of [`write_tour`].
+fn write_expected(_side: Side) -> Trace {
+    let (channel, _) = rw_names(1);
+    let l = &latch(RW);
+    let acquire = commands(&[
+        &["hget", RW, "mode"],
+        &["hset", RW, "mode", "write"],
+        &["hset", RW, WRITE_FIELD, "1"],
+        &["pexpire", RW, "30000"],
+    ]);
+    // §7.5 step 3 up to the decrement that leaves no write hold, and the field's removal.
+    let last_write = commands(&[
+        &["get", l],
+        &["hget", RW, "mode"],
+        &["hexists", RW, WRITE_FIELD],
+        &["hincrby", RW, WRITE_FIELD, "-1"],
+        &["hdel", RW, WRITE_FIELD],
+        &["hlen", RW],
+    ]);
+    let mut phases = vec![
+        ("acquire", vec![acquire.clone()]),
+        (
+            // §7.4 step 2: the lease is added to what is left.
+            "re-enter",
+            vec![commands(&[
+                &["hget", RW, "mode"],
+                &["hexists", RW, WRITE_FIELD],
+                &["hincrby", RW, WRITE_FIELD, "1"],
+                &["pttl", RW],
+                &["pexpire", RW, "<pttl + 30000>"],
+            ])],
+        ),
+        (
+            // §7.5 step 3, still held.
+            "partial unlock",
+            vec![commands(&[
+                &["get", l],
+                &["hget", RW, "mode"],
+                &["hexists", RW, WRITE_FIELD],
+                &["hincrby", RW, WRITE_FIELD, "-1"],
+                &["pexpire", RW, "30000"],
+                &["set", l, "0", "px", "<ttl>"],
+            ])],
+        ),
+        (
+            // §7.2 step 3, the writer taking a read hold.
+            "read while writing",
+            vec![
+                [
+                    commands(&[&["hget", RW, "mode"], &["hexists", RW, WRITE_FIELD]]),
+                    read_hold(1),
+                ]
+                .concat(),
+            ],
+        ),
+        (
+            // §7.5 step 3: the read hold remains, in read mode; nothing is published.
+            "downgrade",
+            vec![
+                [
+                    last_write.clone(),
+                    commands(&[
+                        &["hset", RW, "mode", "read"],
+                        &["set", l, "1", "px", "<ttl>"],
+                    ]),
+                ]
+                .concat(),
+            ],
+        ),
+        (
+            "read unlock after the downgrade",
+            vec![[read_unlock_start(1), read_release_end()].concat()],
+        ),
+        ("write again", vec![acquire]),
+        (
+            // §7.5 step 3: the last hold; `1` wakes every waiter.
+            "full unlock",
+            vec![
+                [
+                    last_write,
+                    commands(&[
+                        &["del", RW],
+                        &["publish", &channel, "1"],
+                        &["set", l, "1", "px", "<ttl>"],
+                    ]),
+                ]
+                .concat(),
+            ],
+        ),
+    ];
+    phases.extend(rw_end_expected(WRITE_FIELD, "1"));
+    trace(phases)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_lock_scripts_follow_the_protocol() {
+    let (_, first) = rw_names(1);
+    let adjust = |trace: &mut Trace| {
+        let command = format!("pexpire {RW}");
+        mask(
+            trace,
+            "re-enter",
+            &command,
+            59_000..=60_000,
+            "<pttl + 30000>",
+        );
+    };
+    check_every_side(&[RW, &first], write_tour, adjust, write_expected).await;
 }

@@ -11,10 +11,18 @@
 //! the others are about the reentrant lock (`RLock`) alone.
 //!
 //! Modules, one behaviour each. For every kind:
-//! - [`exclusion`]: mutual exclusion under mixed contention (a non-atomic counter stays exact);
-//! - [`wakeup`]: unlock and force-unlock wake the other side at once despite a 30 s PTTL;
+//! - [`exclusion`]: mutual exclusion under mixed contention (a non-atomic counter stays exact), for
+//!   every kind whose holders exclude each other (not the read lock);
+//! - [`wakeup`]: unlock and force-unlock wake the other side at once despite a 30 s PTTL (a
+//!   spin-lock poller within one back-off delay);
 //! - [`reentrancy`]: both sides' holds on one name over time, partial unlocks re-applying leases,
 //!   and unlocks by a non-owner refused on both sides.
+//!
+//! For one kind each:
+//! - [`fair`]: FIFO order across the sides, give-ups that leave the queue;
+//! - [`rw`]: readers of both sides share, writers are kept out, `0` and `1` wake across the sides;
+//! - [`fenced`]: tokens strictly increase across the sides, and both read the same latest one;
+//! - [`spin`]: a poller notices the other side's silent unlock within one back-off delay.
 //!
 //! For the `RLock` alone:
 //! - [`watchdog`]: renewal keeps the other side out past the lease (two tests take ~35 s), and a
@@ -25,8 +33,11 @@
 //! - [`messages`]: raw messages (`0`, `1`, garbage) and subscriber reconnects;
 //! - [`versions`]: one handshake per emulated Redisson version;
 //! - [`differences`]: the known differences, pinned down;
-//! - [`cluster`]: the same in a Redis Cluster, with sharded pub/sub as Redisson picks it;
-//! - [`wire`]: the exact commands each side's scripts run (MONITOR), against literal traces.
+//! - [`cluster`]: the same in a Redis Cluster, with sharded pub/sub as Redisson picks it (and, for
+//!   every kind, wake-ups both ways; the rest of the kind × direction × topology matrix is the
+//!   ignored `…::cluster::…` tests, run by `scripts/interop-matrix.sh`);
+//! - [`wire`]: the exact commands each side's scripts run (MONITOR), against literal traces;
+//!   [`golden`] does the same for the other kinds.
 //!
 //! Wake-up latencies are printed on stderr (`cargo test --test interop -- --nocapture`), as lines
 //! starting with `interop timing:`.
@@ -36,12 +47,16 @@ mod support;
 mod cluster;
 mod differences;
 mod exclusion;
+mod fair;
+mod fenced;
 mod golden;
 mod latch;
 mod lease;
 mod messages;
 mod names;
 mod reentrancy;
+mod rw;
+mod spin;
 mod versions;
 mod wakeup;
 mod watchdog;

@@ -1,12 +1,13 @@
 //! What the scenarios share: a [`Party`] is a client of either side (the Redisson emulator or
 //! rlock) behind one interface, so that every scenario is written once and run in both directions;
 //! [`Party::get`] hands out a [`PartyLock`] of any [`Kind`], so that the scenarios every lock kind
-//! shares are written once and run for each kind; [`Redis`] and [`Listener`] observe the server
-//! directly.
+//! shares are written once and run for each kind; a [`Site`] runs them on one server or in a
+//! cluster ([`Topology`]); [`Redis`] and [`Listener`] observe the server directly.
 //!
-//! A new kind plugs in here: a [`Kind`] variant (with its channel), its objects in [`Party::get`]
-//! and the arms of [`PartyLock`]'s methods, and a line in [`every_kind!`]'s list, which runs the
-//! generic scenarios for it. Its own scenarios go into a module of their own.
+//! A new kind plugs in here: a [`Kind`] variant (with its fields, channels and messages), its
+//! objects in [`Party::get`] (a [`JavaObject`] and an [`RlockObject`] variant, and their arms in
+//! `java_object!` and `rlock_object!`), and a line in [`every_kind!`]'s lists, which run the
+//! generic scenarios for it, and in [`Kind::ALL`]. Its own scenarios go into a module of their own.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,11 +15,13 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
+use rlock::kind::LockKind;
 use rlock::{Owner, ShardedPubSub};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
 use rlock_tests::redisson::{
-    JavaClient, JavaConfig, JavaLock, RedissonVersion, ThreadId, lock_channel,
+    JavaClient, JavaConfig, JavaFairLock, JavaFencedLock, JavaLock, JavaRwLock, JavaSpinLock,
+    RedissonVersion, ThreadId, lock_channel, prefix_name,
 };
 use rlock_tests::topology::Cluster;
 use tokio::sync::mpsc;
@@ -30,7 +33,15 @@ pub(crate) const JAVA_VERSION: RedissonVersion = RedissonVersion::V4;
 
 /// How soon a waiter must own the lock after the other side released it. Typical figures are a
 /// millisecond or two; the margin is for a loaded 2-core machine.
-pub(crate) const WAKE_LIMIT: Duration = Duration::from_millis(100);
+pub(crate) const WAKE_LIMIT: Duration = Duration::from_millis(50);
+
+/// The longest delay between two tries of a spin-lock waiter: both sides' default back-off
+/// (Redisson's `ExponentialBackOff`, PROTOCOL.md §8.1) doubles up to it.
+const SPIN_MAX_BACK_OFF: Duration = Duration::from_millis(128);
+
+/// How many tries a spin-lock waiter makes before its back-off reaches [`SPIN_MAX_BACK_OFF`]
+/// (1, 2, 4, … 128 ms, plus jitter).
+const SPIN_TRIES_TO_MAX_BACK_OFF: u64 = 8;
 
 /// How long a scenario waits for a waiter that should already be awake: far below the 30 s PTTL
 /// it would otherwise sleep out, so a lost wake-up fails fast.
@@ -67,13 +78,104 @@ impl fmt::Display for Side {
 pub(crate) enum Kind {
     /// The reentrant lock: Redisson's `RLock` (`getLock`), rlock's `Lock`.
     Reentrant,
+    /// The fair lock: `RFairLock` (`getFairLock`), rlock's `FairLock`.
+    Fair,
+    /// The spin lock: `RSpinLock` (`getSpinLock`), rlock's `SpinLock`. Its waiters poll.
+    Spin,
+    /// The fenced lock: `RFencedLock` (`getFencedLock`), rlock's `FencedLock`.
+    Fenced,
+    /// The read half of a read-write lock: `getReadWriteLock(name).readLock()`, rlock's
+    /// `ReadLock`. Its holders share.
+    Read,
+    /// The write half: `writeLock()`, rlock's `WriteLock`.
+    Write,
 }
 
 impl Kind {
-    /// The channel that unlocks of `name` publish on and its waiters subscribe to.
-    pub(crate) fn channel(self, name: &str) -> String {
+    /// Every kind, for a scenario that loops over them within one test (as [`every_kind!`]
+    /// instantiates the others: a new kind joins both).
+    pub(crate) const ALL: [Self; 6] = [
+        Self::Reentrant,
+        Self::Fair,
+        Self::Spin,
+        Self::Fenced,
+        Self::Read,
+        Self::Write,
+    ];
+
+    /// The kind that a holder of this kind keeps out, for the scenarios with a holder and someone
+    /// who waits for it: a writer for a reader (readers share), else this kind.
+    pub(crate) fn contender(self) -> Self {
         match self {
-            Self::Reentrant => lock_channel(name),
+            Self::Read => Self::Write,
+            kind => kind,
+        }
+    }
+
+    /// The hash field of the owner whose client-wide field is `owner` (`<client id>:<thread>`,
+    /// [`Party::field`]): the write lock's ends in `:write` (PROTOCOL.md §1.2).
+    pub(crate) fn field(self, owner: &str) -> String {
+        match self {
+            Self::Write => format!("{owner}:write"),
+            _ => owner.to_owned(),
+        }
+    }
+
+    /// The lock's hash while `owner` alone holds it `count` times: a read-write lock's also has
+    /// its `mode` (§7.1).
+    pub(crate) fn holds(self, owner: &str, count: u32) -> BTreeMap<String, String> {
+        let mut hash = holds([(self.field(owner), count)]);
+        let mode = match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            _ => return hash,
+        };
+        let _ = hash.insert("mode".to_owned(), mode.to_owned());
+        hash
+    }
+
+    /// The channel that a waiter whose owner field is `owner` sleeps on (§1.4): the lock's, the
+    /// fair waiter's own, the read-write lock's; `None` for the spin lock, whose waiters poll.
+    pub(crate) fn channel(self, name: &str, owner: &str) -> Option<String> {
+        match self {
+            Self::Reentrant | Self::Fenced => Some(lock_channel(name)),
+            Self::Fair => Some(format!("{}:{owner}", lock_channel(name))),
+            Self::Read | Self::Write => Some(prefix_name("redisson_rwlock", name)),
+            Self::Spin => None,
+        }
+    }
+
+    /// What a holder's last unlock publishes while nobody waits (§2.3, §6.7, §7.3, §7.5, §8.1): the
+    /// lock's `0`, the read lock's `0` and the write lock's `1` on the read-write channel; nothing
+    /// for the fair lock (it wakes the queue head only) and the spin lock.
+    pub(crate) fn release_message(self, name: &str) -> Option<Message> {
+        match self {
+            Self::Reentrant | Self::Fenced => Some(Message::new(lock_channel(name), "0")),
+            Self::Read => Some(Message::new(prefix_name("redisson_rwlock", name), "0")),
+            Self::Write => Some(Message::new(prefix_name("redisson_rwlock", name), "1")),
+            Self::Fair | Self::Spin => None,
+        }
+    }
+
+    /// What an unlock of a lock that does not exist answers (Java HEAD and rlock alike) and
+    /// publishes: refused, silently, for the lock kinds (§2.3 step 2); a success for the fair lock
+    /// (§6.7 step 3: it would wake a queue head, and there is none); refused, but with the unlock
+    /// message of the half, for the read-write lock (§7.3, §7.5 step 2).
+    pub(crate) fn missing_unlock(self, name: &str) -> (Unlocked, Option<Message>) {
+        match self {
+            Self::Reentrant | Self::Fenced | Self::Spin => (Unlocked::NotOwner, None),
+            Self::Fair => (Unlocked::Released, None),
+            Self::Read | Self::Write => (Unlocked::NotOwner, self.release_message(name)),
+        }
+    }
+
+    /// How soon after a release a waiter of this kind owns the lock: [`WAKE_LIMIT`] for the kinds
+    /// that publish; a spin-lock waiter hears nothing and only notices at its next try, at most
+    /// one back-off delay later.
+    pub(crate) fn wake_limit(self) -> Duration {
+        match self {
+            Self::Spin => SPIN_MAX_BACK_OFF + WAKE_LIMIT,
+            _ => WAKE_LIMIT,
         }
     }
 }
@@ -82,6 +184,11 @@ impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Reentrant => "RLock",
+            Self::Fair => "RFairLock",
+            Self::Spin => "RSpinLock",
+            Self::Fenced => "RFencedLock",
+            Self::Read => "RReadWriteLock.readLock",
+            Self::Write => "RReadWriteLock.writeLock",
         })
     }
 }
@@ -183,9 +290,23 @@ impl Party {
 
     /// The `kind` object `name` (Java: a new object, as `getLock` and its siblings make).
     pub(crate) fn get(&self, kind: Kind, name: &str) -> PartyLock {
-        match (self, kind) {
-            (Self::Java(java), Kind::Reentrant) => PartyLock::Java(java.get_lock(name)),
-            (Self::Rlock(client), Kind::Reentrant) => PartyLock::Rlock(client.lock(name)),
+        match self {
+            Self::Java(java) => PartyLock::Java(match kind {
+                Kind::Reentrant => JavaObject::Lock(java.get_lock(name)),
+                Kind::Fair => JavaObject::Fair(java.get_fair_lock(name)),
+                Kind::Spin => JavaObject::Spin(java.get_spin_lock(name)),
+                Kind::Fenced => JavaObject::Fenced(java.get_fenced_lock(name)),
+                Kind::Read => JavaObject::Rw(java.get_read_write_lock(name).read_lock()),
+                Kind::Write => JavaObject::Rw(java.get_read_write_lock(name).write_lock()),
+            }),
+            Self::Rlock(client) => PartyLock::Rlock(match kind {
+                Kind::Reentrant => RlockObject::Reentrant(client.lock(name)),
+                Kind::Fair => RlockObject::Fair(client.fair_lock(name)),
+                Kind::Spin => RlockObject::Spin(client.spin_lock(name)),
+                Kind::Fenced => RlockObject::Fenced(client.fenced_lock(name)),
+                Kind::Read => RlockObject::Read(client.read_write_lock(name).read()),
+                Kind::Write => RlockObject::Write(client.read_write_lock(name).write()),
+            }),
         }
     }
 
@@ -204,43 +325,90 @@ impl Party {
     }
 }
 
-/// A lock of either side, one variant per side and [`Kind`]. Threads are Java thread ids, or rlock
-/// owner ids.
+/// A lock object of the emulated Redisson client, one variant per object type.
+#[derive(Clone, Debug)]
+pub(crate) enum JavaObject {
+    Lock(JavaLock),
+    Fair(JavaFairLock),
+    Spin(JavaSpinLock),
+    Fenced(JavaFencedLock),
+    /// Either half of a read-write lock.
+    Rw(JavaRwLock),
+}
+
+/// An rlock lock handle, one variant per kind.
+#[derive(Clone, Debug)]
+pub(crate) enum RlockObject {
+    Reentrant(rlock::Lock),
+    Fair(rlock::FairLock),
+    Spin(rlock::SpinLock),
+    Fenced(rlock::FencedLock),
+    Read(rlock::ReadLock),
+    Write(rlock::WriteLock),
+}
+
+/// `$body` with `$lock` bound to the object inside a [`JavaObject`], whatever its type: the
+/// objects share their method names.
+macro_rules! java_object {
+    ($object:expr, $lock:ident => $body:expr) => {
+        match $object {
+            JavaObject::Lock($lock) => $body,
+            JavaObject::Fair($lock) => $body,
+            JavaObject::Spin($lock) => $body,
+            JavaObject::Fenced($lock) => $body,
+            JavaObject::Rw($lock) => $body,
+        }
+    };
+}
+
+/// `$body` with `$lock` bound to the `rlock::Lock<K>` inside an [`RlockObject`], whatever its
+/// kind.
+macro_rules! rlock_object {
+    ($object:expr, $lock:ident => $body:expr) => {
+        match $object {
+            RlockObject::Reentrant($lock) => $body,
+            RlockObject::Fair($lock) => $body,
+            RlockObject::Spin($lock) => $body,
+            RlockObject::Fenced($lock) => $body,
+            RlockObject::Read($lock) => $body,
+            RlockObject::Write($lock) => $body,
+        }
+    };
+}
+
+/// A lock of either side and any [`Kind`]. Threads are Java thread ids, or rlock owner ids.
 #[derive(Clone, Debug)]
 pub(crate) enum PartyLock {
-    /// A Java `RLock` object.
-    Java(JavaLock),
-    /// An rlock `Lock`.
-    Rlock(rlock::Lock),
+    Java(JavaObject),
+    Rlock(RlockObject),
 }
 
 impl PartyLock {
     /// Waits for the lock without a lease (the watchdog keeps it).
     pub(crate) async fn lock(&self, thread: ThreadId) -> Hold {
         match self {
-            Self::Java(lock) => {
-                lock.lock(thread).await.expect("java lock()");
+            Self::Java(object) => {
+                java_object!(object, lock => lock.lock(thread).await).expect("java lock()");
                 self.java_hold(thread)
             }
-            Self::Rlock(lock) => Hold::Rlock(owned(lock, thread).lock().await.expect("rlock lock")),
+            Self::Rlock(object) => rlock_object!(object, lock => {
+                Hold::from(owned(lock, thread).lock().await.expect("rlock lock"))
+            }),
         }
     }
 
     /// Waits for the lock, for a hold that expires after `lease`.
     pub(crate) async fn lock_with_lease(&self, thread: ThreadId, lease: Duration) -> Hold {
         match self {
-            Self::Java(lock) => {
-                lock.lock_with_lease(thread, lease)
-                    .await
+            Self::Java(object) => {
+                java_object!(object, lock => lock.lock_with_lease(thread, lease).await)
                     .expect("java lock(leaseTime)");
                 self.java_hold(thread)
             }
-            Self::Rlock(lock) => Hold::Rlock(
-                owned(lock, thread)
-                    .lock_with_lease(lease)
-                    .await
-                    .expect("rlock lock_with_lease"),
-            ),
+            Self::Rlock(object) => rlock_object!(object, lock => {
+                let guard = owned(lock, thread).lock_with_lease(lease).await;
+                Hold::from(guard.expect("rlock lock_with_lease"))
+            }),
         }
     }
 
@@ -252,24 +420,24 @@ impl PartyLock {
         lease: Option<Duration>,
     ) -> Option<Hold> {
         match self {
-            Self::Java(lock) => {
+            Self::Java(object) => {
                 let acquired = if wait.is_zero() && lease.is_none() {
-                    lock.try_lock(thread).await
+                    java_object!(object, lock => lock.try_lock(thread).await)
                 } else {
-                    lock.try_lock_for(thread, wait, lease).await
+                    java_object!(object, lock => lock.try_lock_for(thread, wait, lease).await)
                 };
                 acquired
                     .expect("java tryLock")
                     .then(|| self.java_hold(thread))
             }
-            Self::Rlock(lock) => {
+            Self::Rlock(object) => rlock_object!(object, lock => {
                 let lock = owned(lock, thread);
                 let guard = match lease {
                     None => lock.try_lock_for(wait).await,
                     Some(lease) => lock.try_lock_with_lease(wait, lease).await,
                 };
-                guard.expect("rlock try_lock").map(Hold::Rlock)
-            }
+                guard.expect("rlock try_lock").map(Hold::from)
+            }),
         }
     }
 
@@ -286,16 +454,66 @@ impl PartyLock {
     /// `unlock(threadId)`, rlock's `Lock::unlock(owner)`.
     pub(crate) async fn unlock_as(&self, thread: ThreadId) -> Unlocked {
         match self {
-            Self::Java(lock) => java_unlocked(lock.unlock(thread).await),
-            Self::Rlock(lock) => rlock_unlocked(lock.unlock(Owner::from_id(thread)).await),
+            Self::Java(object) => {
+                java_unlocked(java_object!(object, lock => lock.unlock(thread).await))
+            }
+            Self::Rlock(object) => rlock_unlocked(
+                rlock_object!(object, lock => lock.unlock(Owner::from_id(thread)).await),
+            ),
         }
     }
 
     /// Deletes the lock whoever holds it; whether it existed.
     pub(crate) async fn force_unlock(&self) -> bool {
         match self {
-            Self::Java(lock) => lock.force_unlock().await.expect("java forceUnlock"),
-            Self::Rlock(lock) => lock.force_unlock().await.expect("rlock force_unlock"),
+            Self::Java(object) => {
+                java_object!(object, lock => lock.force_unlock().await).expect("java forceUnlock")
+            }
+            Self::Rlock(object) => rlock_object!(object, lock => lock.force_unlock().await)
+                .expect("rlock force_unlock"),
+        }
+    }
+
+    /// The fair lock's queue, head first, as each side's API lists it (Java: `LRANGE` of the
+    /// queue; rlock: `FairLock::queue`).
+    pub(crate) async fn queue(&self) -> Vec<String> {
+        match self {
+            Self::Java(JavaObject::Fair(lock)) => lock.queue().await.expect("java queue"),
+            Self::Rlock(RlockObject::Fair(lock)) => {
+                let waiters = lock.queue().await.expect("rlock queue");
+                waiters.into_iter().map(|waiter| waiter.field).collect()
+            }
+            _ => panic!("not a fair lock"),
+        }
+    }
+
+    /// Waits for the fenced lock; the hold and its token (Java: `lockAndGetToken()`; rlock: the
+    /// guard's).
+    pub(crate) async fn lock_with_token(&self, thread: ThreadId) -> (Hold, u64) {
+        match self {
+            Self::Java(JavaObject::Fenced(lock)) => {
+                let token = lock.lock_and_get_token(thread).await.expect("java token");
+                let token = token.try_into().expect("a positive token");
+                (self.java_hold(thread), token)
+            }
+            Self::Rlock(RlockObject::Fenced(lock)) => {
+                let guard = owned(lock, thread).lock().await.expect("rlock lock");
+                let token = *guard.token();
+                (Hold::from(guard), token)
+            }
+            _ => panic!("not a fenced lock"),
+        }
+    }
+
+    /// The fenced lock's latest token (Java: `getToken()`; rlock: `FencedLock::token`).
+    pub(crate) async fn token(&self) -> u64 {
+        match self {
+            Self::Java(JavaObject::Fenced(lock)) => {
+                let token = lock.get_token().await.expect("java getToken");
+                token.try_into().expect("a token is never negative")
+            }
+            Self::Rlock(RlockObject::Fenced(lock)) => lock.token().await.expect("rlock token"),
+            _ => panic!("not a fenced lock"),
         }
     }
 
@@ -307,7 +525,7 @@ impl PartyLock {
     }
 }
 
-fn owned(lock: &rlock::Lock, thread: ThreadId) -> rlock::Lock {
+fn owned<K: LockKind>(lock: &rlock::Lock<K>, thread: ThreadId) -> rlock::Lock<K> {
     lock.clone().with_owner(Owner::from_id(thread))
 }
 
@@ -342,11 +560,23 @@ fn rlock_unlocked(result: rlock::Result<()>) -> Unlocked {
 #[must_use = "a hold should be released or deliberately dropped"]
 pub(crate) enum Hold {
     /// A Java thread's hold, through the (Java) lock object that took it.
-    Java {
-        lock: PartyLock,
-        thread: ThreadId,
-    },
+    Java { lock: PartyLock, thread: ThreadId },
+    /// An rlock guard of every kind but the fenced lock.
     Rlock(rlock::LockGuard),
+    /// An rlock fenced lock's guard.
+    RlockFenced(rlock::FencedGuard),
+}
+
+impl From<rlock::LockGuard> for Hold {
+    fn from(guard: rlock::LockGuard) -> Self {
+        Self::Rlock(guard)
+    }
+}
+
+impl From<rlock::FencedGuard> for Hold {
+    fn from(guard: rlock::FencedGuard) -> Self {
+        Self::RlockFenced(guard)
+    }
 }
 
 impl Hold {
@@ -355,6 +585,16 @@ impl Hold {
         match self {
             Self::Java { lock, thread } => lock.unlock_as(thread).await,
             Self::Rlock(guard) => rlock_unlocked(guard.unlock().await),
+            Self::RlockFenced(guard) => rlock_unlocked(guard.unlock().await),
+        }
+    }
+
+    /// Whether an rlock guard knows its lease was lost; `None` for a Java hold, which cannot tell.
+    pub(crate) fn is_lease_lost(&self) -> Option<bool> {
+        match self {
+            Self::Java { .. } => None,
+            Self::Rlock(guard) => Some(guard.is_lease_lost()),
+            Self::RlockFenced(guard) => Some(guard.is_lease_lost()),
         }
     }
 
@@ -378,17 +618,20 @@ macro_rules! both_directions {
     )*};
 }
 
-/// The tests `java_to_rlock` and `rlock_to_java` of [`both_directions!`]: `scenario(args…, a, b)`.
+/// The tests `java_to_rlock` and `rlock_to_java` of [`both_directions!`]: `scenario(args…, a, b)`,
+/// with the attributes given first (e.g. `#[ignore]`).
 macro_rules! directions {
-    ($scenario:path $(, $arg:expr)*) => {
+    ($(#[$attr:meta])* $scenario:path $(, $arg:expr)*) => {
         use $crate::support::Side;
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$attr])*
         async fn java_to_rlock() {
             $scenario($($arg,)* Side::Java, Side::Rlock).await;
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$attr])*
         async fn rlock_to_java() {
             $scenario($($arg,)* Side::Rlock, Side::Java).await;
         }
@@ -417,16 +660,33 @@ macro_rules! both_sides {
 /// Instantiates a scenario written over a [`Kind`] once per kind, as module `<scenario>::<kind>`:
 /// - `every_kind!(one_test: scenario)` for `scenario(kind: Kind)`: the test `<scenario>::<kind>`;
 /// - `every_kind!(both_directions: scenario)` for `scenario(kind: Kind, a: Side, b: Side)`: the
-///   tests `<scenario>::<kind>::java_to_rlock` and `…::rlock_to_java` (see [`both_directions!`]).
+///   tests `<scenario>::<kind>::java_to_rlock` and `…::rlock_to_java` (see [`both_directions!`]);
+/// - `every_kind!(matrix: scenario)` for `scenario(kind: Kind, topology: Topology, a: Side,
+///   b: Side)`: those two tests on a single server, and the same in a cluster as
+///   `<scenario>::<kind>::cluster::…`, ignored by default (`scripts/interop-matrix.sh` runs them).
+///
+/// `every_kind!(exclusive <shape>: scenario)` leaves out the read lock, whose holders share: for
+/// the scenarios where everyone excludes everyone.
 macro_rules! every_kind {
-    ($shape:ident: $($scenario:ident),* $(,)?) => {$(
+    (exclusive $shape:ident: $($scenario:ident),* $(,)?) => {$(
         mod $scenario {
-            $crate::support::every_kind!(@kinds $shape $scenario);
+            $crate::support::every_kind!(@exclusive $shape $scenario);
         }
     )*};
-    // The kinds the generic scenarios run for, one line each: a new kind joins here.
-    (@kinds $shape:ident $scenario:ident) => {
+    ($shape:ident: $($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            $crate::support::every_kind!(@exclusive $shape $scenario);
+            $crate::support::every_kind!(@$shape read, $crate::support::Kind::Read, $scenario);
+        }
+    )*};
+    // The kinds whose holders exclude each other, one line each: a new kind joins here (or, if
+    // its holders share, next to the read lock above).
+    (@exclusive $shape:ident $scenario:ident) => {
         $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::Reentrant, $scenario);
+        $crate::support::every_kind!(@$shape fair, $crate::support::Kind::Fair, $scenario);
+        $crate::support::every_kind!(@$shape spin, $crate::support::Kind::Spin, $scenario);
+        $crate::support::every_kind!(@$shape fenced, $crate::support::Kind::Fenced, $scenario);
+        $crate::support::every_kind!(@$shape write, $crate::support::Kind::Write, $scenario);
     };
     (@one_test $name:ident, $kind:expr, $scenario:ident) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,9 +699,82 @@ macro_rules! every_kind {
             $crate::support::directions!(super::super::$scenario, $kind);
         }
     };
+    (@matrix $name:ident, $kind:expr, $scenario:ident) => {
+        mod $name {
+            $crate::support::directions!(
+                super::super::$scenario,
+                $kind,
+                $crate::support::Topology::Single
+            );
+
+            mod cluster {
+                $crate::support::directions!(
+                    #[ignore = "the cluster matrix: scripts/interop-matrix.sh"]
+                    super::super::super::$scenario,
+                    $kind,
+                    $crate::support::Topology::Cluster
+                );
+            }
+        }
+    };
 }
 
 pub(crate) use {both_directions, both_sides, directions, every_kind};
+
+// ===== topologies =====
+
+/// Where a scenario's parties meet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// One server.
+    Single,
+    /// A 3-master Redis Cluster; both sides pick sharded pub/sub as Redisson HEAD does (AUTO).
+    Cluster,
+}
+
+/// The servers of a [`Topology`], up while this lives.
+pub(crate) enum Site {
+    Single(RedisServer),
+    Cluster(Cluster),
+}
+
+impl Site {
+    pub(crate) fn start(topology: Topology) -> Self {
+        match topology {
+            Topology::Single => Self::Single(RedisServer::start()),
+            Topology::Cluster => Self::Cluster(Cluster::start(3, 0)),
+        }
+    }
+
+    /// A client of `side` with default settings (Java: [`JAVA_VERSION`]).
+    pub(crate) async fn party(&self, side: Side) -> Party {
+        match self {
+            Self::Single(server) => Party::connect(side, server).await,
+            Self::Cluster(cluster) => {
+                Party::cluster(side, cluster, JAVA_VERSION, ShardedPubSub::Auto).await
+            }
+        }
+    }
+
+    /// An observer of the node that owns `name` (in a cluster, counting subscribers on every
+    /// master).
+    pub(crate) async fn redis(&self, name: &str) -> Redis {
+        match self {
+            Self::Single(server) => Redis::connect(server).await,
+            Self::Cluster(cluster) => {
+                Redis::connect_cluster(cluster.master_of(name), cluster.masters()).await
+            }
+        }
+    }
+
+    /// The topology, for timing reports.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Self::Single(_) => "single server",
+            Self::Cluster(_) => "cluster, sharded",
+        }
+    }
+}
 
 // ===== observing Redis =====
 
@@ -588,6 +921,21 @@ impl Redis {
         self.settle().await
     }
 
+    /// Waits until a `kind` waiter whose owner field is `owner` waits for `name`: subscribed and
+    /// asleep, or, for the spin lock, polling at its slowest back-off.
+    pub(crate) async fn wait_waiting(&mut self, kind: Kind, name: &str, owner: &str) {
+        let Some(channel) = kind.channel(name, owner) else {
+            let polls = self.script_calls().await + SPIN_TRIES_TO_MAX_BACK_OFF;
+            let mut redis = self.clone();
+            let polling = harness::eventually(Duration::from_secs(5), async || {
+                redis.script_calls().await >= polls
+            });
+            assert!(polling.await, "the spin-lock waiter does not poll");
+            return;
+        };
+        let _ = self.wait_parked(&channel, 1).await;
+    }
+
     /// Holds `name` as a third client would: a hash with a foreign field and a long PEXPIRE.
     pub(crate) async fn hold_foreign(&mut self, name: &str, ttl_ms: i64) {
         let field = "00000000-0000-4000-8000-000000000000:1";
@@ -629,9 +977,10 @@ pub(crate) struct Listener {
 }
 
 impl Listener {
-    /// Hears every message on every lock channel (`PSUBSCRIBE redisson_lock__channel*`).
+    /// Hears every message on every lock and read-write lock channel (`PSUBSCRIBE
+    /// redisson_lock__channel* redisson_rwlock*`).
     pub(crate) async fn unlock_messages(server: &RedisServer) -> Self {
-        Self::psubscribe(server, "redisson_lock__channel*").await
+        Self::psubscribe(server, &["redisson_lock__channel*", "redisson_rwlock*"]).await
     }
 
     /// Hears `set` and `del` key events (keyspace notifications `E$g`): the channel is the event,
@@ -645,16 +994,16 @@ impl Listener {
             .query_async(&mut redis.conn)
             .await
             .expect("CONFIG SET notify-keyspace-events");
-        Self::psubscribe(server, "__keyevent@0__:*").await
+        Self::psubscribe(server, &["__keyevent@0__:*"]).await
     }
 
-    async fn psubscribe(server: &RedisServer, pattern: &str) -> Self {
+    async fn psubscribe(server: &RedisServer, patterns: &[&str]) -> Self {
         let mut pubsub = server
             .client()
             .get_async_pubsub()
             .await
             .expect("pub/sub connection");
-        pubsub.psubscribe(pattern).await.expect("PSUBSCRIBE");
+        pubsub.psubscribe(patterns).await.expect("PSUBSCRIBE");
         let (tx, messages) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let mut stream = pubsub.into_on_message();

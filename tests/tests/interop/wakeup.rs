@@ -1,36 +1,49 @@
 //! Wake-ups across the sides, for every lock kind: a waiter of one side owns the lock within
 //! milliseconds of the other side's unlock or force-unlock, although the lock's PTTL (30 s) would
-//! have let it sleep on.
+//! have let it sleep on. The waiter is the holder's contender ([`Kind::contender`]): a writer waits
+//! for a reader. A spin-lock waiter hears nothing (its kind publishes nothing, §8.1): it must own
+//! the lock within one back-off delay instead ([`Kind::wake_limit`]).
 
-use rlock_tests::RedisServer;
 use tokio::time::Instant;
 
 use crate::support::{
-    Kind, Latencies, Party, Redis, Side, Unlocked, WAKE_LIMIT, every_kind, holds, woken,
+    Kind, Latencies, Party, Redis, Side, Site, Topology, Unlocked, every_kind, woken,
 };
 
-const ROUNDS: usize = 10;
+const NAME: &str = "interop:wake";
 
-/// `holder` unlocks while `waiter` sleeps on the lock; the waiter owns it within milliseconds.
-async fn unlock_wakes_the_waiter(kind: Kind, holder: Side, waiter: Side) {
-    let server = RedisServer::start();
-    let holder = Party::connect(holder, &server).await;
-    let waiter = Party::connect(waiter, &server).await;
-    let mut redis = Redis::connect(&server).await;
+/// How many hand-offs a wake-up scenario times for `kind`: fewer for the spin lock, each of whose
+/// rounds waits for the poller to reach its slowest back-off.
+pub(crate) fn rounds(kind: Kind) -> usize {
+    match kind {
+        Kind::Spin => 3,
+        _ => 10,
+    }
+}
+
+/// `holder` unlocks while `waiter` waits for the lock; the waiter owns it within milliseconds.
+async fn unlock_wakes_the_waiter(kind: Kind, topology: Topology, holder: Side, waiter: Side) {
+    let site = Site::start(topology);
+    let holder = site.party(holder).await;
+    let waiter = site.party(waiter).await;
+    let mut redis = site.redis(NAME).await;
+    let rounds = rounds(kind);
     wake_rounds(
         kind,
         &holder,
         &waiter,
         &mut redis,
-        "interop:wake",
-        "single server",
+        NAME,
+        site.label(),
+        rounds,
     )
     .await;
 }
 
-/// `ROUNDS` times: `holder` takes the `kind` lock `name` without a lease, `waiter` sleeps on it (the
-/// PTTL is 30 s), `holder` unlocks and the waiter must own the lock within [`WAKE_LIMIT`]. `redis`
-/// observes the node that owns `name`; `setup` names the topology in the timing report.
+/// `rounds` times: `holder` takes the `kind` lock `name` without a lease, `waiter` waits for it as
+/// its contender (the PTTL is 30 s), `holder` unlocks and the waiter must own the lock within the
+/// kind's wake limit. `redis` observes the node that owns `name`; `setup` names the topology in the
+/// timing report.
 pub(crate) async fn wake_rounds(
     kind: Kind,
     holder: &Party,
@@ -38,23 +51,25 @@ pub(crate) async fn wake_rounds(
     redis: &mut Redis,
     name: &str,
     setup: &str,
+    rounds: usize,
 ) {
+    let contender = kind.contender();
     let mut latencies = Latencies::default();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let hold = holder.get(kind, name).lock(1).await;
-        let waiting = waiter.get(kind, name).spawn_lock(2);
-        let _ = redis.wait_parked(&kind.channel(name), 1).await;
+        let waiting = waiter.get(contender, name).spawn_lock(2);
+        redis.wait_waiting(contender, name, &waiter.field(2)).await;
         let pttl = redis.pttl(name).await;
         assert!(
             pttl > 29_000,
-            "the waiter could only be woken by a message (pttl {pttl})"
+            "the waiter could only be woken by a message or its poll (pttl {pttl})"
         );
 
         let unlocked_at = Instant::now();
         hold.release().await;
         let (acquired_at, hold) = woken(waiting).await;
         latencies.record(unlocked_at, acquired_at);
-        assert_eq!(redis.hash(name).await, holds([(waiter.field(2), 1)]));
+        assert_eq!(redis.hash(name).await, contender.holds(&waiter.field(2), 1));
         hold.release().await;
     }
     latencies.check(
@@ -63,25 +78,26 @@ pub(crate) async fn wake_rounds(
             holder.side(),
             waiter.side()
         ),
-        WAKE_LIMIT,
+        kind.wake_limit(),
     );
 }
 
 /// `forcer` holds the lock and force-unlocks it (through another lock object) while `waiter`
-/// sleeps: the waiter owns it within milliseconds, the forced holder stops renewing, and its late
+/// waits: the waiter owns it within milliseconds, the forced holder stops renewing, and its late
 /// unlock is refused without touching the new holder.
-async fn force_unlock_wakes_the_waiter(kind: Kind, forcer: Side, waiter: Side) {
-    let server = RedisServer::start();
-    let forcer = Party::connect(forcer, &server).await;
-    let waiter = Party::connect(waiter, &server).await;
-    let mut redis = Redis::connect(&server).await;
+async fn force_unlock_wakes_the_waiter(kind: Kind, topology: Topology, forcer: Side, waiter: Side) {
+    let site = Site::start(topology);
+    let forcer = site.party(forcer).await;
+    let waiter = site.party(waiter).await;
     let name = "interop:force";
+    let mut redis = site.redis(name).await;
+    let contender = kind.contender();
     let mut latencies = Latencies::default();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds(kind) {
         let forced = forcer.get(kind, name).lock(1).await;
         assert!(forcer.is_renewing(name));
-        let waiting = waiter.get(kind, name).spawn_lock(2);
-        let _ = redis.wait_parked(&kind.channel(name), 1).await;
+        let waiting = waiter.get(contender, name).spawn_lock(2);
+        redis.wait_waiting(contender, name, &waiter.field(2)).await;
 
         let forced_at = Instant::now();
         assert!(
@@ -90,24 +106,28 @@ async fn force_unlock_wakes_the_waiter(kind: Kind, forcer: Side, waiter: Side) {
         );
         let (acquired_at, hold) = woken(waiting).await;
         latencies.record(forced_at, acquired_at);
-        assert_eq!(redis.hash(name).await, holds([(waiter.field(2), 1)]));
+        let held = contender.holds(&waiter.field(2), 1);
+        assert_eq!(redis.hash(name).await, held);
 
         assert!(!forcer.is_renewing(name), "force unlock stops renewal");
-        if let crate::support::Hold::Rlock(guard) = &forced {
-            assert!(guard.is_lease_lost(), "rlock tells the guard at once");
-        }
+        assert_ne!(
+            forced.is_lease_lost(),
+            Some(false),
+            "rlock tells the guard at once"
+        );
         assert_eq!(forced.unlock().await, Unlocked::NotOwner);
-        assert_eq!(redis.hash(name).await, holds([(waiter.field(2), 1)]));
+        assert_eq!(redis.hash(name).await, held);
         hold.release().await;
     }
     latencies.check(
         &format!(
-            "{kind} force unlock wakes waiter, {} -> {}",
+            "{kind} force unlock wakes waiter, {} -> {} ({})",
             forcer.side(),
-            waiter.side()
+            waiter.side(),
+            site.label()
         ),
-        WAKE_LIMIT,
+        kind.wake_limit(),
     );
 }
 
-every_kind!(both_directions: unlock_wakes_the_waiter, force_unlock_wakes_the_waiter);
+every_kind!(matrix: unlock_wakes_the_waiter, force_unlock_wakes_the_waiter);
