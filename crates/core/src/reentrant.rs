@@ -71,11 +71,7 @@ impl Kind for Reentrant {
     }
 
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
-        match *reply {
-            Value::Nil => Some(Attempt::Acquired(())),
-            Value::Int(pttl) => Some(Attempt::busy_for_pttl(pttl)),
-            _ => None,
-        }
+        Attempt::from_nil_or_pttl(reply)
     }
 
     fn undo_acquire_call(

@@ -81,15 +81,6 @@ impl Shared {
     }
 }
 
-/// Both acquire scripts reply nil when acquired, else the PTTL.
-fn decode_acquire(reply: &Value) -> Option<Attempt<()>> {
-    match *reply {
-        Value::Nil => Some(Attempt::Acquired(())),
-        Value::Int(pttl) => Some(Attempt::busy_for_pttl(pttl)),
-        _ => None,
-    }
-}
-
 /// The read side's kind: the type parameter of [`ReadLock`](crate::ReadLock).
 #[derive(Debug)]
 pub struct Read {
@@ -125,7 +116,7 @@ impl Kind for Read {
     }
 
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
-        decode_acquire(reply)
+        Attempt::from_nil_or_pttl(reply)
     }
 
     fn undo_acquire_call(
@@ -217,7 +208,7 @@ impl Kind for Write {
     }
 
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
-        decode_acquire(reply)
+        Attempt::from_nil_or_pttl(reply)
     }
 
     fn undo_acquire_call(

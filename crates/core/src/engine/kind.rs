@@ -121,6 +121,18 @@ pub enum Attempt<T> {
     Busy(Duration),
 }
 
+impl Attempt<()> {
+    /// The reply of an acquire script in Redisson's common form: nil when acquired (or re-entered),
+    /// else the lock's `PTTL`; `None` for anything else.
+    pub(crate) fn from_nil_or_pttl(reply: &Value) -> Option<Self> {
+        match *reply {
+            Value::Nil => Some(Self::Acquired(())),
+            Value::Int(pttl) => Some(Self::busy_for_pttl(pttl)),
+            _ => None,
+        }
+    }
+}
+
 impl<T> Attempt<T> {
     /// A busy lock whose `PTTL` is `pttl`: wait until it expires at the latest; a key without
     /// expiry (`-1`) is re-checked every [`NO_TTL_RECHECK`], a vanished one (`-2`) at once.
