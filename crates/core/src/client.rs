@@ -4,12 +4,15 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::count_down_latch::CountDownLatch;
 use crate::error::{Operation, Result};
+use crate::expirable_semaphore::PermitExpirableSemaphore;
 use crate::fair_lock::{Fair, FairLock};
 use crate::fenced_lock::{Fenced, FencedLock};
 use crate::lock::Lock;
 use crate::reentrant::Reentrant;
 use crate::rw_lock::ReadWriteLock;
+use crate::semaphore::Semaphore;
 use crate::services::Services;
 use crate::spin_lock::{Spin, SpinBackoff, SpinLock};
 
@@ -129,6 +132,22 @@ impl Client {
     /// The read-write lock called `name`: Redisson's `getReadWriteLock(name)`.
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(&self.services, name.into())
+    }
+
+    /// The semaphore called `name`: Redisson's `getSemaphore(name)`.
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.services.clone(), name.into())
+    }
+
+    /// The permit-expirable semaphore called `name`: Redisson's
+    /// `getPermitExpirableSemaphore(name)`.
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.services.clone(), name.into())
+    }
+
+    /// The count-down latch called `name`: Redisson's `getCountDownLatch(name)`.
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(self.services.clone(), name.into())
     }
 
     /// This client's node id: the random v4 UUID that prefixes its owners' hash fields.

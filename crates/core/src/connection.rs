@@ -441,7 +441,31 @@ impl Commands {
     ///
     /// Not cancel safe: the script may or may not have run. Callers own an undo for that.
     pub(crate) async fn write(&self, conn: &mut Conn, call: &ScriptCall) -> Written {
-        match self.run(self.write_synced(conn, call)).await {
+        let outcome = self.run(self.write_synced(conn, call)).await;
+        self.written(outcome)
+    }
+
+    /// Runs a write that Redisson sends without waiting for replicas (a latch's count-down,
+    /// PROTOCOL.md §5.1) on `conn` under the command deadline.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the script may or may not have run.
+    pub(crate) async fn write_unsynced(&self, conn: &mut Conn, call: &ScriptCall) -> Written {
+        let outcome = self
+            .run(async {
+                let reply = call.invoke(conn).await?;
+                Ok(Synced {
+                    reply,
+                    unsynced: None,
+                })
+            })
+            .await;
+        self.written(outcome)
+    }
+
+    fn written(&self, outcome: Result<RedisResult<Synced>, Elapsed>) -> Written {
+        match outcome {
             Ok(Ok(Synced {
                 reply,
                 unsynced: None,

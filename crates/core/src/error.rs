@@ -27,6 +27,12 @@ pub enum Operation {
     Renew,
     /// A read such as `is_locked`, `hold_count` or `remaining_ttl`.
     Query,
+    /// Giving permits back to a semaphore.
+    Release,
+    /// Counting a count-down latch down.
+    CountDown,
+    /// Another write: setting or adding permits, setting a count, updating a lease, deleting.
+    Update,
 }
 
 impl fmt::Display for Operation {
@@ -39,6 +45,9 @@ impl fmt::Display for Operation {
             Self::ForceUnlock => "force unlock",
             Self::Renew => "renew",
             Self::Query => "query",
+            Self::Release => "release",
+            Self::CountDown => "count down",
+            Self::Update => "update",
         })
     }
 }
@@ -127,6 +136,30 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// A write whose reply was lost and that nothing can reconcile: it may or may not have been
+    /// applied. A counter semaphore's acquire or release and a latch's count-down carry no owner or
+    /// id to check afterwards and are not idempotent, so rlock never re-sends them (Redisson would
+    /// not either). For an acquire, the permits may be taken: check
+    /// [`Semaphore::available_permits`](crate::Semaphore::available_permits) if it matters.
+    #[error("{operation} of {name:?}: the reply was lost, it may or may not have been applied")]
+    OutcomeUnknown {
+        /// The operation whose reply was lost.
+        operation: Operation,
+        /// The semaphore's or latch's name.
+        name: String,
+        /// Why the reply was lost (a timeout or a broken connection).
+        #[source]
+        cause: Box<Error>,
+    },
+    /// A permit id that the permit-expirable semaphore does not hold: released already, expired and
+    /// reclaimed, or never acquired (Java's `IllegalArgumentException`). Nothing was changed.
+    #[error("semaphore {name:?} holds no permit {permit}")]
+    PermitNotFound {
+        /// The semaphore's name.
+        name: String,
+        /// The permit id, as 32 hex characters.
+        permit: String,
+    },
     /// The client was shut down (its runtime is gone).
     #[error("the rlock client is shut down")]
     Closed,
@@ -141,7 +174,9 @@ impl Error {
     /// Whether the operation may succeed if tried again later (timeouts and connection trouble).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Timeout { .. } | Self::NoSyncedReplicas { .. } => true,
+            Self::Timeout { .. } | Self::NoSyncedReplicas { .. } | Self::OutcomeUnknown { .. } => {
+                true
+            }
             Self::Backend { source, .. } => {
                 source.is_io_error()
                     || source.is_connection_dropped()

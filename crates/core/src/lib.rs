@@ -13,8 +13,10 @@ pub mod blocking;
 mod client;
 mod config;
 mod connection;
+mod count_down_latch;
 mod engine;
 mod error;
+mod expirable_semaphore;
 mod fair_lock;
 mod fenced_lock;
 mod lock;
@@ -24,6 +26,7 @@ mod pubsub;
 mod reentrant;
 mod rw_lock;
 mod scripts;
+mod semaphore;
 mod services;
 mod spin_lock;
 mod wake;
@@ -31,13 +34,16 @@ mod watchdog;
 
 pub use client::{Client, ClientStats};
 pub use config::{Config, ShardedPubSub, Topology};
+pub use count_down_latch::CountDownLatch;
 pub use engine::Guard;
 pub use error::{Error, Operation, Result};
+pub use expirable_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use fair_lock::{FairLock, QueuedWaiter};
 pub use fenced_lock::{FencedGuard, FencedLock};
 pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
 pub use owner::Owner;
 pub use rw_lock::{ReadLock, ReadWriteLock, WriteLock};
+pub use semaphore::{Semaphore, SemaphorePermits};
 pub use spin_lock::{SpinBackoff, SpinLock};
 
 /// The lock kinds: the type parameter of [`Lock`], one per Redisson lock object. Their contents

@@ -63,6 +63,23 @@ pub(crate) fn read_key_prefix(name: &str) -> String {
     }
 }
 
+/// The channel a semaphore's (and a permit-expirable semaphore's) releases are published on:
+/// `redisson_sc:{name}`.
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefix_name("redisson_sc", name)
+}
+
+/// A permit-expirable semaphore's permit expiries: `{name}:timeout`.
+pub(crate) fn permit_timeouts(name: &str) -> String {
+    suffix_name(name, "timeout")
+}
+
+/// A count-down latch's channel: `redisson_countdownlatch__channel__{name}`, always with one pair of
+/// braces around the whole name, even one that has its own (PROTOCOL.md §1.4).
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
 /// The unlock latch of one unlock request: `redisson_unlock_latch:{name}:<request-id>`.
 pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     format!(
@@ -113,6 +130,22 @@ mod tests {
         );
         assert_eq!(read_key_prefix("myLock"), "{myLock}");
         assert_eq!(read_key_prefix("a{b}c"), "a{b}c");
+    }
+
+    #[test]
+    fn synchronizer_names_follow_redissons_rules() {
+        assert_eq!(semaphore_channel("sem"), "redisson_sc:{sem}");
+        assert_eq!(semaphore_channel("a{b}c"), "redisson_sc:a{b}c");
+        assert_eq!(permit_timeouts("sem"), "{sem}:timeout");
+        assert_eq!(permit_timeouts("a{b}c"), "a{b}c:timeout");
+        assert_eq!(
+            latch_channel("job"),
+            "redisson_countdownlatch__channel__{job}"
+        );
+        assert_eq!(
+            latch_channel("a{b}c"),
+            "redisson_countdownlatch__channel__{a{b}c}"
+        );
     }
 
     #[test]

@@ -27,7 +27,8 @@ pub(crate) use lua;
 pub struct ScriptCall {
     script: &'static Script,
     keys: Vec<String>,
-    args: Vec<String>,
+    /// Arguments as bytes: most are decimal text, a permit id is raw bytes (PROTOCOL.md §0).
+    args: Vec<Vec<u8>>,
 }
 
 impl ScriptCall {
@@ -45,7 +46,13 @@ impl ScriptCall {
     }
 
     pub(crate) fn arg(mut self, arg: impl ToString) -> Self {
-        self.args.push(arg.to_string());
+        self.args.push(arg.to_string().into_bytes());
+        self
+    }
+
+    /// An argument sent as raw bytes.
+    pub(crate) fn arg_bytes(mut self, arg: &[u8]) -> Self {
+        self.args.push(arg.to_vec());
         self
     }
 

@@ -20,10 +20,16 @@
 //! | [`WakeRule::Latch`] (count-down latch) | `0` / `1` | open (every waiter passes) / close |
 //!
 //! Anything else is ignored, as Java ignores it.
+//!
+//! An open latch lets through every waiter that was armed before it opened. A waiter that arms
+//! while it is already open does not pass on that opening: it armed after it, so its own retry (the
+//! latch's count) already tells whether the count is still zero; if the count went up again since,
+//! the opening is stale for it and it waits for the next one. Java's reclosable latch instead lets it
+//! through and its `while count > 0` loop spins until the closing message arrives.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 /// How a channel's messages wake local waiters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +74,11 @@ pub(crate) struct Wakeups {
     armed: AtomicUsize,
     /// An open latch lets every waiter through.
     open: AtomicBool,
+    /// How many times the latch opened: a waiter passes an open latch only if it opened since the
+    /// waiter armed.
+    openings: AtomicU64,
+    /// Told when the latch opens.
+    opened: Notify,
 }
 
 impl Default for Wakeups {
@@ -76,6 +87,8 @@ impl Default for Wakeups {
             banked: Semaphore::new(0),
             armed: AtomicUsize::new(0),
             open: AtomicBool::new(false),
+            openings: AtomicU64::new(0),
+            opened: Notify::new(),
         }
     }
 }
@@ -87,6 +100,7 @@ impl Wakeups {
         Armed {
             wakeups: self,
             armed: true,
+            openings: self.openings.load(Ordering::Acquire),
         }
     }
 
@@ -110,18 +124,23 @@ impl Wakeups {
     /// Opens the latch: every waiter passes until [`Wakeups::close`].
     fn open(&self) {
         self.open.store(true, Ordering::Release);
-        self.wake_all();
+        let _ = self.openings.fetch_add(1, Ordering::AcqRel);
+        self.opened.notify_waiters();
     }
 
-    /// Closes the latch. Wake-ups banked while it was open belonged to the opening: they go.
+    /// Closes the latch: waiters wait for the next opening.
     fn close(&self) {
         self.open.store(false, Ordering::Release);
-        let _ = self.banked.forget_permits(self.banked.available_permits());
     }
 
     /// Whether the latch is open.
     pub(crate) fn is_open(&self) -> bool {
         self.open.load(Ordering::Acquire)
+    }
+
+    /// Whether the latch is open and opened after a waiter armed with `openings` seen.
+    fn opened_since(&self, openings: u64) -> bool {
+        self.is_open() && self.openings.load(Ordering::Acquire) != openings
     }
 
     /// Gives a wake-up back (a woken waiter left before it could use it), so the next waiter gets it.
@@ -135,10 +154,13 @@ impl Wakeups {
 pub(crate) struct Armed<'a> {
     wakeups: &'a Wakeups,
     armed: bool,
+    /// The latch's openings when this waiter armed.
+    openings: u64,
 }
 
 impl<'a> Armed<'a> {
-    /// Waits for a wake-up (at once if one was banked or the latch is open). The returned [`Turn`]
+    /// Waits for a wake-up (at once if one was banked or the latch opened since this waiter armed).
+    /// The returned [`Turn`]
     /// gives the wake-up on to the next waiter unless it is [`Turn::used`].
     ///
     /// # Cancel safety
@@ -146,19 +168,32 @@ impl<'a> Armed<'a> {
     /// Cancel safe: a waiter dropped while waiting takes no wake-up.
     pub(crate) async fn woken(mut self) -> Turn<'a> {
         let wakeups = self.wakeups;
-        if wakeups.is_open() {
-            return Turn(None);
-        }
-        // The semaphore is never closed, so acquiring cannot fail.
-        if let Ok(permit) = wakeups.banked.acquire().await {
-            permit.forget();
-        }
+        let armed_at = self.openings;
+        let opened = async {
+            loop {
+                let notified = wakeups.opened.notified();
+                tokio::pin!(notified);
+                let _ = notified.as_mut().enable();
+                if wakeups.opened_since(armed_at) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let turn = tokio::select! {
+            biased;
+            // An opening lets everyone through: there is no single turn to pass on.
+            () = opened => Turn(None),
+            permit = wakeups.banked.acquire() => {
+                // The semaphore is never closed, so acquiring cannot fail.
+                if let Ok(permit) = permit {
+                    permit.forget();
+                }
+                Turn(Some(wakeups))
+            }
+        };
         self.disarm();
-        if wakeups.is_open() {
-            // Opening woke everyone at once: there is no single turn to pass on.
-            return Turn(None);
-        }
-        Turn(Some(wakeups))
+        turn
     }
 
     fn disarm(&mut self) {
@@ -320,11 +355,20 @@ mod tests {
         assert!(WakeRule::Latch.apply(b"0", &wakeups));
         settle().await;
         assert_eq!(count(&woken), 3);
-        // While open, a new waiter passes at once, and leaves nothing banked.
-        tokio::time::timeout(Duration::from_millis(1), wakeups.arm().woken())
+        // A waiter armed while it was open waits for the next opening (its own retry saw the count).
+        let late = wakeups.arm();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1), wakeups.arm().woken())
+                .await
+                .is_err(),
+            "an opening before arming does not let a waiter through"
+        );
+        assert!(WakeRule::Latch.apply(b"0", &wakeups));
+        tokio::time::timeout(Duration::from_millis(1), late.woken())
             .await
-            .expect("open latch")
+            .expect("a new opening does")
             .used();
+        assert_eq!(wakeups.banked.available_permits(), 0, "nothing left banked");
         assert!(WakeRule::Latch.apply(b"1", &wakeups));
         let later = sleepers(&wakeups, 2).await;
         assert_eq!(count(&later), 0, "a closed latch holds waiters");

@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use super::guard::Guard;
 use super::hold::Expiry;
 use super::kind::{Attempt, Kind};
-use super::wait::{Waiting, wait};
+use super::synced::{Synced, until_synced};
+use super::wait::{Listen, wait_on};
 use super::{Lease, Wait};
 use crate::connection::{Commands, Connection, Written, outcome_unknown};
 use crate::error::{Error, Operation, Result};
@@ -31,31 +32,20 @@ pub(crate) async fn acquire<K: Kind>(
     wait_for: Wait,
     lease: Lease,
 ) -> Result<Option<Guard<K::Token>>> {
-    let deadline = match wait_for {
-        Wait::Forever => None,
-        Wait::For(wait) => Some(
-            Instant::now()
-                .checked_add(wait)
-                .unwrap_or_else(super::far_future),
-        ),
-    };
     let base_field = services.field(owner);
     kind.refuse(services, &base_field)?;
     let field = kind.field(base_field);
     let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
-    let waiting = Waiting {
-        registry: services.subscriber.registry(),
-        channel: kind.channel(&field),
-        deadline,
-        subscription_timeout: services.config.subscription_timeout,
-        poll_delay: &poll_delay,
+    let listen = Listen {
         name: kind.name(),
+        channel: kind.channel(&field),
+        poll_delay: &poll_delay,
     };
     let give_up = GiveUp::arm(services, kind.give_up_call(&field, wait_for));
     let (kind_ref, field_ref) = (&**kind, field.as_str());
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
     // and only while it runs, so a waiting task's future stays small.
-    let acquired = wait(waiting, move || {
+    let acquired = wait_on(services, listen, wait_for, move || {
         Box::pin(attempt(services, kind_ref, field_ref, lease, wait_for))
     })
     .await;
@@ -89,41 +79,14 @@ async fn attempt<K: Kind>(
     lease: Lease,
     wait: Wait,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
-    let mut retry = 0;
-    loop {
+    until_synced(services, Operation::Acquire, kind.name(), || async {
         let conn = services
             .commands
             .get(Operation::Acquire, kind.name())
             .await?;
-        match attempt_on(services, kind, field, lease, wait, conn).await? {
-            Tried::Done(attempt) => return Ok(attempt),
-            Tried::Unsynced { replicas } if retry >= services.config.retry_attempts => {
-                return Err(Error::NoSyncedReplicas {
-                    operation: Operation::Acquire,
-                    name: kind.name().to_owned(),
-                    replicas,
-                });
-            }
-            Tried::Unsynced { replicas } => {
-                tracing::warn!(
-                    lock = kind.name(),
-                    replicas,
-                    retry,
-                    "no replica acknowledged the acquire; undone, retrying"
-                );
-                tokio::time::sleep(services.config.retry_backoff(retry)).await;
-                retry += 1;
-            }
-        }
-    }
-}
-
-enum Tried<T> {
-    Done(Attempt<(T, Expiry)>),
-    /// Acquired on the master, but no replica acknowledged it: the undo is under way.
-    Unsynced {
-        replicas: u32,
-    },
+        attempt_on(services, kind, field, lease, wait, conn).await
+    })
+    .await
 }
 
 /// One acquire script, with its undo armed until the reply is seen.
@@ -134,7 +97,7 @@ async fn attempt_on<K: Kind>(
     lease: Lease,
     wait: Wait,
     conn: Connection,
-) -> Result<Tried<K::Token>> {
+) -> Result<Synced<Attempt<(K::Token, Expiry)>>> {
     let lease_time = match lease {
         Lease::Watchdog => services.watchdog.timeout(),
         Lease::Fixed(lease) => lease,
@@ -163,7 +126,7 @@ async fn attempt_on<K: Kind>(
     };
     match (kind.decode_acquire(&reply), synced) {
         // Dropping the armed undo sends it, on this connection, right after the acquire.
-        (Some(Attempt::Acquired(_)), Some(replicas)) => Ok(Tried::Unsynced { replicas }),
+        (Some(Attempt::Acquired(_)), Some(replicas)) => Ok(Synced::Unsynced { replicas }),
         (Some(Attempt::Acquired(token)), None) => {
             undo.disarm();
             services.holds.add(kind.key(), field, lease_time);
@@ -176,11 +139,11 @@ async fn attempt_on<K: Kind>(
                 )),
                 Lease::Fixed(lease) => Expiry::At(sent_at + lease),
             };
-            Ok(Tried::Done(Attempt::Acquired((token, expiry))))
+            Ok(Synced::Done(Attempt::Acquired((token, expiry))))
         }
         (Some(Attempt::Busy(bound)), _) => {
             undo.disarm();
-            Ok(Tried::Done(Attempt::Busy(bound)))
+            Ok(Synced::Done(Attempt::Busy(bound)))
         }
         // The script ran but replied nonsense: whatever it did is undone.
         (None, _) => Err(Error::unexpected(Operation::Acquire, name, reply)),
@@ -189,8 +152,8 @@ async fn attempt_on<K: Kind>(
 
 /// Undoes an acquire unless disarmed: on drop, sends the undo script on the acquire's own connection
 /// from a background task (so it runs after the acquire, if the acquire runs at all).
-struct Undo {
-    conn: Connection,
+pub(crate) struct Undo {
+    pub(crate) conn: Connection,
     call: Option<ScriptCall>,
     commands: Commands,
     background: Background,
@@ -199,7 +162,14 @@ struct Undo {
 }
 
 impl Undo {
-    fn arm(services: &Services, conn: Connection, call: ScriptCall, lease: Duration) -> Self {
+    /// Arms `call` as the undo of what is about to be sent on `conn`; it keeps trying for as long as
+    /// what it undoes could live (`lease`).
+    pub(crate) fn arm(
+        services: &Services,
+        conn: Connection,
+        call: ScriptCall,
+        lease: Duration,
+    ) -> Self {
         Self {
             conn,
             call: Some(call),
@@ -209,7 +179,8 @@ impl Undo {
         }
     }
 
-    fn disarm(&mut self) {
+    /// The reply was seen: nothing to undo.
+    pub(crate) fn disarm(&mut self) {
         self.call = None;
     }
 }

@@ -12,13 +12,21 @@ use crate::services::Services;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
-/// How long a waiter sleeps when the lock has no TTL at all (a foreign key without expiry): it still
-/// wakes on messages, this only bounds the wait if none comes.
-pub(crate) const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
+/// How long a waiter sleeps when nothing bounds its wait: a lock without TTL (a foreign key without
+/// expiry), a semaphore without permits, a latch not yet at zero. It still wakes on messages; this
+/// only bounds the wait when a message is lost (a reconnect, a writer that does not publish).
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 
 /// The first and the longest poll interval of a waiter that nothing wakes (its subscription is not
 /// live): a doubling back-off between them.
 const DEGRADED_POLL: (Duration, Duration) = (Duration::from_millis(25), Duration::from_secs(1));
+
+/// The poll interval of a waiter whose subscription is not live: 25 ms, doubling up to 1 s.
+pub(crate) fn degraded_poll(previous: Option<Duration>, _polls: u32) -> Duration {
+    previous.map_or(DEGRADED_POLL.0, |previous| {
+        (previous * 2).min(DEGRADED_POLL.1)
+    })
+}
 
 /// One lock kind: its scripts and their argument order, how it decodes their replies, what a hold
 /// yields, where its waiters listen, how a lost reply is reconciled and how holds are renewed. The
@@ -52,10 +60,8 @@ pub trait Kind: Send + Sync + 'static {
 
     /// How long a waiter that nothing can wake (no channel, or a subscription that is not live)
     /// waits before its next try, after `polls` such waits in a row, the last one `previous`.
-    fn poll_delay(&self, previous: Option<Duration>, _polls: u32) -> Duration {
-        previous.map_or(DEGRADED_POLL.0, |previous| {
-            (previous * 2).min(DEGRADED_POLL.1)
-        })
+    fn poll_delay(&self, previous: Option<Duration>, polls: u32) -> Duration {
+        degraded_poll(previous, polls)
     }
 
     /// One acquire attempt by `field` for a hold of `lease`, by a caller prepared to wait as `wait`
@@ -135,11 +141,11 @@ impl Attempt<()> {
 
 impl<T> Attempt<T> {
     /// A busy lock whose `PTTL` is `pttl`: wait until it expires at the latest; a key without
-    /// expiry (`-1`) is re-checked every [`NO_TTL_RECHECK`], a vanished one (`-2`) at once.
+    /// expiry (`-1`) is re-checked every [`RECHECK`], a vanished one (`-2`) at once.
     pub(crate) fn busy_for_pttl(pttl: i64) -> Self {
         Self::Busy(match pttl {
             ttl if ttl >= 0 => Duration::from_millis(ttl.unsigned_abs()),
-            -1 => NO_TTL_RECHECK,
+            -1 => RECHECK,
             _ => Duration::ZERO,
         })
     }
@@ -155,10 +161,7 @@ mod tests {
             Attempt::<()>::busy_for_pttl(1500),
             Attempt::Busy(Duration::from_millis(1500))
         );
-        assert_eq!(
-            Attempt::<()>::busy_for_pttl(-1),
-            Attempt::Busy(NO_TTL_RECHECK)
-        );
+        assert_eq!(Attempt::<()>::busy_for_pttl(-1), Attempt::Busy(RECHECK));
         assert_eq!(
             Attempt::<()>::busy_for_pttl(-2),
             Attempt::Busy(Duration::ZERO)

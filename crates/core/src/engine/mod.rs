@@ -28,24 +28,31 @@
 //! for every re-send, so a re-sent unlock that had already run replays its stored result.
 
 mod acquire;
+mod detached;
 mod guard;
 mod hold;
 mod kind;
 mod release;
+mod synced;
 mod wait;
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub(crate) use acquire::acquire;
+pub(crate) use acquire::{Undo, acquire};
+pub(crate) use detached::{Applied, Replicas, write_detached};
 pub use guard::Guard;
 pub(crate) use hold::hold_count;
-pub(crate) use kind::Attempt;
-pub(crate) use kind::Kind;
+pub(crate) use kind::{Attempt, Kind, RECHECK, degraded_poll};
 pub(crate) use release::{Releasing, force_unlock};
+pub(crate) use synced::{Synced, until_synced};
+pub(crate) use wait::{Listen, wait_on};
 
-use crate::error::{Error, Result};
+use crate::connection::Written;
+use crate::error::{Error, Operation, Result};
+use crate::scripts::ScriptCall;
+use crate::services::Services;
 
 /// How long a hold lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +86,60 @@ pub enum Wait {
     For(Duration),
 }
 
+impl Wait {
+    /// When to give up, from now; `None` for never.
+    pub(crate) fn deadline(self) -> Option<Instant> {
+        match self {
+            Self::Forever => None,
+            Self::For(wait) => Some(Instant::now().checked_add(wait).unwrap_or_else(far_future)),
+        }
+    }
+}
+
 /// An instant no deadline reaches (for waits too long to represent).
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+/// Runs a write that sets rather than counts (setting permits or a count, deleting, updating a
+/// lease), waiting for replicas where `replicas` says so, and decodes its reply as a `T`. Such
+/// writes are not reconciled: a lost reply is [`Error::Timeout`] or [`Error::Backend`], as
+/// Redisson reports it.
+pub(crate) async fn update<T: redis::FromRedisValue>(
+    services: &Services,
+    name: &str,
+    call: ScriptCall,
+    replicas: Replicas,
+) -> Result<T> {
+    let mut conn = services.commands.get(Operation::Update, name).await?;
+    let reply = match replicas.write(services, &mut conn.conn, &call).await {
+        Written::Ran(reply) => reply,
+        Written::Unsynced { replicas, .. } => {
+            return Err(Error::NoSyncedReplicas {
+                operation: Operation::Update,
+                name: name.to_owned(),
+                replicas,
+            });
+        }
+        Written::Refused(e) => {
+            return Err(Error::from_redis(Operation::Update, name, e));
+        }
+        Written::Unknown(unknown) => {
+            return Err(unknown.into_error(Operation::Update, name));
+        }
+    };
+    redis::from_redis_value(reply.clone())
+        .map_err(|_| Error::unexpected(Operation::Update, name, reply))
+}
+
+/// A duration in whole milliseconds, at least one.
+pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
+    let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    if millis == 0 || duration > crate::config::MAX_LEASE {
+        return Err(Error::InvalidArgument(format!(
+            "{what} must be between 1 ms and {:?}, got {duration:?}",
+            crate::config::MAX_LEASE
+        )));
+    }
+    Ok(millis)
 }

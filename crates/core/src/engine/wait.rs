@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Wait;
 use super::kind::Attempt;
 use crate::error::Result;
 use crate::pubsub::{Registry, Subscription};
+use crate::services::Services;
 use crate::wake::{Turn, WakeRule};
 
 /// Where a waiter listens and how long it may wait.
@@ -31,6 +33,42 @@ pub(crate) struct Waiting<'a> {
     pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
     /// The lock's name, for logs.
     pub(crate) name: &'a str,
+}
+
+/// Where a waiter of one kind listens: [`Waiting`] without what the client and the caller supply.
+pub(crate) struct Listen<'a> {
+    /// The name, for logs.
+    pub(crate) name: &'a str,
+    /// The channel that wakes its waiters and its rule; `None` for a kind that only polls.
+    pub(crate) channel: Option<(Cow<'a, str>, WakeRule)>,
+    /// The next poll interval of a waiter nothing can wake.
+    pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
+}
+
+/// [`wait`] on this client's subscriber, until `patience` runs out.
+///
+/// # Cancel safety
+///
+/// As [`wait`].
+pub(crate) async fn wait_on<T, F, Fut>(
+    services: &Services,
+    listen: Listen<'_>,
+    patience: Wait,
+    attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    let waiting = Waiting {
+        registry: services.subscriber.registry(),
+        channel: listen.channel,
+        deadline: patience.deadline(),
+        subscription_timeout: services.config.subscription_timeout,
+        poll_delay: listen.poll_delay,
+        name: listen.name,
+    };
+    wait(waiting, attempt).await
 }
 
 /// Runs `attempt` until it acquires (`Ok(Some(token))`), the deadline passes (`Ok(None)`) or it

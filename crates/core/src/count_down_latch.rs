@@ -1,0 +1,253 @@
+//! Redisson's `RCountDownLatch` (PROTOCOL.md §8.7): a count that opens a gate at zero, shared with
+//! Java.
+//!
+//! # Implementation details
+//!
+//! The count is a string integer at the raw name. Counting down to zero deletes it and publishes `0`
+//! on `redisson_countdownlatch__channel__{name}`; setting a count publishes `1`. Locally the channel
+//! is a reclosable latch ([`WakeRule::Latch`]): `0` opens it for every waiter armed before it, `1`
+//! closes it. A waiter reads the count, and while it is above zero waits for an opening (or the
+//! one-second re-check that bounds a lost message), then reads again. The engine's wait loop arms the
+//! latch before each read, so an opening that lands while the read is on the wire is not missed.
+//!
+//! A count-down is not idempotent and carries no id, so it is never re-sent: a lost reply is
+//! [`Error::OutcomeUnknown`] (it may or may not have counted). Like Redisson, the latch's writes do
+//! not wait for replicas.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+
+use crate::engine::{self, Attempt, Listen, RECHECK, Replicas, Wait, degraded_poll};
+use crate::error::{Error, Operation, Result};
+use crate::names;
+use crate::scripts::{ScriptCall, lua};
+use crate::services::Services;
+use crate::wake::WakeRule;
+
+static TRY_SET_COUNT: LazyLock<Script> = lua!("latch_try_set_count.lua");
+static COUNT_DOWN: LazyLock<Script> = lua!("latch_count_down.lua");
+static DELETE: LazyLock<Script> = lua!("latch_delete.lua");
+
+/// The message that opens the latch (the count reached zero).
+const OPEN: &str = "0";
+/// The message that closes the latch (a new count was set, or the latch was deleted).
+const CLOSE: &str = "1";
+
+/// A distributed count-down latch shared with Redisson's `RCountDownLatch` of the same name: waiters
+/// block until the count, set once, has been counted down to zero.
+///
+/// Unlike `java.util.concurrent.CountDownLatch` (and like Redisson's), it can be used again: once
+/// open (the count reached zero, and the key is gone), [`CountDownLatch::try_set_count`] closes it
+/// with a new count.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> rlock::Result<()> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+/// use std::time::Duration;
+/// let client = rlock::Client::connect(&url).await?;
+/// let shards_done = client.count_down_latch("doc:latch:nightly-batch");
+/// # shards_done.delete().await?;
+/// assert!(shards_done.try_set_count(2).await?);
+///
+/// for _shard in 0..2 {
+///     let latch = shards_done.clone();
+///     tokio::spawn(async move {
+///         // ... process the shard ...
+///         latch.count_down().await
+///     });
+/// }
+/// assert!(shards_done.await_for(Duration::from_secs(5)).await?);
+/// assert_eq!(shards_done.count().await?, 0);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct CountDownLatch {
+    services: Arc<Services>,
+    name: Arc<str>,
+    channel: Arc<str>,
+}
+
+impl CountDownLatch {
+    pub(crate) fn new(services: Arc<Services>, name: String) -> Self {
+        Self {
+            channel: names::latch_channel(&name).into(),
+            name: name.into(),
+            services,
+        }
+    }
+
+    /// The latch's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check_name(&self) -> Result<()> {
+        if self.name.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a count-down latch name must not be empty".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sets the count if the latch has none (it is open); returns whether it did. Setting a count
+    /// closes the latch for waiters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else, [`Error::Timeout`] or
+    /// [`Error::Backend`] when Redis fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if dropped, the count may or may not have been set.
+    pub async fn try_set_count(&self, count: u64) -> Result<bool> {
+        self.check_name()?;
+        let call = self
+            .call(&TRY_SET_COUNT)
+            .arg(CLOSE)
+            .arg(count)
+            .arg(self.services.publish);
+        let set: i64 = engine::update(&self.services, &self.name, call, Replicas::Skip).await?;
+        Ok(set == 1)
+    }
+
+    /// Counts down by one; at zero the latch opens and every waiter (Java's too) goes on. Counting
+    /// down a latch without a count does nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutcomeUnknown`] when the reply was lost (it may or may not have counted),
+    /// [`Error::WrongType`], [`Error::Timeout`] or [`Error::Backend`] as Redis fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: once called, the count-down completes even if the future is dropped.
+    pub async fn count_down(&self) -> Result<()> {
+        self.check_name()?;
+        let call = self.call(&COUNT_DOWN).arg(OPEN).arg(self.services.publish);
+        let _ = engine::write_detached(
+            &self.services,
+            Operation::CountDown,
+            &self.name,
+            call,
+            Replicas::Skip,
+            |_, _| async {},
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The current count: 0 when the latch is open.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds something else, [`Error::UnexpectedReply`] when it
+    /// is not a count, [`Error::Timeout`] or [`Error::Backend`] when Redis fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn count(&self) -> Result<u64> {
+        self.check_name()?;
+        let value: Option<String> = self
+            .services
+            .commands
+            .query(
+                Operation::Query,
+                &self.name,
+                redis::cmd("GET").arg(&*self.name),
+            )
+            .await?;
+        value.map_or(Ok(0), |value| {
+            value
+                .parse()
+                .map_err(|_| Error::unexpected(Operation::Query, &self.name, value))
+        })
+    }
+
+    /// Deletes the latch (its count); returns whether it had one. Like Redisson, this publishes the
+    /// closing message, so waiters keep waiting for a count that will never reach zero unless a new
+    /// count is set and counted down.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::try_set_count`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if dropped, the latch may or may not have been deleted.
+    pub async fn delete(&self) -> Result<bool> {
+        self.check_name()?;
+        let call = self.call(&DELETE).arg(CLOSE).arg(self.services.publish);
+        let deleted: i64 = engine::update(&self.services, &self.name, call, Replicas::Skip).await?;
+        Ok(deleted == 1)
+    }
+
+    /// Waits until the count is zero: Redisson's `await()`.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::count`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: waiting changes nothing in Redis.
+    pub async fn await_zero(&self) -> Result<()> {
+        self.await_open(Wait::Forever)
+            .await?
+            .ok_or_else(|| Error::timeout(Operation::Query, &self.name, Duration::MAX))
+    }
+
+    /// Waits up to `timeout` for the count to reach zero; returns whether it did: Redisson's
+    /// `await(timeout, unit)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::count`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: waiting changes nothing in Redis.
+    pub async fn await_for(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.await_open(Wait::For(timeout)).await?.is_some())
+    }
+
+    async fn await_open(&self, patience: Wait) -> Result<Option<()>> {
+        self.check_name()?;
+        let listen = Listen {
+            name: &self.name,
+            channel: Some((self.channel.as_ref().into(), WakeRule::Latch)),
+            poll_delay: &degraded_poll,
+        };
+        engine::wait_on(&self.services, listen, patience, || {
+            Box::pin(async {
+                Ok(match self.count().await? {
+                    0 => Attempt::Acquired(()),
+                    _ => Attempt::Busy(RECHECK),
+                })
+            })
+        })
+        .await
+    }
+
+    /// A script call on this latch: the count, then the channel.
+    fn call(&self, script: &'static LazyLock<Script>) -> ScriptCall {
+        ScriptCall::new(script).key(&*self.name).key(&*self.channel)
+    }
+}
+
+impl fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
