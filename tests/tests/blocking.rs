@@ -115,3 +115,80 @@ async fn the_blocking_api_refuses_to_run_inside_a_runtime() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+#[test]
+fn blocking_synchronizers_work_across_threads() {
+    let server = RedisServer::start();
+    let client = blocking::Client::connect(server.url()).expect("connect");
+    let semaphore = client.semaphore("blocking:sem");
+    assert!(semaphore.try_set_permits(1).expect("set"));
+    let permit = semaphore.acquire(1).expect("acquire");
+    let waiter = {
+        let semaphore = semaphore.clone();
+        std::thread::spawn(move || semaphore.acquire(1).expect("waits").permits())
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    drop(permit); // gives back before drop returns
+    assert_eq!(waiter.join().expect("waiter"), 1);
+    assert_eq!(
+        semaphore.available_permits().expect("available"),
+        1,
+        "its guard gave it back"
+    );
+
+    let expirable = client.permit_expirable_semaphore("blocking:pes");
+    assert!(expirable.try_set_permits(1).expect("set"));
+    let id = expirable
+        .acquire_with_lease(Duration::from_secs(5))
+        .expect("acquire");
+    assert!(expirable.try_acquire().expect("try").is_none());
+    expirable.release(id).expect("release");
+
+    let latch = client.count_down_latch("blocking:latch");
+    assert!(latch.try_set_count(1).expect("set"));
+    let awaiting = {
+        let latch = latch.clone();
+        std::thread::spawn(move || latch.await_for(Duration::from_secs(5)).expect("await"))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    latch.count_down().expect("count down");
+    assert!(awaiting.join().expect("awaiting"));
+}
+
+#[test]
+fn a_blocking_multi_lock_spans_clients_and_belongs_to_the_calling_thread() {
+    let (one, two) = (RedisServer::start(), RedisServer::start());
+    let first = blocking::Client::connect(one.url()).expect("connect");
+    let second = blocking::Client::connect(two.url()).expect("connect");
+    let multi = blocking::MultiLock::new([
+        blocking::AnyLock::from(first.lock("blocking:multi:a")),
+        second.fenced_lock("blocking:multi:b").into(),
+    ]);
+    let guard = multi.lock().expect("lock");
+    assert!(multi.is_held_by_current_thread().expect("held"));
+    let elsewhere = multi.clone();
+    let refused = std::thread::spawn(move || {
+        (
+            elsewhere.try_lock().expect("try").is_none(),
+            elsewhere.is_held_by_current_thread().expect("held"),
+        )
+    });
+    assert_eq!(refused.join().expect("thread"), (true, false));
+    guard.unlock().expect("unlock");
+    assert!(
+        !first
+            .lock("blocking:multi:a")
+            .is_locked()
+            .expect("is_locked")
+    );
+    assert!(
+        !second
+            .lock("blocking:multi:b")
+            .is_locked()
+            .expect("is_locked")
+    );
+    assert!(matches!(
+        blocking::MultiLock::new(Vec::<blocking::AnyLock>::new()).try_lock(),
+        Err(Error::InvalidArgument(_))
+    ));
+}

@@ -20,6 +20,7 @@ mod expirable_semaphore;
 mod fair_lock;
 mod fenced_lock;
 mod lock;
+mod multi_lock;
 mod names;
 mod owner;
 mod pubsub;
@@ -41,6 +42,8 @@ pub use expirable_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use fair_lock::{FairLock, QueuedWaiter};
 pub use fenced_lock::{FencedGuard, FencedLock};
 pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
+#[allow(deprecated)]
+pub use multi_lock::{AnyLock, MultiGuard, MultiLock, RedLock};
 pub use owner::Owner;
 pub use rw_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use semaphore::{Semaphore, SemaphorePermits};

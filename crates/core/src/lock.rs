@@ -254,8 +254,19 @@ impl<K: LockKind> Lock<K> {
     }
 
     async fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<Guard<K::Token>>> {
-        self.check_name()?;
         let owner = self.current_owner().unwrap_or_else(Owner::new);
+        self.acquire_as(owner, wait, lease).await
+    }
+
+    /// Acquires for `owner`, whatever owner the handle has: for composites of locks (a
+    /// [`MultiLock`](crate::MultiLock) takes all its locks with one owner).
+    pub(crate) async fn acquire_as(
+        &self,
+        owner: Owner,
+        wait: Wait,
+        lease: Lease,
+    ) -> Result<Option<Guard<K::Token>>> {
+        self.check_name()?;
         engine::acquire(&self.services, &self.kind, owner, wait, lease).await
     }
 

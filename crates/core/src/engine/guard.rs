@@ -6,7 +6,11 @@ use std::sync::Arc;
 use super::hold::{Expiry, hold_count};
 use super::kind::Kind;
 use super::release::Releasing;
-use crate::error::{Error, Result};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::{Error, Operation, Result};
 use crate::owner::Owner;
 use crate::services::Services;
 
@@ -138,6 +142,30 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
             Err(Error::NotOwner { name, .. }) => Err(Error::LeaseLost { name }),
             Err(e) => Err(e),
         }
+    }
+
+    /// Sets the lock's expiry to `lease` from now, whoever holds it (a plain `PEXPIRE` of the lock
+    /// key, Redisson's `expire` on a lock, which checks no owner): how a multi-lock gives its
+    /// members their final lease once it holds them all (PROTOCOL.md §8.3).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if dropped, the expiry may or may not have been set.
+    pub(crate) async fn expire(&mut self, lease: Duration) -> Result<()> {
+        let sent_at = Instant::now();
+        let _: i64 = self
+            .services
+            .commands
+            .query(
+                Operation::Update,
+                self.kind.name(),
+                redis::cmd("PEXPIRE")
+                    .arg(self.kind.key())
+                    .arg(lease.as_millis()),
+            )
+            .await?;
+        self.expiry = Expiry::At(sent_at + lease);
+        Ok(())
     }
 
     fn releasing(&self) -> Releasing {
