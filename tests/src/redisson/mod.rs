@@ -1,6 +1,7 @@
 //! A Redisson wire emulator: the Redis command sequences of a Java Redisson client, written from
 //! `PROTOCOL.md` (not from Redisson's source), for interop tests. It emulates the `RLock`, the fair
-//! lock, the read-write lock, the fenced lock and the spin lock.
+//! lock, the read-write lock, the fenced lock and the spin lock, and the synchronizers: the
+//! semaphore, the permit-expirable semaphore and the count-down latch.
 //!
 //! A [`JavaClient`] stands for one `RedissonClient`: it has its own random v4 UUID (the "connection
 //! manager id", §1.1), one command connection, one pub/sub connection per entry it waits on, and a
@@ -9,23 +10,27 @@
 //! [`JavaClient::get_read_write_lock`], [`JavaClient::get_fenced_lock`] and
 //! [`JavaClient::get_spin_lock`]. Java thread ids are passed explicitly, as in Redisson's
 //! `lockAsync(threadId)` overloads, so several "threads" of one client can be driven from tasks.
+//! The synchronizers have no owner: [`JavaClient::get_semaphore`],
+//! [`JavaClient::get_permit_expirable_semaphore`] and [`JavaClient::get_count_down_latch`].
 //!
 //! This module holds what every kind of Redisson object shares: the client and its connections,
 //! versions, names, the local pub/sub entries with their latches (§3.1; a kind passes its
-//! `onMessage` rule, its entry name and its channel), what every lock object has
-//! (`RedissonBaseLock`: its `internalLockLeaseTime`, the waiting loops of §3.3 and §3.4, the client
-//! side of unlock and force unlock, the version-dependent start of every release script), and the
-//! watchdog. Each kind is a submodule with its scripts, its object type (re-exported here) and its
-//! `JavaClient::get_*` factory: `lock` for the `RLock`, `fair_lock`, `rw_lock`, `fenced_lock` and
-//! `spin_lock`.
+//! `onMessage` rule, its entry name and its channel), the waiting loops of §3.3 and §3.4 (which
+//! the semaphores' acquires share), what every lock object has (`RedissonBaseLock`: its
+//! `internalLockLeaseTime`, the client side of unlock and force unlock, the version-dependent
+//! start of every release script), the version-dependent start of every synchronizer script, and
+//! the watchdog. Each kind is a submodule with its
+//! scripts, its object type (re-exported here) and its `JavaClient::get_*` factory: `lock` for the
+//! `RLock`, `fair_lock`, `rw_lock`, `fenced_lock`, `spin_lock`, `semaphore`,
+//! `expirable_semaphore` and `count_down_latch`.
 //!
 //! What is emulated, section by section of `PROTOCOL.md`:
 //!
 //! | Behaviour | Section | Where |
 //! |---|---|---|
 //! | owner field `<uuid>:<threadId>` | §1.1, §1.2 | here: [`JavaClient::lock_name`] |
-//! | key, channel and latch names (`prefixName`, `suffixName`) | §1.3, §1.4 | here: [`prefix_name`], [`suffix_name`], [`lock_channel`], [`unlock_latch`] |
-//! | local entries, their latches, subscriptions | §3.1 | here, used by the waiting calls |
+//! | key, channel and latch names (`prefixName`, `suffixName`) | §1.3, §1.4 | here: [`prefix_name`], [`suffix_name`], [`lock_channel`], [`unlock_latch`], [`semaphore_channel`], [`count_down_latch_channel`] |
+//! | local entries, their latches, subscriptions; one entry map per pub/sub class (lock, semaphore, count-down latch) | §3.1 | here, used by the waiting calls |
 //! | unlock latch replay and record, publish command by version, `DEL` of the latch | §2.3, §2.6 | here, for every kind's unlock |
 //! | acquire script, incl. the ≤3.12 `HSET` variant | §2.2 | `lock`: [`JavaLock::try_lock`] and the waiting calls |
 //! | unlock script: latch (≥3.24), no latch (3.22–3.23), literal `publish` (≤3.21), missing lock publishes (≤3.10.5) | §2.3, §2.4 | `lock`: [`JavaLock::unlock`], [`JavaLock::unlock_attempt`] |
@@ -39,11 +44,16 @@
 //! | read-lock renewal: `ReadLockTask` of this client's holders (4.4+), of every holder (3.44–4.3), one timer per lock with the write lock's fallback (≤3.43) | §4.2, §4.3 | `rw_lock`, run by the watchdog |
 //! | fenced lock: token key, `[-1, t]` / `[pttl, -1]` script, plain acquires that count too, `getToken` | §8.2 | `fenced_lock`: [`JavaFencedLock`] |
 //! | spin lock: two-block acquire, `ExponentialBackOff` polling, unlock without publish, `DEL` force unlock | §8.1 | `spin_lock`: [`JavaSpinLock`] |
+//! | semaphore: its scripts, publishes of the new value, `SemaphorePubSub` (`min(subscribers, n)` wake-ups), `acquire` sleeping on the latch without limit, `tryAcquire(wait)` | §8.5 | `semaphore`: [`JavaSemaphore`] |
+//! | permit-expirable semaphore: raw 16-byte ids in `{N}:timeout`, reclaim of expired permits, the `OK` / `:<score>` / nil acquire reply and its wait bound, single and list release, the permit counts, lease updates | §8.6 | `expirable_semaphore`: [`JavaPermitExpirableSemaphore`] |
+//! | count-down latch: always-braced channel, `1` on set and delete, `0` at zero, the reclosable local latch of `await` | §8.7 | `count_down_latch`: [`JavaCountDownLatch`] |
+//! | synchronizers' publish command: an argument (3.22+) or a literal `publish` (≤3.21) | §2.6 | here, for every synchronizer script |
 //!
 //! Not emulated: WAIT-synced writes and their retries (§5: single-server Redisson sends a plain
 //! EVAL; the emulator never waits for replicas), pub/sub reconnects (§3.7), the connection pools
 //! (§3.6: one pub/sub connection per waited-on entry here), the async API's listeners (§3.5), the
-//! non-reentrant locks (§6.9, §8.8), multi/red locks, semaphores and latches (§8.3–§8.7).
+//! non-reentrant locks (§6.9, §8.8), multi/red locks (§8.3, §8.4: client-side composites of the
+//! emulated locks).
 //!
 //! Everything is plain `redis` commands; errors are [`redis::RedisError`]s. An unlock that Java would
 //! answer with `IllegalMonitorStateException` returns `Ok(None)`.
@@ -62,10 +72,13 @@
 //! # }
 //! ```
 
+mod count_down_latch;
+mod expirable_semaphore;
 mod fair_lock;
 mod fenced_lock;
 mod lock;
 mod rw_lock;
+mod semaphore;
 mod spin_lock;
 
 use std::collections::{BTreeMap, HashMap};
@@ -79,15 +92,20 @@ use redis::aio::{MultiplexedConnection, PubSubSink};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
-use redis::{AsyncCommands, Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
-use tokio::sync::Semaphore;
+use redis::{
+    AsyncCommands, Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, ToRedisArgs, Value,
+};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub use count_down_latch::JavaCountDownLatch;
+pub use expirable_semaphore::{JavaPermitExpirableSemaphore, NON_EXPIRING_SCORE};
 pub use fair_lock::JavaFairLock;
 pub use fenced_lock::JavaFencedLock;
 pub use lock::JavaLock;
 pub use rw_lock::{JavaReadWriteLock, JavaRwLock};
+pub use semaphore::JavaSemaphore;
 pub use spin_lock::JavaSpinLock;
 
 /// A Java thread id (`Thread.currentThread().getId()`): the second half of an owner field.
@@ -230,7 +248,20 @@ pub fn unlock_latch(name: &str, request_id: &str) -> String {
     )
 }
 
-/// A fresh unlock request id: 16 random bytes as 32 lower-case hex characters (§1.4).
+/// The channel of semaphore `name`, which the permit-expirable semaphore shares:
+/// `redisson_sc:{name}` (§1.4).
+pub fn semaphore_channel(name: &str) -> String {
+    prefix_name("redisson_sc", name)
+}
+
+/// The channel of count-down latch `name`: `redisson_countdownlatch__channel__{name}`, braces
+/// always added, even around a name that has its own (§1.4).
+pub fn count_down_latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// A fresh id as `ServiceManager.generateId()` makes them: 16 random bytes as 32 lower-case hex
+/// characters. Unlock request ids (§1.4) and permit ids (§8.6) are such ids.
 pub fn new_request_id() -> String {
     (0..16)
         .map(|_| format!("{:02x}", fastrand::u8(..)))
@@ -272,8 +303,9 @@ struct ClientInner {
     wire: Wire,
     config: JavaConfig,
     subscriber: Subscriber,
-    /// The local entries (§3.1), keyed by entry name: reference count and entry.
-    entries: tokio::sync::Mutex<HashMap<String, (usize, Arc<Entry>)>>,
+    /// The local entries (§3.1), keyed by message rule and entry name: Java keeps one entry map
+    /// per pub/sub class (`LockPubSub`, `SemaphorePubSub`, `CountDownLatchPubSub`).
+    entries: tokio::sync::Mutex<HashMap<(MessageRule, String), Arc<Entry>>>,
     watchdog: Watchdog,
 }
 
@@ -293,13 +325,23 @@ impl Wire {
         format!("{}:{thread}", self.id)
     }
 
-    /// Sends a script as this version does: `EVALSHA` (loading on `NOSCRIPT`) with the script cache,
-    /// else plain `EVAL` (§0).
+    /// Sends a script with text arguments as this version does ([`Wire::eval_args`]).
     async fn eval<T: FromRedisValue>(
         &self,
         lua: &str,
         keys: &[&str],
         args: &[String],
+    ) -> RedisResult<T> {
+        self.eval_args(lua, keys, args).await
+    }
+
+    /// Sends a script as this version does: `EVALSHA` (loading on `NOSCRIPT`) with the script cache,
+    /// else plain `EVAL` (§0). Each of `args` is one argument (text, or raw bytes).
+    async fn eval_args<T: FromRedisValue, A: ToRedisArgs>(
+        &self,
+        lua: &str,
+        keys: &[&str],
+        args: &[A],
     ) -> RedisResult<T> {
         let mut conn = self.conn.clone();
         if self.version.uses_script_cache() {
@@ -488,24 +530,25 @@ impl JavaClient {
 }
 
 impl ClientInner {
-    /// `PublishSubscribe.subscribe` (§3.1): joins the local entry `entry_name`, or creates it and
-    /// subscribes `channel` (on its own pub/sub connection) before returning. The kind's
-    /// `on_message` handles what arrives on the channel.
+    /// `PublishSubscribe.subscribe` (§3.1): joins the local entry `entry_name` of the pub/sub
+    /// class `rule`, or creates it and subscribes `channel` (on its own pub/sub connection)
+    /// before returning. The `rule` handles what arrives on the channel.
     async fn subscribe(
         &self,
         entry_name: &str,
         channel: &str,
-        on_message: OnMessage,
+        rule: MessageRule,
     ) -> RedisResult<Arc<Entry>> {
         let mut entries = self.entries.lock().await;
-        if let Some((refs, entry)) = entries.get_mut(entry_name) {
-            *refs += 1;
+        let key = (rule, entry_name.to_owned());
+        if let Some(entry) = entries.get(&key) {
+            let _ = entry.state.subscribers.fetch_add(1, Ordering::SeqCst);
             return Ok(entry.clone());
         }
         let (sink, mut messages) = self.subscriber.subscribe(channel).await?;
-        let latch = Arc::new(Latch::default());
+        let state = Arc::new(EntryState::default());
         let reader = tokio::spawn({
-            let latch = latch.clone();
+            let state = state.clone();
             let channel = channel.as_bytes().to_vec();
             async move {
                 while let Some(message) = messages.next().await {
@@ -519,36 +562,143 @@ impl ClientInner {
                         .ok()
                         .and_then(|text| text.parse::<i64>().ok());
                     if let Some(value) = value {
-                        on_message(&latch, value);
+                        rule.on_message(&state, value);
                     }
                 }
             }
         });
         let entry = Arc::new(Entry {
             channel: channel.to_owned(),
-            latch,
+            state,
             sink,
             reader,
         });
-        let _ = entries.insert(entry_name.to_owned(), (1, entry.clone()));
+        let _ = entries.insert(key, entry.clone());
         Ok(entry)
     }
 
-    /// `PublishSubscribe.unsubscribe` (§3.1): the last local waiter of `entry_name` unsubscribes
-    /// (and waits for the server's confirmation).
-    async fn unsubscribe(&self, entry_name: &str) {
+    /// [`ClientInner::subscribe`] for a call that waits without limit: the subscription must be
+    /// confirmed within `subscriptionTimeout`.
+    async fn subscribe_in_time(
+        &self,
+        entry_name: &str,
+        channel: &str,
+        rule: MessageRule,
+    ) -> RedisResult<Arc<Entry>> {
+        let subscribe = self.subscribe(entry_name, channel, rule);
+        let timeout = self.config.subscription_timeout;
+        tokio::time::timeout(timeout, subscribe)
+            .await
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("Unable to acquire subscription lock after {timeout:?}"),
+                )
+            })?
+    }
+
+    /// `PublishSubscribe.unsubscribe` (§3.1): the last local waiter of `entry_name` (of the
+    /// pub/sub class `rule`) unsubscribes (and waits for the server's confirmation).
+    async fn unsubscribe(&self, entry_name: &str, rule: MessageRule) {
         let mut entries = self.entries.lock().await;
-        let Some((refs, _)) = entries.get_mut(entry_name) else {
+        let key = (rule, entry_name.to_owned());
+        let Some(entry) = entries.get(&key) else {
             return;
         };
-        *refs -= 1;
-        if *refs > 0 {
+        if entry.state.subscribers.fetch_sub(1, Ordering::SeqCst) > 1 {
             return;
         }
-        if let Some((_, entry)) = entries.remove(entry_name) {
+        if let Some(entry) = entries.remove(&key) {
             let _ = entry.sink.clone().unsubscribe(&entry.channel).await;
             entry.reader.abort();
         }
+    }
+
+    /// `lock(leaseTime)`'s loop (§3.3) around `attempt`, one acquire; the semaphores' `acquire`
+    /// loops alike (§8.5, §8.6). Try; subscribe `channel` for the local entry `entry_name` of
+    /// the pub/sub class `rule` (within `subscriptionTimeout`); loop { try; sleep on the latch up
+    /// to the returned ttl, or without limit when it is negative }; unsubscribe.
+    async fn acquire_waiting<T, Fut>(
+        &self,
+        entry_name: &str,
+        channel: &str,
+        rule: MessageRule,
+        mut attempt: impl FnMut() -> Fut,
+    ) -> RedisResult<T>
+    where
+        Fut: Future<Output = RedisResult<Attempt<T>>>,
+    {
+        if let Attempt::Acquired(held) = attempt().await? {
+            return Ok(held);
+        }
+        let entry = self.subscribe_in_time(entry_name, channel, rule).await?;
+        let result = async {
+            loop {
+                match attempt().await? {
+                    Attempt::Acquired(held) => return Ok(held),
+                    Attempt::Busy(ttl) => {
+                        let limit = u64::try_from(ttl).ok().map(Duration::from_millis);
+                        entry.state.latch.wait(limit).await;
+                    }
+                }
+            }
+        }
+        .await;
+        self.unsubscribe(entry_name, rule).await;
+        result
+    }
+
+    /// `tryLock(waitTime, …)`'s loop (§3.4) around `attempt`; the semaphores' `tryAcquire(…,
+    /// waitTime, …)` loop alike (§8.5, §8.6). As [`ClientInner::acquire_waiting`], but subscribing
+    /// and every sleep are bounded by what is left of `wait` (a sleep also by the returned ttl
+    /// when it is not negative). `None` when `wait` ran out.
+    async fn try_acquire_waiting<T, Fut>(
+        &self,
+        entry_name: &str,
+        channel: &str,
+        rule: MessageRule,
+        wait: Duration,
+        mut attempt: impl FnMut() -> Fut,
+    ) -> RedisResult<Option<T>>
+    where
+        Fut: Future<Output = RedisResult<Attempt<T>>>,
+    {
+        let deadline = Instant::now() + wait;
+        if let Attempt::Acquired(held) = attempt().await? {
+            return Ok(Some(held));
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Ok(None);
+        }
+        let subscribe = self.subscribe(entry_name, channel, rule);
+        let entry = match tokio::time::timeout(remaining, subscribe).await {
+            Err(_) => return Ok(None),
+            Ok(entry) => entry?,
+        };
+        let result = async {
+            loop {
+                let ttl = match attempt().await? {
+                    Attempt::Acquired(held) => return Ok(Some(held)),
+                    Attempt::Busy(ttl) => ttl,
+                };
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Ok(None);
+                }
+                let limit = match u64::try_from(ttl) {
+                    Ok(ttl) if Duration::from_millis(ttl) < remaining => Duration::from_millis(ttl),
+                    _ => remaining,
+                };
+                entry.state.latch.wait(Some(limit)).await;
+                if Instant::now() >= deadline {
+                    return Ok(None);
+                }
+            }
+        }
+        .await;
+        self.unsubscribe(entry_name, rule).await;
+        result
     }
 }
 
@@ -624,18 +774,71 @@ impl fmt::Debug for JavaClient {
 
 // ===== waiting (§3) =====
 
-/// A local entry (`RedissonLockEntry`, §3.1): the per-client state of one entry name (for an
-/// `RLock`, its lock name), shared by all local waiters: the channel's subscription and a latch.
+/// A local entry (`RedissonLockEntry`, §3.1; `RedissonCountDownLatchEntry`, §8.7): the
+/// per-client state of one entry name (for an `RLock`, its lock name), shared by all local
+/// waiters: the channel's subscription and what its messages act on.
 struct Entry {
     channel: String,
-    latch: Arc<Latch>,
+    state: Arc<EntryState>,
     sink: Sink,
     reader: JoinHandle<()>,
 }
 
-/// What a kind's pub/sub class (`LockPubSub`, §3.2; `SemaphorePubSub`, §8.5; …) does with a
-/// number that arrived on an entry's channel.
-type OnMessage = fn(&Latch, i64);
+/// What an entry's messages act on: the latch the lock and semaphore waiters sleep on, the
+/// reclosable latch the count-down latch waiters sleep on, and how many local subscribers share
+/// the entry (its `counter`).
+#[derive(Debug)]
+struct EntryState {
+    latch: Latch,
+    gate: Gate,
+    subscribers: AtomicUsize,
+}
+
+impl Default for EntryState {
+    /// A new entry, with its first subscriber.
+    fn default() -> Self {
+        Self {
+            latch: Latch::default(),
+            gate: Gate::default(),
+            subscribers: AtomicUsize::new(1),
+        }
+    }
+}
+
+/// A pub/sub class of Redisson: what it does with a number that arrived on an entry's channel.
+/// Each class has its own entry map (§3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum MessageRule {
+    /// `LockPubSub` (§3.2), the rule of every lock kind's entries: `0` releases one permit
+    /// (banked if nobody sleeps), `1` one per sleeping thread; other numbers are ignored.
+    Lock,
+    /// `SemaphorePubSub` (§8.5), of the semaphore's and the permit-expirable semaphore's entries:
+    /// `n` releases `min(subscribers, n)` permits; a negative `n` throws inside Java's listener,
+    /// so it does nothing.
+    Semaphore,
+    /// `CountDownLatchPubSub` (§8.7): `0` opens the reclosable latch, `1` closes it; other
+    /// numbers are ignored.
+    CountDownLatch,
+}
+
+impl MessageRule {
+    /// `onMessage` of the class, for `value` arrived on the channel of `entry`.
+    fn on_message(self, entry: &EntryState, value: i64) {
+        match (self, value) {
+            (Self::Lock, 0) => entry.latch.release(1),
+            (Self::Lock, 1) => entry.latch.release(entry.latch.queue_length()),
+            (Self::Semaphore, permits) => {
+                if let Ok(permits) = usize::try_from(permits) {
+                    let subscribers = entry.subscribers.load(Ordering::SeqCst);
+                    entry.latch.release(permits.min(subscribers));
+                }
+            }
+            (Self::CountDownLatch, 0) => entry.gate.open(),
+            (Self::CountDownLatch, 1) => entry.gate.close(),
+            (Self::Lock | Self::CountDownLatch, _) => {}
+        }
+    }
+}
 
 /// The entry's `java.util.concurrent.Semaphore`, starting with 0 permits.
 #[derive(Debug)]
@@ -683,13 +886,45 @@ impl Latch {
     }
 }
 
-/// `LockPubSub.onMessage` (§3.2), the message rule of every lock kind's entries: `0` releases one
-/// permit (banked if nobody sleeps), `1` one per sleeping thread; other numbers are ignored.
-fn lock_pubsub(latch: &Latch, value: i64) {
-    match value {
-        0 => latch.release(1),
-        1 => latch.release(latch.queue_length()),
-        _ => {}
+/// The count-down latch entry's `ReclosableLatch` (§8.7): closed when the entry is created;
+/// while it is open, waiters pass.
+#[derive(Debug)]
+struct Gate {
+    open: watch::Sender<bool>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self {
+            open: watch::Sender::new(false),
+        }
+    }
+}
+
+impl Gate {
+    /// `open()`: lets every waiter through, now and until closed.
+    fn open(&self) {
+        let _ = self.open.send_replace(true);
+    }
+
+    /// `close()`: later waiters sleep until it opens again.
+    fn close(&self) {
+        let _ = self.open.send_replace(false);
+    }
+
+    /// `await()` or, with a limit, `await(limit)`: returns when the latch is open (at once if it
+    /// is) or when the limit passes, whichever comes first.
+    async fn wait(&self, limit: Option<Duration>) {
+        let mut open = self.open.subscribe();
+        let opened = async {
+            let _ = open.wait_for(|open| *open).await;
+        };
+        match limit {
+            Some(limit) => {
+                let _ = tokio::time::timeout(limit, opened).await;
+            }
+            None => opened.await,
+        }
     }
 }
 
@@ -842,96 +1077,38 @@ impl LockObject {
             .await
     }
 
-    /// `lock(leaseTime)`'s loop (§3.3) around `attempt`, one acquire: try; subscribe `channel` for
-    /// the local entry `entry_name` (within `subscriptionTimeout`); loop { try; sleep on the latch
-    /// up to the returned ttl, or without limit when it is negative }; unsubscribe.
+    /// [`ClientInner::acquire_waiting`] on the lock entry `entry_name` (§3.3).
     async fn lock_waiting<T, Fut>(
         &self,
         entry_name: &str,
         channel: &str,
-        mut attempt: impl FnMut() -> Fut,
+        attempt: impl FnMut() -> Fut,
     ) -> RedisResult<T>
     where
         Fut: Future<Output = RedisResult<Attempt<T>>>,
     {
-        if let Attempt::Acquired(held) = attempt().await? {
-            return Ok(held);
-        }
-        let subscribe = self.client.subscribe(entry_name, channel, lock_pubsub);
-        let timeout = self.client.config.subscription_timeout;
-        let entry = tokio::time::timeout(timeout, subscribe)
-            .await
-            .map_err(|_| {
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("Unable to acquire subscription lock after {timeout:?}"),
-                )
-            })??;
-        let result = async {
-            loop {
-                match attempt().await? {
-                    Attempt::Acquired(held) => return Ok(held),
-                    Attempt::Busy(ttl) => {
-                        let limit = u64::try_from(ttl).ok().map(Duration::from_millis);
-                        entry.latch.wait(limit).await;
-                    }
-                }
-            }
-        }
-        .await;
-        self.client.unsubscribe(entry_name).await;
-        result
+        let rule = MessageRule::Lock;
+        let waiting = self
+            .client
+            .acquire_waiting(entry_name, channel, rule, attempt);
+        waiting.await
     }
 
-    /// `tryLock(waitTime, …)`'s loop (§3.4) around `attempt`: as [`LockObject::lock_waiting`], but
-    /// subscribing and every sleep are bounded by what is left of `wait` (a sleep also by the
-    /// returned ttl when it is not negative). `None` when `wait` ran out.
+    /// [`ClientInner::try_acquire_waiting`] on the lock entry `entry_name` (§3.4).
     async fn try_lock_waiting<T, Fut>(
         &self,
         entry_name: &str,
         channel: &str,
         wait: Duration,
-        mut attempt: impl FnMut() -> Fut,
+        attempt: impl FnMut() -> Fut,
     ) -> RedisResult<Option<T>>
     where
         Fut: Future<Output = RedisResult<Attempt<T>>>,
     {
-        let deadline = Instant::now() + wait;
-        if let Attempt::Acquired(held) = attempt().await? {
-            return Ok(Some(held));
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Ok(None);
-        }
-        let subscribe = self.client.subscribe(entry_name, channel, lock_pubsub);
-        let entry = match tokio::time::timeout(remaining, subscribe).await {
-            Err(_) => return Ok(None),
-            Ok(entry) => entry?,
-        };
-        let result = async {
-            loop {
-                let ttl = match attempt().await? {
-                    Attempt::Acquired(held) => return Ok(Some(held)),
-                    Attempt::Busy(ttl) => ttl,
-                };
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                if remaining.is_zero() {
-                    return Ok(None);
-                }
-                let limit = match u64::try_from(ttl) {
-                    Ok(ttl) if Duration::from_millis(ttl) < remaining => Duration::from_millis(ttl),
-                    _ => remaining,
-                };
-                entry.latch.wait(Some(limit)).await;
-                if Instant::now() >= deadline {
-                    return Ok(None);
-                }
-            }
-        }
-        .await;
-        self.client.unsubscribe(entry_name).await;
-        result
+        let rule = MessageRule::Lock;
+        let client = &self.client;
+        let waiting = client.try_acquire_waiting(entry_name, channel, rule, wait, attempt);
+        waiting.await
     }
 
     /// [`LockObject::lock_waiting`] on this object's entry, as every kind's waiters share it but
@@ -1313,6 +1490,54 @@ impl Wire {
         }
         let script = format!("{prelude}{}", release.body);
         self.eval(&script, &keys, &args).await
+    }
+}
+
+// ===== synchronizer scripts (§8.5 – §8.7) =====
+
+/// A synchronizer script (semaphore, permit-expirable semaphore, count-down latch) as a kind
+/// writes it, before what the version adds (see [`Wire::eval_publishing`]).
+struct Publishing<'a> {
+    /// The script after the version's prelude. It reads its arguments from the Lua local `argv`,
+    /// numbered as Java 3.22+ sends them (the publish command right after `head`), and may call
+    /// `publish(channel, message)`.
+    body: &'a str,
+    keys: &'a [&'a str],
+    /// The arguments before the publish command.
+    head: Vec<Vec<u8>>,
+    /// The arguments after it (the permit ids of a permit-expirable semaphore's acquire).
+    tail: Vec<Vec<u8>>,
+}
+
+/// One script argument as Redisson encodes a number or a string: its text in UTF-8 (§0).
+fn text_arg(value: impl fmt::Display) -> Vec<u8> {
+    value.to_string().into_bytes()
+}
+
+impl Wire {
+    /// Runs a synchronizer script as this version sends it (§2.6): 3.22+ passes the publish
+    /// command between the script's `head` and `tail` arguments, and the script publishes with
+    /// it; ≤3.21 sends the arguments without it and publishes with a literal `publish`, which the
+    /// prelude puts into `argv` in the command's place, so that one body serves both.
+    async fn eval_publishing<T: FromRedisValue>(&self, script: Publishing<'_>) -> RedisResult<T> {
+        let at = script.head.len() + 1;
+        let mut args = script.head;
+        let argv = if self.version.passes_publish_command() {
+            args.push(self.publish.as_bytes().to_vec());
+            "local argv = ARGV;".to_owned()
+        } else {
+            format!("local argv = {{unpack(ARGV)}};\ntable.insert(argv, {at}, 'publish');")
+        };
+        args.extend(script.tail);
+        let lua = format!(
+            "{argv}
+local function publish(channel, message)
+    redis.call(argv[{at}], channel, message);
+end;
+{}",
+            script.body
+        );
+        self.eval_args(&lua, script.keys, &args).await
     }
 }
 
