@@ -468,3 +468,48 @@ async fn dropped_latch_waiters_leave_no_subscription() {
     assert_eq!(client.stats().subscribed_channels, 0);
     assert_eq!(latch.count().await.expect("count"), 1);
 }
+
+#[tokio::test]
+async fn a_semaphore_acquire_dropped_in_flight_gives_back_what_it_took() {
+    let server = RedisServer::start();
+    let client = harness::client(&server).await;
+    let mut redis = harness::raw(&server).await;
+    let semaphore = client.semaphore("sem:in-flight");
+    assert!(semaphore.try_set_permits(3).await.expect("set"));
+    harness::pause_clients(&mut redis, 300).await;
+    // Sent, then dropped while Redis sits on it: the reply arrives with nobody to take it.
+    let dropped = tokio::time::timeout(Duration::from_millis(50), semaphore.acquire(2)).await;
+    assert!(dropped.is_err(), "still in flight when dropped");
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    client.close().await;
+    assert_eq!(
+        semaphore.available_permits().await.expect("get"),
+        3,
+        "taken, then given back"
+    );
+    let calls = command_calls(&mut redis).await;
+    assert_eq!(
+        calls.get("publish").copied().unwrap_or(0),
+        2,
+        "set-up, then the give-back (the acquire ran once)"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_expirable_acquire_reply_is_undone_by_permit_id() {
+    let server = RedisServer::start();
+    let client = harness::fast_timeouts(&server).await;
+    let mut redis = harness::raw(&server).await;
+    let semaphore = client.permit_expirable_semaphore("pes:lost");
+    assert!(semaphore.try_set_permits(2).await.expect("set"));
+    harness::pause_clients(&mut redis, 300).await;
+    let outcome = semaphore.try_acquire().await;
+    assert!(
+        matches!(outcome, Err(Error::Timeout { .. } | Error::Backend { .. })),
+        "{outcome:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    client.close().await;
+    assert_eq!(semaphore.acquired_permits().await.expect("acquired"), 0);
+    assert_eq!(semaphore.available_permits().await.expect("available"), 2);
+}
