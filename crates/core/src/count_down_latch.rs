@@ -20,10 +20,10 @@ use std::time::Duration;
 
 use redis::Script;
 
-use crate::engine::{self, Attempt, Listen, RECHECK, Replicas, Wait, degraded_poll};
+use crate::engine::{self, Attempt, Object, RECHECK, Replicas, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::names;
-use crate::scripts::{ScriptCall, lua};
+use crate::scripts::lua;
 use crate::services::Services;
 use crate::wake::WakeRule;
 
@@ -69,32 +69,20 @@ const CLOSE: &str = "1";
 /// ```
 #[derive(Clone)]
 pub struct CountDownLatch {
-    services: Arc<Services>,
-    name: Arc<str>,
-    channel: Arc<str>,
+    object: Object,
 }
 
 impl CountDownLatch {
     pub(crate) fn new(services: Arc<Services>, name: String) -> Self {
+        let channel = names::latch_channel(&name);
         Self {
-            channel: names::latch_channel(&name).into(),
-            name: name.into(),
-            services,
+            object: Object::new(services, "count-down latch", name, channel),
         }
     }
 
     /// The latch's name.
     pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn check_name(&self) -> Result<()> {
-        if self.name.is_empty() {
-            return Err(Error::InvalidArgument(
-                "a count-down latch name must not be empty".into(),
-            ));
-        }
-        Ok(())
+        &self.object.name
     }
 
     /// Sets the count if the latch has none (it is open); returns whether it did. Setting a count
@@ -109,13 +97,20 @@ impl CountDownLatch {
     ///
     /// Not cancel safe: if dropped, the count may or may not have been set.
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
-        self.check_name()?;
+        self.object.check_name()?;
         let call = self
+            .object
             .call(&TRY_SET_COUNT)
             .arg(CLOSE)
             .arg(count)
-            .arg(self.services.publish);
-        let set: i64 = engine::update(&self.services, &self.name, call, Replicas::Skip).await?;
+            .arg(self.object.services.publish);
+        let set: i64 = engine::update(
+            &self.object.services,
+            &self.object.name,
+            call,
+            Replicas::Skip,
+        )
+        .await?;
         Ok(set == 1)
     }
 
@@ -131,12 +126,16 @@ impl CountDownLatch {
     ///
     /// Cancel safe: once called, the count-down completes even if the future is dropped.
     pub async fn count_down(&self) -> Result<()> {
-        self.check_name()?;
-        let call = self.call(&COUNT_DOWN).arg(OPEN).arg(self.services.publish);
+        self.object.check_name()?;
+        let call = self
+            .object
+            .call(&COUNT_DOWN)
+            .arg(OPEN)
+            .arg(self.object.services.publish);
         let _ = engine::write_detached(
-            &self.services,
+            &self.object.services,
             Operation::CountDown,
-            &self.name,
+            &self.object.name,
             call,
             Replicas::Skip,
             |_, _| async {},
@@ -156,26 +155,13 @@ impl CountDownLatch {
     ///
     /// Cancel safe: it only reads.
     pub async fn count(&self) -> Result<u64> {
-        self.check_name()?;
-        let value: Option<String> = self
-            .services
-            .commands
-            .query(
-                Operation::Query,
-                &self.name,
-                redis::cmd("GET").arg(&*self.name),
-            )
-            .await?;
-        value.map_or(Ok(0), |value| {
-            value
-                .parse()
-                .map_err(|_| Error::unexpected(Operation::Query, &self.name, value))
-        })
+        self.object.read_integer().await
     }
 
     /// Deletes the latch (its count); returns whether it had one. Like Redisson, this publishes the
-    /// closing message, so waiters keep waiting for a count that will never reach zero unless a new
-    /// count is set and counted down.
+    /// closing message. A deleted latch has count 0, so rlock's waiters see it open at their next
+    /// re-check (within a second); Java's stay asleep until the next opening message, as they
+    /// only read the count when woken.
     ///
     /// # Errors
     ///
@@ -185,9 +171,19 @@ impl CountDownLatch {
     ///
     /// Not cancel safe: if dropped, the latch may or may not have been deleted.
     pub async fn delete(&self) -> Result<bool> {
-        self.check_name()?;
-        let call = self.call(&DELETE).arg(CLOSE).arg(self.services.publish);
-        let deleted: i64 = engine::update(&self.services, &self.name, call, Replicas::Skip).await?;
+        self.object.check_name()?;
+        let call = self
+            .object
+            .call(&DELETE)
+            .arg(CLOSE)
+            .arg(self.object.services.publish);
+        let deleted: i64 = engine::update(
+            &self.object.services,
+            &self.object.name,
+            call,
+            Replicas::Skip,
+        )
+        .await?;
         Ok(deleted == 1)
     }
 
@@ -203,7 +199,7 @@ impl CountDownLatch {
     pub async fn await_zero(&self) -> Result<()> {
         self.await_open(Wait::Forever)
             .await?
-            .ok_or_else(|| Error::timeout(Operation::Query, &self.name, Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Query, &self.object.name, Duration::MAX))
     }
 
     /// Waits up to `timeout` for the count to reach zero; returns whether it did: Redisson's
@@ -221,13 +217,9 @@ impl CountDownLatch {
     }
 
     async fn await_open(&self, patience: Wait) -> Result<Option<()>> {
-        self.check_name()?;
-        let listen = Listen {
-            name: &self.name,
-            channel: Some((self.channel.as_ref().into(), WakeRule::Latch)),
-            poll_delay: &degraded_poll,
-        };
-        engine::wait_on(&self.services, listen, patience, || {
+        self.object.check_name()?;
+        let listen = self.object.listen(WakeRule::Latch);
+        engine::wait_on(&self.object.services, listen, patience, || {
             Box::pin(async {
                 Ok(match self.count().await? {
                     0 => Attempt::Acquired(()),
@@ -237,17 +229,12 @@ impl CountDownLatch {
         })
         .await
     }
-
-    /// A script call on this latch: the count, then the channel.
-    fn call(&self, script: &'static LazyLock<Script>) -> ScriptCall {
-        ScriptCall::new(script).key(&*self.name).key(&*self.channel)
-    }
 }
 
 impl fmt::Debug for CountDownLatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CountDownLatch")
-            .field("name", &self.name)
+            .field("name", &self.name())
             .finish_non_exhaustive()
     }
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::{Script, Value};
 
 use crate::connection::Written;
-use crate::engine::{self, Attempt, Listen, RECHECK, Replicas, Synced, Undo, Wait, degraded_poll};
+use crate::engine::{self, Attempt, Object, RECHECK, Replicas, Synced, Undo, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
@@ -130,34 +130,26 @@ impl FromStr for PermitId {
 /// ```
 #[derive(Clone)]
 pub struct PermitExpirableSemaphore {
-    services: Arc<Services>,
-    name: Arc<str>,
+    object: Object,
+    /// The taken permits' expiries: `{name}:timeout`.
     timeouts: Arc<str>,
-    channel: Arc<str>,
 }
 
 impl PermitExpirableSemaphore {
     pub(crate) fn new(services: Arc<Services>, name: String) -> Self {
+        let (timeouts, channel) = (
+            names::permit_timeouts(&name),
+            names::semaphore_channel(&name),
+        );
         Self {
-            timeouts: names::permit_timeouts(&name).into(),
-            channel: names::semaphore_channel(&name).into(),
-            name: name.into(),
-            services,
+            object: Object::new(services, "semaphore", name, channel),
+            timeouts: timeouts.into(),
         }
     }
 
     /// The semaphore's name.
     pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn check_name(&self) -> Result<()> {
-        if self.name.is_empty() {
-            return Err(Error::InvalidArgument(
-                "a semaphore name must not be empty".into(),
-            ));
-        }
-        Ok(())
+        &self.object.name
     }
 
     /// Sets the number of permits if the semaphore does not exist yet; returns whether it did.
@@ -171,12 +163,12 @@ impl PermitExpirableSemaphore {
     ///
     /// Not cancel safe: if dropped, the permits may or may not have been set.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.check_name()?;
-        let call = ScriptCall::new(&TRY_SET_PERMITS)
-            .key(&*self.name)
-            .key(&*self.channel)
+        self.object.check_name()?;
+        let call = self
+            .object
+            .call(&TRY_SET_PERMITS)
             .arg(permits)
-            .arg(self.services.publish);
+            .arg(self.object.services.publish);
         Ok(self.update::<i64>(call).await? == 1)
     }
 
@@ -191,11 +183,11 @@ impl PermitExpirableSemaphore {
     ///
     /// Not cancel safe: if dropped, the permits may or may not have been set.
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
-        self.check_name()?;
+        self.object.check_name()?;
         let call = self
             .release_keys(&SET_PERMITS)
             .arg(permits)
-            .arg(self.services.publish);
+            .arg(self.object.services.publish);
         self.update::<i64>(call).await.map(|_| ())
     }
 
@@ -210,12 +202,12 @@ impl PermitExpirableSemaphore {
     ///
     /// Not cancel safe: if dropped, the permits may or may not have been added.
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
-        self.check_name()?;
-        let call = ScriptCall::new(&ADD_PERMITS)
-            .key(&*self.name)
-            .key(&*self.channel)
+        self.object.check_name()?;
+        let call = self
+            .object
+            .call(&ADD_PERMITS)
             .arg(permits)
-            .arg(self.services.publish);
+            .arg(self.object.services.publish);
         self.update::<i64>(call).await.map(|_| ())
     }
 
@@ -267,7 +259,7 @@ impl PermitExpirableSemaphore {
     ) -> Result<Vec<PermitId>> {
         self.take(permits, Wait::Forever, lease)
             .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.name, Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.object.name, Duration::MAX))
     }
 
     /// Takes a permit that does not expire if one is available now.
@@ -337,7 +329,7 @@ impl PermitExpirableSemaphore {
         self.take(1, patience, lease)
             .await?
             .and_then(|ids| ids.into_iter().next())
-            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.name, Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.object.name, Duration::MAX))
     }
 
     async fn try_acquire_one(
@@ -355,19 +347,15 @@ impl PermitExpirableSemaphore {
         patience: Wait,
         lease: Option<Duration>,
     ) -> Result<Option<Vec<PermitId>>> {
-        self.check_name()?;
+        self.object.check_name()?;
         if permits == 0 {
             return Err(Error::InvalidArgument("acquire at least one permit".into()));
         }
         let lease = lease
             .map(|lease| engine::millis(lease, "a permit's lease"))
             .transpose()?;
-        let listen = Listen {
-            name: &self.name,
-            channel: Some((self.channel.as_ref().into(), WakeRule::Permits)),
-            poll_delay: &degraded_poll,
-        };
-        engine::wait_on(&self.services, listen, patience, || {
+        let listen = self.object.listen(WakeRule::Permits);
+        engine::wait_on(&self.object.services, listen, patience, || {
             Box::pin(self.attempt(permits, lease))
         })
         .await
@@ -376,66 +364,86 @@ impl PermitExpirableSemaphore {
     /// One try to take `permits` with fresh ids: undone and tried again while no replica
     /// acknowledges it.
     async fn attempt(&self, permits: u32, lease: Option<u64>) -> Result<Attempt<Vec<PermitId>>> {
-        engine::until_synced(&self.services, Operation::Acquire, &self.name, || async {
-            let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
-            let now = epoch_millis();
-            let conn = self
-                .services
-                .commands
-                .get(Operation::Acquire, &self.name)
-                .await?;
-            // A permit that does not expire is undone for as long as a watchdog hold would live.
-            let patience = lease.map_or(self.services.watchdog.timeout(), Duration::from_millis);
-            let mut undo = Undo::arm(&self.services, conn, self.undo_call(&ids), patience);
-            let expiry = lease.map_or_else(|| NON_EXPIRING.to_owned(), |l| (now + l).to_string());
-            let mut call = ScriptCall::new(&ACQUIRE)
-                .key(&*self.name)
-                .key(&*self.timeouts)
-                .key(&*self.channel)
-                .arg(permits)
-                .arg(expiry)
-                .arg(now)
-                .arg(NON_EXPIRING)
-                .arg(self.services.publish);
-            for id in &ids {
-                call = call.arg_bytes(id.as_bytes());
-            }
-            let (reply, unsynced) = match self
-                .services
-                .commands
-                .write(&mut undo.conn.conn, &call)
-                .await
-            {
-                Written::Ran(reply) => (reply, None),
-                Written::Unsynced { reply, replicas } => (reply, Some(replicas)),
-                Written::Refused(e) => {
-                    undo.disarm();
-                    return Err(Error::from_redis(Operation::Acquire, &self.name, e));
+        engine::until_synced(
+            &self.object.services,
+            Operation::Acquire,
+            &self.object.name,
+            || async {
+                let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
+                let now = epoch_millis();
+                let conn = self
+                    .object
+                    .services
+                    .commands
+                    .get(Operation::Acquire, &self.object.name)
+                    .await?;
+                // A permit that does not expire is undone for as long as a watchdog hold would live.
+                let patience = lease.map_or(
+                    self.object.services.watchdog.timeout(),
+                    Duration::from_millis,
+                );
+                let mut undo =
+                    Undo::arm(&self.object.services, conn, self.undo_call(&ids), patience);
+                let expiry =
+                    lease.map_or_else(|| NON_EXPIRING.to_owned(), |l| (now + l).to_string());
+                let mut call = ScriptCall::new(&ACQUIRE)
+                    .key(&*self.object.name)
+                    .key(&*self.timeouts)
+                    .key(&*self.object.channel)
+                    .arg(permits)
+                    .arg(expiry)
+                    .arg(now)
+                    .arg(NON_EXPIRING)
+                    .arg(self.object.services.publish);
+                for id in &ids {
+                    call = call.arg_bytes(id.as_bytes());
                 }
-                // The armed undo gives back whatever the script may have taken.
-                Written::Unknown(unknown) => {
-                    return Err(unknown.into_error(Operation::Acquire, &self.name));
+                let (reply, unsynced) = match self
+                    .object
+                    .services
+                    .commands
+                    .write(&mut undo.conn.conn, &call)
+                    .await
+                {
+                    Written::Ran(reply) => (reply, None),
+                    Written::Unsynced { reply, replicas } => (reply, Some(replicas)),
+                    Written::Refused(e) => {
+                        undo.disarm();
+                        return Err(Error::from_redis(Operation::Acquire, &self.object.name, e));
+                    }
+                    // The armed undo gives back whatever the script may have taken.
+                    Written::Unknown(unknown) => {
+                        return Err(unknown.into_error(Operation::Acquire, &self.object.name));
+                    }
+                };
+                match (decode_acquire(&reply, now), unsynced) {
+                    // Dropping the armed undo gives the permits back; Redisson's `handleNoSync`.
+                    (Some(Attempt::Acquired(())), Some(replicas)) => {
+                        Ok(Synced::Unsynced { replicas })
+                    }
+                    (Some(Attempt::Acquired(())), None) => {
+                        undo.disarm();
+                        Ok(Synced::Done(Attempt::Acquired(ids)))
+                    }
+                    (Some(Attempt::Busy(bound)), _) => {
+                        undo.disarm();
+                        Ok(Synced::Done(Attempt::Busy(bound)))
+                    }
+                    (None, _) => Err(Error::unexpected(
+                        Operation::Acquire,
+                        &self.object.name,
+                        reply,
+                    )),
                 }
-            };
-            match (decode_acquire(&reply, now), unsynced) {
-                // Dropping the armed undo gives the permits back; Redisson's `handleNoSync`.
-                (Some(Attempt::Acquired(())), Some(replicas)) => Ok(Synced::Unsynced { replicas }),
-                (Some(Attempt::Acquired(())), None) => {
-                    undo.disarm();
-                    Ok(Synced::Done(Attempt::Acquired(ids)))
-                }
-                (Some(Attempt::Busy(bound)), _) => {
-                    undo.disarm();
-                    Ok(Synced::Done(Attempt::Busy(bound)))
-                }
-                (None, _) => Err(Error::unexpected(Operation::Acquire, &self.name, reply)),
-            }
-        })
+            },
+        )
         .await
     }
 
     fn undo_call(&self, ids: &[PermitId]) -> ScriptCall {
-        let mut call = self.release_keys(&UNDO_ACQUIRE).arg(self.services.publish);
+        let mut call = self
+            .release_keys(&UNDO_ACQUIRE)
+            .arg(self.object.services.publish);
         for id in ids {
             call = call.arg_bytes(id.as_bytes());
         }
@@ -455,13 +463,13 @@ impl PermitExpirableSemaphore {
     /// Not cancel safe: if dropped, the permit may or may not have been given back (releasing it
     /// again then returns `false`).
     pub async fn try_release(&self, id: PermitId) -> Result<bool> {
-        self.check_name()?;
+        self.object.check_name()?;
         let call = self
             .release_keys(&RELEASE)
             .arg_bytes(id.as_bytes())
             .arg(1)
             .arg(epoch_millis())
-            .arg(self.services.publish);
+            .arg(self.object.services.publish);
         Ok(self.update::<i64>(call).await? == 1)
     }
 
@@ -494,14 +502,14 @@ impl PermitExpirableSemaphore {
     ///
     /// As [`PermitExpirableSemaphore::try_release`].
     pub async fn try_release_many(&self, ids: &[PermitId]) -> Result<usize> {
-        self.check_name()?;
+        self.object.check_name()?;
         if ids.is_empty() {
             return Ok(0);
         }
         let mut call = self
             .release_keys(&RELEASE_MANY)
             .arg(epoch_millis())
-            .arg(self.services.publish);
+            .arg(self.object.services.publish);
         for id in ids {
             call = call.arg_bytes(id.as_bytes());
         }
@@ -521,7 +529,7 @@ impl PermitExpirableSemaphore {
     ///
     /// Not cancel safe: if dropped, the lease may or may not have been updated.
     pub async fn update_lease_time(&self, id: PermitId, lease: Duration) -> Result<bool> {
-        self.check_name()?;
+        self.object.check_name()?;
         let lease = engine::millis(lease, "a permit's lease")?;
         let now = epoch_millis();
         let call = self
@@ -529,7 +537,7 @@ impl PermitExpirableSemaphore {
             .arg_bytes(id.as_bytes())
             .arg(now + lease)
             .arg(now)
-            .arg(self.services.publish);
+            .arg(self.object.services.publish);
         Ok(self.update::<i64>(call).await? == 1)
     }
 
@@ -544,12 +552,12 @@ impl PermitExpirableSemaphore {
     ///
     /// Cancel safe: it reads (and counts expired permits back in, which any call may do).
     pub async fn lease_time(&self, id: PermitId) -> Result<Option<Duration>> {
-        self.check_name()?;
+        self.object.check_name()?;
         let call = self
             .reclaiming(&LEASE_TIME)
             .arg_bytes(id.as_bytes())
             .arg(epoch_millis())
-            .arg(self.services.publish)
+            .arg(self.object.services.publish)
             .arg(NON_EXPIRING);
         match self.update::<Option<i64>>(call).await? {
             None => Err(self.not_found(id)),
@@ -599,11 +607,11 @@ impl PermitExpirableSemaphore {
     }
 
     async fn counts(&self) -> Result<(i64, u64)> {
-        self.check_name()?;
+        self.object.check_name()?;
         let call = self
             .reclaiming(&PERMITS)
             .arg(epoch_millis())
-            .arg(self.services.publish);
+            .arg(self.object.services.publish);
         self.update(call).await
     }
 
@@ -619,13 +627,14 @@ impl PermitExpirableSemaphore {
     ///
     /// Cancel safe: it only reads.
     pub async fn permit_expiries(&self) -> Result<Vec<(PermitId, Option<SystemTime>)>> {
-        self.check_name()?;
+        self.object.check_name()?;
         let members: Vec<(Vec<u8>, String)> = self
+            .object
             .services
             .commands
             .query(
                 Operation::Query,
-                &self.name,
+                &self.object.name,
                 redis::cmd("ZRANGE")
                     .arg(&*self.timeouts)
                     .arg(0)
@@ -636,7 +645,7 @@ impl PermitExpirableSemaphore {
         members
             .into_iter()
             .map(|(id, score)| {
-                let bad = || Error::unexpected(Operation::Query, &self.name, (&id, &score));
+                let bad = || Error::unexpected(Operation::Query, &self.object.name, (&id, &score));
                 let id = PermitId(<[u8; 16]>::try_from(id.as_slice()).map_err(|_| bad())?);
                 if score == NON_EXPIRING {
                     return Ok((id, None));
@@ -658,14 +667,17 @@ impl PermitExpirableSemaphore {
     ///
     /// Not cancel safe: if dropped, the semaphore may or may not have been deleted.
     pub async fn delete(&self) -> Result<bool> {
-        self.check_name()?;
+        self.object.check_name()?;
         let deleted: i64 = self
+            .object
             .services
             .commands
             .query(
                 Operation::Update,
-                &self.name,
-                redis::cmd("DEL").arg(&*self.name).arg(&*self.timeouts),
+                &self.object.name,
+                redis::cmd("DEL")
+                    .arg(&*self.object.name)
+                    .arg(&*self.timeouts),
             )
             .await?;
         Ok(deleted > 0)
@@ -673,7 +685,7 @@ impl PermitExpirableSemaphore {
 
     fn not_found(&self, id: PermitId) -> Error {
         Error::PermitNotFound {
-            name: self.name.to_string(),
+            name: self.object.name.to_string(),
             permit: id.to_string(),
         }
     }
@@ -681,28 +693,34 @@ impl PermitExpirableSemaphore {
     /// A call with the release scripts' keys: the permits, the channel, the timeouts.
     fn release_keys(&self, script: &'static LazyLock<Script>) -> ScriptCall {
         ScriptCall::new(script)
-            .key(&*self.name)
-            .key(&*self.channel)
+            .key(&*self.object.name)
+            .key(&*self.object.channel)
             .key(&*self.timeouts)
     }
 
     /// A call with the reclaiming scripts' keys: the permits, the timeouts, the channel.
     fn reclaiming(&self, script: &'static LazyLock<Script>) -> ScriptCall {
         ScriptCall::new(script)
-            .key(&*self.name)
+            .key(&*self.object.name)
             .key(&*self.timeouts)
-            .key(&*self.channel)
+            .key(&*self.object.channel)
     }
 
     async fn update<T: redis::FromRedisValue>(&self, call: ScriptCall) -> Result<T> {
-        engine::update(&self.services, &self.name, call, Replicas::Wait).await
+        engine::update(
+            &self.object.services,
+            &self.object.name,
+            call,
+            Replicas::Wait,
+        )
+        .await
     }
 }
 
 impl fmt::Debug for PermitExpirableSemaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PermitExpirableSemaphore")
-            .field("name", &self.name)
+            .field("name", &self.name())
             .finish_non_exhaustive()
     }
 }

@@ -13,7 +13,10 @@
 //!   last ones are awaited), and set to the lease by `PEXPIRE` once all are held;
 //! * when a member cannot be taken (busy, or an error), everything taken so far is released; with a
 //!   wait left, it starts over from the first member, else it gives up; a red lock tolerates
-//!   failures while a majority can still be taken;
+//!   failures while a majority can still be taken. Before starting over rlock pauses 10–50 ms (at
+//!   random), where Redisson starts over at once: the multi-lock that waits for what was just
+//!   released then gets it, instead of the releaser taking it straight back (seen in a test: two
+//!   opposite-order multi-locks re-taking their own halves round after round);
 //! * waiting forever is a loop of tries with a wait of 1.5 s per member (randomised below the
 //!   lease when there is one), so that two multi-locks taking the same locks in opposite orders
 //!   cannot deadlock: one of them gives up its half and the other completes.
@@ -37,6 +40,13 @@ use crate::owner::Owner;
 /// The wait per member when a multi-lock waits forever: 1.5 s times the number of members, as in
 /// Redisson.
 const WAIT_PER_MEMBER: Duration = Duration::from_millis(1500);
+
+/// How long a multi-lock that released its members (one was busy) pauses before starting over,
+/// drawn at random: long enough for a waiter on another client to be woken and take what was
+/// released (a message and a script, about a millisecond on a LAN), so two multi-locks taking the
+/// same locks in opposite orders do not keep re-taking their own halves.
+const YIELD_AFTER_RELEASE: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_millis(50));
 
 /// A lock of any kind, on any client, as a member of a [`MultiLock`] or [`RedLock`]: made with
 /// `From` (`lock.into()`, or `AnyLock::from(lock)`).
@@ -398,7 +408,10 @@ impl MultiLock {
                         if wait.is_none() {
                             return last_error.map_or(Ok(None), Err);
                         }
-                        // Start over from the first member, with what is left of the wait.
+                        // Start over from the first member, with what is left of the wait; but
+                        // first let whoever waits for what was just released take it.
+                        let pause = random_between(YIELD_AFTER_RELEASE.0, YIELD_AFTER_RELEASE.1);
+                        tokio::time::sleep(pause.min(remaining.unwrap_or(pause))).await;
                         failures_left = allowed;
                         last_error = None;
                         next = 0;

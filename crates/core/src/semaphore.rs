@@ -25,9 +25,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{
-    self, Applied, Attempt, Listen, RECHECK, Replicas, Synced, Wait, degraded_poll,
-};
+use crate::engine::{self, Applied, Attempt, Object, RECHECK, Replicas, Synced, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
@@ -73,32 +71,20 @@ static DRAIN: LazyLock<Script> = lua!("semaphore_drain.lua");
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
-    services: Arc<Services>,
-    name: Arc<str>,
-    channel: Arc<str>,
+    object: Object,
 }
 
 impl Semaphore {
     pub(crate) fn new(services: Arc<Services>, name: String) -> Self {
+        let channel = names::semaphore_channel(&name);
         Self {
-            channel: names::semaphore_channel(&name).into(),
-            name: name.into(),
-            services,
+            object: Object::new(services, "semaphore", name, channel),
         }
     }
 
     /// The semaphore's name.
     pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn check_name(&self) -> Result<()> {
-        if self.name.is_empty() {
-            return Err(Error::InvalidArgument(
-                "a semaphore name must not be empty".into(),
-            ));
-        }
-        Ok(())
+        &self.object.name
     }
 
     /// Sets the number of permits if the semaphore does not exist yet; returns whether it did.
@@ -114,9 +100,10 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the permits may or may not have been set.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         self.set_up(
-            self.call(&TRY_SET_PERMITS)
+            self.object
+                .call(&TRY_SET_PERMITS)
                 .arg(permits)
-                .arg(self.services.publish),
+                .arg(self.object.services.publish),
         )
         .await
     }
@@ -134,16 +121,17 @@ impl Semaphore {
     pub async fn try_set_permits_with_ttl(&self, permits: u32, ttl: Duration) -> Result<bool> {
         let ttl = engine::millis(ttl, "a semaphore's time to live")?;
         self.set_up(
-            self.call(&TRY_SET_PERMITS)
+            self.object
+                .call(&TRY_SET_PERMITS)
                 .arg(permits)
-                .arg(self.services.publish)
+                .arg(self.object.services.publish)
                 .arg(ttl),
         )
         .await
     }
 
     async fn set_up(&self, call: ScriptCall) -> Result<bool> {
-        self.check_name()?;
+        self.object.check_name()?;
         let set: i64 = self.update(call).await?;
         Ok(set == 1)
     }
@@ -160,12 +148,13 @@ impl Semaphore {
     ///
     /// Not cancel safe: if dropped, the permits may or may not have been added.
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
-        self.check_name()?;
+        self.object.check_name()?;
         let _: i64 = self
             .update(
-                self.call(&ADD_PERMITS)
+                self.object
+                    .call(&ADD_PERMITS)
                     .arg(permits)
-                    .arg(self.services.publish),
+                    .arg(self.object.services.publish),
             )
             .await?;
         Ok(())
@@ -182,8 +171,8 @@ impl Semaphore {
     ///
     /// Not cancel safe: if dropped, the permits may or may not have been taken.
     pub async fn drain_permits(&self) -> Result<i64> {
-        self.check_name()?;
-        self.update(self.call(&DRAIN)).await
+        self.object.check_name()?;
+        self.update(self.object.call(&DRAIN)).await
     }
 
     /// How many permits are available right now (0 for a semaphore that does not exist); negative
@@ -198,21 +187,7 @@ impl Semaphore {
     ///
     /// Cancel safe: it only reads.
     pub async fn available_permits(&self) -> Result<i64> {
-        self.check_name()?;
-        let value: Option<String> = self
-            .services
-            .commands
-            .query(
-                Operation::Query,
-                &self.name,
-                redis::cmd("GET").arg(&*self.name),
-            )
-            .await?;
-        value.map_or(Ok(0), |value| {
-            value
-                .parse()
-                .map_err(|_| Error::unexpected(Operation::Query, &self.name, value))
-        })
+        self.object.read_integer().await
     }
 
     /// Deletes the semaphore; returns whether it existed. Waiters keep waiting until permits are
@@ -226,14 +201,15 @@ impl Semaphore {
     ///
     /// Not cancel safe: if dropped, the semaphore may or may not have been deleted.
     pub async fn delete(&self) -> Result<bool> {
-        self.check_name()?;
+        self.object.check_name()?;
         let deleted: i64 = self
+            .object
             .services
             .commands
             .query(
                 Operation::Update,
-                &self.name,
-                redis::cmd("DEL").arg(&*self.name),
+                &self.object.name,
+                redis::cmd("DEL").arg(&*self.object.name),
             )
             .await?;
         Ok(deleted == 1)
@@ -255,7 +231,7 @@ impl Semaphore {
     pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermits> {
         self.take(permits, Wait::Forever)
             .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.name, Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.object.name, Duration::MAX))
     }
 
     /// Takes `permits` permits if they are available now; `None` if not: Redisson's
@@ -291,16 +267,12 @@ impl Semaphore {
     }
 
     async fn take(&self, permits: u32, patience: Wait) -> Result<Option<SemaphorePermits>> {
-        self.check_name()?;
+        self.object.check_name()?;
         if permits == 0 {
             return Ok(Some(SemaphorePermits::new(self.clone(), 0)));
         }
-        let listen = Listen {
-            name: &self.name,
-            channel: Some((self.channel.as_ref().into(), WakeRule::Permits)),
-            poll_delay: &degraded_poll,
-        };
-        let taken = engine::wait_on(&self.services, listen, patience, || {
+        let listen = self.object.listen(WakeRule::Permits);
+        let taken = engine::wait_on(&self.object.services, listen, patience, || {
             Box::pin(self.attempt(permits))
         })
         .await?;
@@ -309,47 +281,61 @@ impl Semaphore {
 
     /// One try to take `permits`: given back and tried again while no replica acknowledges it.
     async fn attempt(&self, permits: u32) -> Result<Attempt<()>> {
-        engine::until_synced(&self.services, Operation::Acquire, &self.name, || async {
-            let call = self.call(&TRY_ACQUIRE).arg(permits);
-            let semaphore = self.clone();
-            let Applied { reply, unsynced } = engine::write_detached(
-                &self.services,
-                Operation::Acquire,
-                &self.name,
-                call,
-                Replicas::Wait,
-                move |_, applied| async move {
-                    if applied.reply == Value::Int(1) {
-                        semaphore.give_back(permits, "its caller went away").await;
+        engine::until_synced(
+            &self.object.services,
+            Operation::Acquire,
+            &self.object.name,
+            || async {
+                // The one script of the semaphore that publishes nothing takes no channel key.
+                let call = ScriptCall::new(&TRY_ACQUIRE)
+                    .key(&*self.object.name)
+                    .arg(permits);
+                let semaphore = self.clone();
+                let Applied { reply, unsynced } = engine::write_detached(
+                    &self.object.services,
+                    Operation::Acquire,
+                    &self.object.name,
+                    call,
+                    Replicas::Wait,
+                    move |_, applied| async move {
+                        if applied.reply == Value::Int(1) {
+                            semaphore.give_back(permits, "its caller went away").await;
+                        }
+                    },
+                )
+                .await?;
+                match (reply, unsynced) {
+                    (Value::Int(1), None) => Ok(Synced::Done(Attempt::Acquired(()))),
+                    (Value::Int(1), Some(replicas)) => {
+                        // Redisson's `handleNoSync`: give the permits back, then try again.
+                        let semaphore = self.clone();
+                        drop(self.object.services.background.spawn(async move {
+                            semaphore
+                                .give_back(permits, "no replica acknowledged")
+                                .await;
+                        }));
+                        Ok(Synced::Unsynced { replicas })
                     }
-                },
-            )
-            .await?;
-            match (reply, unsynced) {
-                (Value::Int(1), None) => Ok(Synced::Done(Attempt::Acquired(()))),
-                (Value::Int(1), Some(replicas)) => {
-                    // Redisson's `handleNoSync`: give the permits back, then try again.
-                    let semaphore = self.clone();
-                    drop(self.services.background.spawn(async move {
-                        semaphore
-                            .give_back(permits, "no replica acknowledged")
-                            .await;
-                    }));
-                    Ok(Synced::Unsynced { replicas })
+                    (Value::Int(0), _) => Ok(Synced::Done(Attempt::Busy(RECHECK))),
+                    (other, _) => Err(Error::unexpected(
+                        Operation::Acquire,
+                        &self.object.name,
+                        other,
+                    )),
                 }
-                (Value::Int(0), _) => Ok(Synced::Done(Attempt::Busy(RECHECK))),
-                (other, _) => Err(Error::unexpected(Operation::Acquire, &self.name, other)),
-            }
-        })
+            },
+        )
         .await
     }
 
     /// Gives back permits taken by an acquire nobody will use; logs what it cannot.
     async fn give_back(&self, permits: u32, why: &str) {
         match self.release(permits).await {
-            Ok(()) => tracing::debug!(semaphore = %self.name, permits, why, "gave back permits"),
+            Ok(()) => {
+                tracing::debug!(semaphore = %self.object.name, permits, why, "gave back permits")
+            }
             Err(e) => tracing::warn!(
-                semaphore = %self.name,
+                semaphore = %self.object.name,
                 permits,
                 why,
                 error = %e,
@@ -371,11 +357,15 @@ impl Semaphore {
     ///
     /// Cancel safe: once called, the release completes even if the future is dropped.
     pub async fn release(&self, permits: u32) -> Result<()> {
-        self.check_name()?;
+        self.object.check_name()?;
         if permits == 0 {
             return Ok(());
         }
-        let call = self.call(&RELEASE).arg(permits).arg(self.services.publish);
+        let call = self
+            .object
+            .call(&RELEASE)
+            .arg(permits)
+            .arg(self.object.services.publish);
         self.release_with(call).await.map(|_| ())
     }
 
@@ -390,22 +380,23 @@ impl Semaphore {
     ///
     /// Cancel safe, as [`Semaphore::release`].
     pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
-        self.check_name()?;
+        self.object.check_name()?;
         if permits == 0 {
             return Ok(false);
         }
         let call = self
+            .object
             .call(&RELEASE_IF_EXISTS)
             .arg(permits)
-            .arg(self.services.publish);
+            .arg(self.object.services.publish);
         Ok(self.release_with(call).await? == 1)
     }
 
     async fn release_with(&self, call: ScriptCall) -> Result<i64> {
         let Applied { reply, unsynced } = engine::write_detached(
-            &self.services,
+            &self.object.services,
             Operation::Release,
-            &self.name,
+            &self.object.name,
             call,
             Replicas::Wait,
             |_, _| async {},
@@ -414,31 +405,36 @@ impl Semaphore {
         if let Some(replicas) = unsynced {
             return Err(Error::NoSyncedReplicas {
                 operation: Operation::Release,
-                name: self.name.to_string(),
+                name: self.object.name.to_string(),
                 replicas,
             });
         }
         match reply {
             Value::Int(value) => Ok(value),
-            other => Err(Error::unexpected(Operation::Release, &self.name, other)),
+            other => Err(Error::unexpected(
+                Operation::Release,
+                &self.object.name,
+                other,
+            )),
         }
-    }
-
-    /// A script call on this semaphore: the value, then the channel.
-    fn call(&self, script: &'static LazyLock<Script>) -> ScriptCall {
-        ScriptCall::new(script).key(&*self.name).key(&*self.channel)
     }
 
     /// Runs a set-up write (retried by Redisson, so it reconciles nothing: `set`-like scripts).
     async fn update<T: redis::FromRedisValue>(&self, call: ScriptCall) -> Result<T> {
-        engine::update(&self.services, &self.name, call, Replicas::Wait).await
+        engine::update(
+            &self.object.services,
+            &self.object.name,
+            call,
+            Replicas::Wait,
+        )
+        .await
     }
 }
 
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
-            .field("name", &self.name)
+            .field("name", &self.name())
             .finish_non_exhaustive()
     }
 }
@@ -493,7 +489,7 @@ impl Drop for SemaphorePermits {
         let permits = std::mem::take(&mut self.permits);
         if permits > 0 {
             let semaphore = self.semaphore.clone();
-            drop(self.semaphore.services.background.spawn(async move {
+            drop(self.semaphore.object.services.background.spawn(async move {
                 semaphore.give_back(permits, "its guard was dropped").await;
             }));
         }
@@ -503,7 +499,7 @@ impl Drop for SemaphorePermits {
 impl fmt::Debug for SemaphorePermits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SemaphorePermits")
-            .field("name", &self.semaphore.name)
+            .field("name", &self.semaphore.name())
             .field("permits", &self.permits)
             .finish()
     }

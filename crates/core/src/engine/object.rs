@@ -1,0 +1,88 @@
+//! What every synchronizer handle (a semaphore, a latch) is: a named object on the client's
+//! services, with the channel its waiters listen on.
+
+use std::str::FromStr;
+use std::sync::{Arc, LazyLock};
+
+use redis::Script;
+
+use super::kind::degraded_poll;
+use super::wait::Listen;
+use crate::error::{Error, Operation, Result};
+use crate::scripts::ScriptCall;
+use crate::services::Services;
+use crate::wake::WakeRule;
+
+/// A named Redis object with a wake-up channel: the state every synchronizer handle shares.
+#[derive(Clone)]
+pub(crate) struct Object {
+    pub(crate) services: Arc<Services>,
+    pub(crate) name: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    /// What the object is, for errors ("semaphore", "count-down latch").
+    what: &'static str,
+}
+
+impl Object {
+    pub(crate) fn new(
+        services: Arc<Services>,
+        what: &'static str,
+        name: String,
+        channel: String,
+    ) -> Self {
+        Self {
+            services,
+            name: name.into(),
+            channel: channel.into(),
+            what,
+        }
+    }
+
+    /// Refuses an empty name before anything is sent.
+    pub(crate) fn check_name(&self) -> Result<()> {
+        if self.name.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "a {} name must not be empty",
+                self.what
+            )));
+        }
+        Ok(())
+    }
+
+    /// The integer stored at the name (`GET`): 0 when there is none.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub(crate) async fn read_integer<T: FromStr + Default>(&self) -> Result<T> {
+        self.check_name()?;
+        let value: Option<String> = self
+            .services
+            .commands
+            .query(
+                Operation::Query,
+                &self.name,
+                redis::cmd("GET").arg(&*self.name),
+            )
+            .await?;
+        value.map_or(Ok(T::default()), |value| {
+            value
+                .parse()
+                .map_err(|_| Error::unexpected(Operation::Query, &self.name, value))
+        })
+    }
+
+    /// A call of `script` with the name and the channel as its keys.
+    pub(crate) fn call(&self, script: &'static LazyLock<Script>) -> ScriptCall {
+        ScriptCall::new(script).key(&*self.name).key(&*self.channel)
+    }
+
+    /// Where the object's waiters listen, woken as `rule` says.
+    pub(crate) fn listen(&self, rule: WakeRule) -> Listen<'_> {
+        Listen {
+            name: &self.name,
+            channel: Some((self.channel.as_ref().into(), rule)),
+            poll_delay: &degraded_poll,
+        }
+    }
+}
