@@ -19,7 +19,7 @@ use crate::{Result, critical, output, stats};
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The lock name; the counter is NAME:counter.
-    #[arg(value_parser = crate::lock_name)]
+    #[arg(value_parser = crate::non_empty_name)]
     name: String,
     /// Concurrent tasks, each a separate lock owner.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]

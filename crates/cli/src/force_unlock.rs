@@ -13,7 +13,7 @@ use crate::{Result, output};
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The lock name.
-    #[arg(value_parser = crate::lock_name)]
+    #[arg(value_parser = crate::non_empty_name)]
     name: String,
     /// Which Redisson lock object (a read or write lock is deleted only while held in that mode).
     #[arg(long, value_enum, default_value_t)]

@@ -1,6 +1,11 @@
 //! `--kind`: which Redisson lock object a command works on, and one dispatch from the flag to the
-//! typed handle, so each command is written once, generic over kinds.
+//! typed handle, so each command is written once, generic over kinds. `inspect` also takes the other
+//! synchronizers' kinds ([`Object`]); the lock commands take lock kinds only.
 
+use std::sync::LazyLock;
+
+use clap::ValueEnum;
+use clap::builder::PossibleValue;
 use rlock::kind::LockKind;
 use rlock::{Client, Lock};
 
@@ -60,5 +65,49 @@ impl Kind {
             Self::Read => work.on(client.read_write_lock(name).read()).await,
             Self::Write => work.on(client.read_write_lock(name).write()).await,
         }
+    }
+}
+
+/// What `inspect --kind` reads: a lock of any kind (named as for the lock commands), or one of
+/// Redisson's other synchronizers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Object {
+    /// A lock of this kind: every kind has the same report.
+    Lock(Kind),
+    /// Redisson's `RSemaphore`.
+    Semaphore,
+    /// Redisson's `RPermitExpirableSemaphore`.
+    ExpirableSemaphore,
+    /// Redisson's `RCountDownLatch`.
+    Latch,
+}
+
+impl Default for Object {
+    fn default() -> Self {
+        Self::Lock(Kind::default())
+    }
+}
+
+impl ValueEnum for Object {
+    fn value_variants<'a>() -> &'a [Self] {
+        static VARIANTS: LazyLock<Vec<Object>> = LazyLock::new(|| {
+            let locks = Kind::value_variants().iter().copied().map(Object::Lock);
+            let others = [Object::Semaphore, Object::ExpirableSemaphore, Object::Latch];
+            locks.chain(others).collect()
+        });
+        &VARIANTS
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let (name, help) = match self {
+            Self::Lock(kind) => return kind.to_possible_value(),
+            Self::Semaphore => ("semaphore", "The semaphore (`RSemaphore`)"),
+            Self::ExpirableSemaphore => (
+                "expirable-semaphore",
+                "The permit-expirable semaphore (`RPermitExpirableSemaphore`)",
+            ),
+            Self::Latch => ("latch", "The count-down latch (`RCountDownLatch`)"),
+        };
+        Some(PossibleValue::new(name).help(help))
     }
 }

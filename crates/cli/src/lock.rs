@@ -9,12 +9,12 @@ use serde::Serialize;
 
 use crate::kinds::{Kind, OnLock, Token};
 use crate::target::Target;
-use crate::{Result, output};
+use crate::{Result, hold, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The lock name.
-    #[arg(value_parser = crate::lock_name)]
+    #[arg(value_parser = crate::non_empty_name)]
     name: String,
     /// How long to hold the lock once acquired.
     #[arg(long, value_name = "MS")]
@@ -27,21 +27,11 @@ pub(crate) struct Args {
     kind: Kind,
 }
 
+/// What an `acquired` event adds: a fenced lock's token.
 #[derive(Debug, Serialize)]
-struct Event {
-    event: &'static str,
-    t: u64,
-    /// A fenced lock's token, on `acquired`.
+struct Fencing {
     #[serde(skip_serializing_if = "Option::is_none")]
     token: Option<u64>,
-}
-
-fn event(event: &'static str) -> Result<()> {
-    output::emit(&Event {
-        event,
-        t: output::epoch_ms(),
-        token: None,
-    })
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
@@ -64,43 +54,37 @@ impl OnLock for Hold<'_> {
             None => lock.lock().await?,
             Some(lease) => lock.lock_with_lease(Duration::from_millis(lease)).await?,
         };
-        output::emit(&Event {
-            event: "acquired",
-            t: output::epoch_ms(),
-            token: guard.token().fencing(),
-        })?;
-        hold(guard, args.hold_ms).await
+        let token = guard.token().fencing();
+        output::event("acquired", Fencing { token })?;
+        hold_lock(guard, args.hold_ms).await
     }
 }
 
 /// Holds `guard` for `hold_ms`, then releases it, reporting how it ended.
-async fn hold<T: std::fmt::Debug + Send + 'static>(
+async fn hold_lock<T: std::fmt::Debug + Send + 'static>(
     guard: rlock::Guard<T>,
     hold_ms: u64,
 ) -> Result<ExitCode> {
     // Ctrl-C ends the hold early but still releases it, rather than leaving it to expire.
     let finished = tokio::select! {
-        () = tokio::time::sleep(Duration::from_millis(hold_ms)) => ExitCode::SUCCESS,
-        interrupted = tokio::signal::ctrl_c() => {
-            interrupted?;
-            ExitCode::from(130)
-        }
+        finished = hold::wait(hold_ms) => finished?,
         () = guard.lease_lost() => {
-            event("lease_lost")?;
+            output::event("lease_lost", ())?;
             // The lease may outlive the guard's conservative deadline by a round trip: release
             // whatever is left of it.
             let _ = guard.unlock().await;
             return Ok(ExitCode::FAILURE);
         }
     };
+    let ended = output::epoch_ms();
     match guard.unlock().await {
         Ok(()) => {
-            event("released")?;
+            output::event_at("released", ended, ())?;
             Ok(finished)
         }
         // Lost between the last renewal check and the unlock (e.g. force-unlocked meanwhile).
         Err(rlock::Error::LeaseLost { .. }) => {
-            event("lease_lost")?;
+            output::event("lease_lost", ())?;
             Ok(ExitCode::FAILURE)
         }
         Err(e) => Err(e.into()),

@@ -1,5 +1,5 @@
-//! The `rlock` command: a mutual-exclusion self-check, one-off lock operations, and a demo of several
-//! processes contending for the same locks.
+//! The `rlock` command: a mutual-exclusion self-check, one-off operations on locks, semaphores and
+//! count-down latches, and a demo of several processes contending for the same locks.
 //!
 //! Machine-readable results are JSON objects, one per line, on stdout; progress and errors go to stderr.
 //! Errors exit with code 1.
@@ -7,11 +7,15 @@
 mod check;
 mod critical;
 mod demo;
+mod expirable_semaphore;
 mod force_unlock;
+mod hold;
 mod inspect;
 mod kinds;
+mod latch;
 mod lock;
 mod output;
+mod semaphore;
 mod server;
 mod stats;
 mod target;
@@ -27,7 +31,7 @@ use crate::target::Target;
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Distributed locks on Redis, compatible with Redisson.
+/// Distributed locks and synchronizers on Redis, compatible with Redisson.
 #[derive(Debug, Parser)]
 #[command(name = "rlock", version)]
 struct Cli {
@@ -43,10 +47,17 @@ enum Command {
     Check(check::Args),
     /// Acquire a lock, hold it for a while, release it.
     Lock(lock::Args),
-    /// Show a lock's holders as stored in Redis, whoever wrote them (Redisson included).
+    /// Show a lock's holders, or a synchronizer's state, as stored in Redis, whoever wrote them
+    /// (Redisson included).
     Inspect(inspect::Args),
     /// Delete a lock whoever holds it, and wake its waiters.
     ForceUnlock(force_unlock::Args),
+    /// Set up a semaphore's permits, hold some for a while, give some back, count them.
+    Semaphore(semaphore::Args),
+    /// Set up a permit-expirable semaphore, hold one of its permits for a while.
+    ExpirableSemaphore(expirable_semaphore::Args),
+    /// Set a count-down latch's count, count it down, wait for it to open.
+    Latch(latch::Args),
     /// Show several processes sharing locks, on a private redis-server unless a URL is given.
     Demo(demo::Args),
     /// One process of the demo (started by `demo` itself).
@@ -74,6 +85,9 @@ async fn main() -> ExitCode {
         Command::Lock(args) => lock::run(target, args).await,
         Command::Inspect(args) => inspect::run(target, args).await,
         Command::ForceUnlock(args) => force_unlock::run(target, args).await,
+        Command::Semaphore(args) => semaphore::run(target, args).await,
+        Command::ExpirableSemaphore(args) => expirable_semaphore::run(target, args).await,
+        Command::Latch(args) => latch::run(target, args).await,
         Command::Demo(args) => demo::run(target, args).await,
         Command::DemoWorker(args) => demo::worker::run(target, args).await,
     };
@@ -83,10 +97,10 @@ async fn main() -> ExitCode {
     })
 }
 
-/// Parses a lock name: anything but empty.
-fn lock_name(name: &str) -> Result<String, String> {
+/// Parses the name of a lock or synchronizer: anything but empty.
+fn non_empty_name(name: &str) -> Result<String, String> {
     if name.is_empty() {
-        Err("a lock name must not be empty".into())
+        Err("a name must not be empty".into())
     } else {
         Ok(name.to_owned())
     }
