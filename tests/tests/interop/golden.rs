@@ -6,10 +6,13 @@
 //! A trace is, phase by phase, the invocations of that phase in order: the commands of a script,
 //! or a command sent outside any script on one of the lock's keys (the spin lock's `forceUnlock` is
 //! a plain `DEL` in the emulator, `getToken` a plain `GET`). Placeholders: `<node>` the client id,
-//! `<id>` a request id, `<ttl>` the latch TTL, `<deadline>` a fair-lock deadline; a test masks the
-//! few values that depend on the clock (a PTTL plus a lease) with a placeholder of its own.
+//! `<id>` a request id, `<ttl>` the latch TTL, `<deadline>` a fair-lock deadline (or a permit's
+//! expiry); a test masks the few values that depend on the clock (a PTTL plus a lease) with a
+//! placeholder of its own, and may name raw values ([`Tracer::alias`]). A tracer may also record how
+//! each script was called ([`Tracer::with_script_calls`]).
 //!
-//! `wire` holds the `RLock`'s trace; the other kinds' are here.
+//! `wire` holds the `RLock`'s trace; the other kinds' are here; `golden_synchronizers` has the
+//! synchronizers'.
 
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -38,6 +41,10 @@ pub(crate) struct Tracer {
     /// The address of `redis` as `MONITOR` shows it.
     own_address: String,
     keys: Vec<String>,
+    /// Whether each script's invocation starts with its call ([`Tracer::with_script_calls`]).
+    script_calls: bool,
+    /// Raw arguments (as [`monitor_args`] reads them) and the placeholders that name them.
+    aliases: Vec<(String, String)>,
     lines: mpsc::UnboundedReceiver<String>,
     forward: JoinHandle<()>,
 }
@@ -70,9 +77,30 @@ impl Tracer {
             redis,
             own_address,
             keys: keys.iter().map(|&key| key.to_owned()).collect(),
+            script_calls: false,
+            aliases: Vec::new(),
             lines,
             forward,
         }
+    }
+
+    /// Makes every script invocation start with the line `call [<key>…] [<arg>…]`: the keys and
+    /// arguments of its `EVAL` or `EVALSHA`.
+    pub(crate) fn with_script_calls(mut self) -> Self {
+        self.script_calls = true;
+        self
+    }
+
+    /// Shows the argument `raw` (e.g. a binary permit id) as `placeholder` in the trace.
+    pub(crate) fn alias(&mut self, raw: &[u8], placeholder: &str) {
+        let raw = String::from_utf8_lossy(raw).into_owned();
+        self.aliases.push((raw, placeholder.to_owned()));
+    }
+
+    /// `arg`, or the placeholder it was given an alias for.
+    fn aliased(&self, arg: String) -> String {
+        let alias = self.aliases.iter().find(|(raw, _)| *raw == arg);
+        alias.map_or(arg, |(_, placeholder)| placeholder.clone())
     }
 
     /// The tracer's own connection, for poking the server between phases (left out of the trace).
@@ -95,12 +123,17 @@ impl Tracer {
         self.mark("end").await;
         let mut phases: Trace = Vec::new();
         let mut ttls = Vec::new();
+        // The call of the script invocation whose commands come next, until its first one.
+        let mut script_call = None;
         loop {
             let line = tokio::time::timeout(Duration::from_secs(5), self.lines.recv())
                 .await
                 .expect("MONITOR shows the end mark")
                 .expect("MONITOR stream");
-            let args = monitor_args(&line);
+            let args: Vec<String> = monitor_args(&line)
+                .into_iter()
+                .map(|arg| self.aliased(arg))
+                .collect();
             if let [echo, phase] = args.as_slice()
                 && echo.eq_ignore_ascii_case("echo")
                 && let Some(phase) = phase.strip_prefix("trace-phase:")
@@ -118,10 +151,14 @@ impl Tracer {
             let client = monitor_client(&line);
             if client == Some("lua") {
                 if let Some(script) = scripts.last_mut() {
+                    script.extend(script_call.take());
                     script.push(normalize(args, node, &mut ttls));
                 }
             } else if command == "evalsha" || command == "eval" {
                 scripts.push(Vec::new());
+                if self.script_calls {
+                    script_call = Some(call_line(&args, node));
+                }
             } else if client != Some(self.own_address.as_str())
                 && args.get(1).is_some_and(|key| self.keys.contains(key))
             {
@@ -135,6 +172,18 @@ impl Tracer {
         (phases, ttls)
     }
 }
+
+/// An `EVAL`/`EVALSHA` (`<command> <script> <numkeys> <key>… <arg>…`) as the line
+/// `call [<key>…] [<arg>…]`.
+fn call_line(args: &[String], node: &str) -> String {
+    let count: usize = args.get(2).and_then(|n| n.parse().ok()).expect("numkeys");
+    let words = |words: &[String]| words.join(" ").replace(node, "<node>");
+    let (keys, args) = args[3..].split_at(count);
+    format!("call [{}] [{}]", words(keys), words(args))
+}
+
+/// The score of a permit that never expires (§8.6): kept, not masked as a deadline.
+const NON_EXPIRING_SCORE: &str = "922337203685477";
 
 /// One command as `command arg…`, lower-case command, with the client id, latch ids, latch TTLs and
 /// fair-lock deadlines replaced by placeholders (the TTLs are collected).
@@ -151,7 +200,7 @@ pub(crate) fn normalize(args: Vec<String>, node: &str, ttls: &mut Vec<u64>) -> S
         } else if command == Some("set") && i == 4 {
             ttls.push(arg.parse().expect("latch TTL"));
             "<ttl>".to_owned()
-        } else if command == Some("zadd") && i == 2 {
+        } else if command == Some("zadd") && i == 2 && arg != NON_EXPIRING_SCORE {
             "<deadline>".to_owned()
         } else {
             arg.replace(node, "<node>")
@@ -172,26 +221,41 @@ fn monitor_client(line: &str) -> Option<&str> {
     Some(db_client.split_once(' ')?.1)
 }
 
-/// The quoted arguments of a MONITOR line: `<time> [<db> <client>] "arg" "arg" …`.
+/// The quoted arguments of a MONITOR line: `<time> [<db> <client>] "arg" "arg" …`, unescaped
+/// (Redis writes `\\`, `\"`, `\n`, `\r`, `\t`, `\a`, `\b` and `\xHH` for the other unprintable
+/// bytes), as text: bytes that are not UTF-8 read as U+FFFD.
 pub(crate) fn monitor_args(line: &str) -> Vec<String> {
     let Some((_, rest)) = line.split_once("] ") else {
         return Vec::new();
     };
     let mut args = Vec::new();
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        if c != '"' {
+    let mut bytes = rest.bytes();
+    while let Some(byte) = bytes.next() {
+        if byte != b'"' {
             continue;
         }
-        let mut arg = String::new();
-        while let Some(c) = chars.next() {
-            match c {
-                '"' => break,
-                '\\' => arg.extend(chars.next()),
-                c => arg.push(c),
+        let mut arg = Vec::new();
+        while let Some(byte) = bytes.next() {
+            match byte {
+                b'"' => break,
+                b'\\' => match bytes.next() {
+                    Some(b'n') => arg.push(b'\n'),
+                    Some(b'r') => arg.push(b'\r'),
+                    Some(b't') => arg.push(b'\t'),
+                    Some(b'a') => arg.push(0x07),
+                    Some(b'b') => arg.push(0x08),
+                    Some(b'x') => {
+                        let hex = [bytes.next(), bytes.next()];
+                        let hex: Vec<u8> = hex.into_iter().flatten().collect();
+                        let hex = std::str::from_utf8(&hex).expect("ASCII hex digits");
+                        arg.push(u8::from_str_radix(hex, 16).expect("an escaped byte"));
+                    }
+                    escaped => arg.extend(escaped),
+                },
+                byte => arg.push(byte),
             }
         }
-        args.push(arg);
+        args.push(String::from_utf8_lossy(&arg).into_owned());
     }
     args
 }
@@ -275,22 +339,79 @@ pub(crate) async fn check_every_side(
     adjust: impl Fn(&mut Trace),
     expected: impl Fn(Side) -> Trace,
 ) {
+    let latches = |label: &str, latch_ttls: &RangeInclusive<u64>, ttls: &[u64]| {
+        assert!(!ttls.is_empty(), "{label}: no latch");
+        assert!(
+            ttls.iter().all(|ttl| latch_ttls.contains(ttl)),
+            "{label}: {ttls:?}"
+        );
+    };
+    compare_every_side(keys, false, tour, adjust, expected, latches).await;
+}
+
+/// [`check_every_side`] for a synchronizer: every script invocation starts with its call
+/// ([`Tracer::with_script_calls`]), and the TTLs the tour sets (`SET … PX`) are exactly `ttls`.
+pub(crate) async fn check_synchronizer_every_side(
+    keys: &[&str],
+    ttls: &[u64],
+    tour: impl AsyncFn(&mut Tracer, &Party),
+    adjust: impl Fn(&mut Trace),
+    expected: impl Fn(Side) -> Trace,
+) {
+    let exactly = |label: &str, _: &RangeInclusive<u64>, seen: &[u64]| {
+        assert_eq!(seen, ttls, "{label}: TTLs set");
+    };
+    compare_every_side(keys, true, tour, adjust, expected, exactly).await;
+}
+
+/// Runs `tour` for every party of [`parties`] (one after the other, on one server), tracing
+/// `keys` (and the call of every script, with `script_calls`), compares the trace, once `adjust`ed,
+/// with `expected` of the party's side, and hands the TTLs it set to `check_ttls` with the party's
+/// label and latch TTLs.
+async fn compare_every_side(
+    keys: &[&str],
+    script_calls: bool,
+    tour: impl AsyncFn(&mut Tracer, &Party),
+    adjust: impl Fn(&mut Trace),
+    expected: impl Fn(Side) -> Trace,
+    check_ttls: impl Fn(&str, &RangeInclusive<u64>, &[u64]),
+) {
     let server = RedisServer::start();
     for (party, latch_ttls) in parties(&server).await {
         let mut tracer = Tracer::start(&server, keys).await;
+        if script_calls {
+            tracer = tracer.with_script_calls();
+        }
         tour(&mut tracer, &party).await;
         let node = party.field(1);
         let node = node.strip_suffix(":1").expect("an owner field");
         let (mut trace, ttls) = tracer.finish(node).await;
         adjust(&mut trace);
         let label = label(&party);
-        assert_eq!(trace, expected(party.side()), "{label}");
-        assert!(!ttls.is_empty(), "{label}: no latch");
-        assert!(
-            ttls.iter().all(|ttl| latch_ttls.contains(ttl)),
-            "{label}: {ttls:?}"
-        );
+        assert_same_trace(&label, &trace, &expected(party.side()));
+        check_ttls(&label, &latch_ttls, &ttls);
     }
+}
+
+/// Asserts that `actual` is `expected`, listing every phase that differs.
+fn assert_same_trace(label: &str, actual: &Trace, expected: &Trace) {
+    let phases = actual.len().max(expected.len());
+    let differences: Vec<String> = (0..phases)
+        .filter(|&i| actual.get(i) != expected.get(i))
+        .map(|i| {
+            format!(
+                "phase {i}:\n  ran:      {:?}\n  expected: {:?}",
+                actual.get(i),
+                expected.get(i)
+            )
+        })
+        .collect();
+    assert!(
+        differences.is_empty(),
+        "{label}: {} phase(s) differ from the expected trace:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
 }
 
 /// The tour of the kinds that hold like the `RLock` (thread 1 of `party`, the `kind` lock `name`):

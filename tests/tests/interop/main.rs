@@ -39,23 +39,37 @@
 //! - [`wire`]: the exact commands each side's scripts run (MONITOR), against literal traces;
 //!   [`golden`] does the same for the other kinds.
 //!
+//! The synchronizers, over their own parties ([`support::synchronizers`]):
+//! - [`semaphores`]: for both semaphores, permits shared exactly under mixed contention (the
+//!   history checker's counting model), releases waking the other side (also in a cluster), `n`
+//!   permits waking `n` waiters;
+//! - [`expirable`]: the permit-expirable semaphore's expired permits reclaimed by the other side,
+//!   ids and leases across the sides;
+//! - [`count_down`]: the count-down latch opened, closed and deleted across the sides;
+//! - [`golden_synchronizers`]: the exact commands (and, where PROTOCOL.md fixes them, the keys and
+//!   arguments) of every synchronizer script, against literal traces.
+//!
 //! Wake-up latencies are printed on stderr (`cargo test --test interop -- --nocapture`), as lines
-//! starting with `interop timing:`.
+//! starting with `interop timing:`; the semaphores' contention figures as `interop permits:`.
 
 mod support;
 
 mod cluster;
+mod count_down;
 mod differences;
 mod exclusion;
+mod expirable;
 mod fair;
 mod fenced;
 mod golden;
+mod golden_synchronizers;
 mod latch;
 mod lease;
 mod messages;
 mod names;
 mod reentrancy;
 mod rw;
+mod semaphores;
 mod spin;
 mod versions;
 mod wakeup;

@@ -8,6 +8,8 @@
 //! objects in [`Party::get`] (a [`JavaObject`] and an [`RlockObject`] variant, and their arms in
 //! `java_object!` and `rlock_object!`), and a line in [`every_kind!`]'s lists, which run the
 //! generic scenarios for it, and in [`Kind::ALL`]. Its own scenarios go into a module of their own.
+//!
+//! The synchronizers (semaphores, count-down latch) have their own parties: [`synchronizers`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +29,12 @@ use rlock_tests::topology::Cluster;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+pub(crate) mod synchronizers;
+
+pub(crate) use synchronizers::{
+    PartyExpirable, PartyLatch, PartySemaphore, Permits, SemaphoreKind, both_semaphores,
+};
 
 /// The Redisson version scenarios use unless they say otherwise: HEAD.
 pub(crate) const JAVA_VERSION: RedissonVersion = RedissonVersion::V4;
@@ -981,6 +989,16 @@ impl Listener {
     /// redisson_lock__channel* redisson_rwlock*`).
     pub(crate) async fn unlock_messages(server: &RedisServer) -> Self {
         Self::psubscribe(server, &["redisson_lock__channel*", "redisson_rwlock*"]).await
+    }
+
+    /// Hears every message on every semaphore and count-down latch channel (`PSUBSCRIBE
+    /// redisson_sc:* redisson_countdownlatch__channel__*`).
+    pub(crate) async fn synchronizer_messages(server: &RedisServer) -> Self {
+        Self::psubscribe(
+            server,
+            &["redisson_sc:*", "redisson_countdownlatch__channel__*"],
+        )
+        .await
     }
 
     /// Hears `set` and `del` key events (keyspace notifications `E$g`): the channel is the event,
