@@ -169,7 +169,7 @@ impl PermitExpirableSemaphore {
             .call(&TRY_SET_PERMITS)
             .arg(permits)
             .arg(self.object.services.publish);
-        Ok(self.update::<i64>(call).await? == 1)
+        Ok(self.object.update::<i64>(call, Replicas::Wait).await? == 1)
     }
 
     /// Sets the total number of permits, taken ones included: the available permits move by the
@@ -188,7 +188,10 @@ impl PermitExpirableSemaphore {
             .release_keys(&SET_PERMITS)
             .arg(permits)
             .arg(self.object.services.publish);
-        self.update::<i64>(call).await.map(|_| ())
+        self.object
+            .update::<i64>(call, Replicas::Wait)
+            .await
+            .map(|_| ())
     }
 
     /// Adds `permits` available permits (removes them when negative), creating the semaphore if
@@ -208,7 +211,10 @@ impl PermitExpirableSemaphore {
             .call(&ADD_PERMITS)
             .arg(permits)
             .arg(self.object.services.publish);
-        self.update::<i64>(call).await.map(|_| ())
+        self.object
+            .update::<i64>(call, Replicas::Wait)
+            .await
+            .map(|_| ())
     }
 
     /// Waits for a permit that does not expire and takes it.
@@ -470,7 +476,7 @@ impl PermitExpirableSemaphore {
             .arg(1)
             .arg(epoch_millis())
             .arg(self.object.services.publish);
-        Ok(self.update::<i64>(call).await? == 1)
+        Ok(self.object.update::<i64>(call, Replicas::Wait).await? == 1)
     }
 
     /// Gives the permit `id` back: Redisson's `release(id)`.
@@ -513,7 +519,7 @@ impl PermitExpirableSemaphore {
         for id in ids {
             call = call.arg_bytes(id.as_bytes());
         }
-        let released: i64 = self.update(call).await?;
+        let released: i64 = self.object.update(call, Replicas::Wait).await?;
         Ok(usize::try_from(released).unwrap_or(0))
     }
 
@@ -538,7 +544,7 @@ impl PermitExpirableSemaphore {
             .arg(now + lease)
             .arg(now)
             .arg(self.object.services.publish);
-        Ok(self.update::<i64>(call).await? == 1)
+        Ok(self.object.update::<i64>(call, Replicas::Wait).await? == 1)
     }
 
     /// How long the held permit `id` has left: `None` for a permit that does not expire.
@@ -559,7 +565,11 @@ impl PermitExpirableSemaphore {
             .arg(epoch_millis())
             .arg(self.object.services.publish)
             .arg(NON_EXPIRING);
-        match self.update::<Option<i64>>(call).await? {
+        match self
+            .object
+            .update::<Option<i64>>(call, Replicas::Wait)
+            .await?
+        {
             None => Err(self.not_found(id)),
             Some(-1) => Ok(None),
             Some(left) => Ok(Some(Duration::from_millis(left.max(0).unsigned_abs()))),
@@ -612,7 +622,7 @@ impl PermitExpirableSemaphore {
             .reclaiming(&PERMITS)
             .arg(epoch_millis())
             .arg(self.object.services.publish);
-        self.update(call).await
+        self.object.update(call, Replicas::Wait).await
     }
 
     /// The taken permits and when each expires (`None`: never), soonest first, as stored (expired
@@ -667,20 +677,7 @@ impl PermitExpirableSemaphore {
     ///
     /// Not cancel safe: if dropped, the semaphore may or may not have been deleted.
     pub async fn delete(&self) -> Result<bool> {
-        self.object.check_name()?;
-        let deleted: i64 = self
-            .object
-            .services
-            .commands
-            .query(
-                Operation::Update,
-                &self.object.name,
-                redis::cmd("DEL")
-                    .arg(&*self.object.name)
-                    .arg(&*self.timeouts),
-            )
-            .await?;
-        Ok(deleted > 0)
+        self.object.delete(&[&self.timeouts]).await
     }
 
     fn not_found(&self, id: PermitId) -> Error {
@@ -704,16 +701,6 @@ impl PermitExpirableSemaphore {
             .key(&*self.object.name)
             .key(&*self.timeouts)
             .key(&*self.object.channel)
-    }
-
-    async fn update<T: redis::FromRedisValue>(&self, call: ScriptCall) -> Result<T> {
-        engine::update(
-            &self.object.services,
-            &self.object.name,
-            call,
-            Replicas::Wait,
-        )
-        .await
     }
 }
 

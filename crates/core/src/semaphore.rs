@@ -132,7 +132,7 @@ impl Semaphore {
 
     async fn set_up(&self, call: ScriptCall) -> Result<bool> {
         self.object.check_name()?;
-        let set: i64 = self.update(call).await?;
+        let set: i64 = self.object.update(call, Replicas::Wait).await?;
         Ok(set == 1)
     }
 
@@ -149,14 +149,12 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the permits may or may not have been added.
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         self.object.check_name()?;
-        let _: i64 = self
-            .update(
-                self.object
-                    .call(&ADD_PERMITS)
-                    .arg(permits)
-                    .arg(self.object.services.publish),
-            )
-            .await?;
+        let call = self
+            .object
+            .call(&ADD_PERMITS)
+            .arg(permits)
+            .arg(self.object.services.publish);
+        let _: i64 = self.object.update(call, Replicas::Wait).await?;
         Ok(())
     }
 
@@ -172,7 +170,9 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the permits may or may not have been taken.
     pub async fn drain_permits(&self) -> Result<i64> {
         self.object.check_name()?;
-        self.update(self.object.call(&DRAIN)).await
+        self.object
+            .update(self.object.call(&DRAIN), Replicas::Wait)
+            .await
     }
 
     /// How many permits are available right now (0 for a semaphore that does not exist); negative
@@ -201,18 +201,7 @@ impl Semaphore {
     ///
     /// Not cancel safe: if dropped, the semaphore may or may not have been deleted.
     pub async fn delete(&self) -> Result<bool> {
-        self.object.check_name()?;
-        let deleted: i64 = self
-            .object
-            .services
-            .commands
-            .query(
-                Operation::Update,
-                &self.object.name,
-                redis::cmd("DEL").arg(&*self.object.name),
-            )
-            .await?;
-        Ok(deleted == 1)
+        self.object.delete(&[]).await
     }
 
     /// Waits until `permits` permits are available and takes them: Redisson's `acquire(permits)`.
@@ -417,17 +406,6 @@ impl Semaphore {
                 other,
             )),
         }
-    }
-
-    /// Runs a set-up write (retried by Redisson, so it reconciles nothing: `set`-like scripts).
-    async fn update<T: redis::FromRedisValue>(&self, call: ScriptCall) -> Result<T> {
-        engine::update(
-            &self.object.services,
-            &self.object.name,
-            call,
-            Replicas::Wait,
-        )
-        .await
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 
+use super::Replicas;
 use super::kind::degraded_poll;
 use super::wait::Listen;
 use crate::error::{Error, Operation, Result};
@@ -70,6 +71,34 @@ impl Object {
                 .parse()
                 .map_err(|_| Error::unexpected(Operation::Query, &self.name, value))
         })
+    }
+
+    /// Runs a set-like write on the object (see [`super::update`]).
+    pub(crate) async fn update<T: redis::FromRedisValue>(
+        &self,
+        call: ScriptCall,
+        replicas: Replicas,
+    ) -> Result<T> {
+        super::update(&self.services, &self.name, call, replicas).await
+    }
+
+    /// Deletes the object: the key at its name and `others` (`DEL`); returns whether any existed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if dropped, the keys may or may not have been deleted.
+    pub(crate) async fn delete(&self, others: &[&str]) -> Result<bool> {
+        self.check_name()?;
+        let deleted: i64 = self
+            .services
+            .commands
+            .query(
+                Operation::Update,
+                &self.name,
+                redis::cmd("DEL").arg(&*self.name).arg(others),
+            )
+            .await?;
+        Ok(deleted > 0)
     }
 
     /// A call of `script` with the name and the channel as its keys.
