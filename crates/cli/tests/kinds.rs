@@ -159,7 +159,13 @@ fn inspect_shows_the_fair_queue_the_read_write_mode_and_the_token() {
     .stdout(Stdio::null())
     .spawn()
     .expect("spawn reader");
-    let report = inspect_until(&url, "cli:rw", |r| r.get("mode").is_some());
+    // Ready once a reader shows: inspect reads the key, the mode and the readers in separate
+    // round trips, so a report taken while the reader acquires can show the mode alone.
+    let report = inspect_until(&url, "cli:rw", |r| {
+        r["readers"]
+            .as_array()
+            .is_some_and(|readers| !readers.is_empty())
+    });
     assert_eq!(report["mode"], "read", "{report}");
     assert_eq!(report["readers"], report["holders"], "{report}");
     assert_eq!(
