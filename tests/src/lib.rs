@@ -5,7 +5,8 @@
 //! [`RedisServer`]: a private `redis-server` child process on a free loopback
 //! port, so every test gets its own isolated server and nothing has to be
 //! started by hand before `cargo test`. The benchmark runner (`benches/`)
-//! starts its private server with it too.
+//! starts its private server with it too. [`proxy::FaultProxy`] sits between
+//! a client and a server to lose, delay or drop replies on demand.
 //!
 //! ```no_run
 //! use rlock_tests::RedisServer;
@@ -19,6 +20,7 @@
 
 pub mod harness;
 pub mod history;
+pub mod proxy;
 pub mod redisson;
 pub mod server;
 pub mod topology;
