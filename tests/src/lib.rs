@@ -20,6 +20,7 @@
 
 pub mod harness;
 pub mod history;
+pub mod proxied;
 pub mod proxy;
 pub mod redisson;
 pub mod server;

@@ -319,7 +319,7 @@ fn first_bulk(frame: &[u8]) -> Option<&[u8]> {
 }
 
 /// State shared by the handle, the accept loop and every connection.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Shared {
     /// Lost-reply faults armed and not fired yet.
     armed: Mutex<Vec<Armed>>,
@@ -350,22 +350,33 @@ struct Armed {
 }
 
 impl Shared {
-    /// Whether `request` is doomed: the last one some armed fault was waiting for (which disarms it).
-    fn doom(&self, request: &[&[u8]]) -> bool {
+    /// Whether `request` is doomed: the last one some armed fault was waiting for (which disarms
+    /// it). A doomed request carries its fault, to re-arm it should the request not run after all.
+    fn doom(&self, request: &[&[u8]]) -> Option<Match> {
         let mut armed = self.armed.lock();
         if armed.is_empty() {
-            return false;
+            return None;
         }
-        let mut doomed = false;
+        let mut doomed = None;
         armed.retain_mut(|fault| {
             if !fault.matching.matches(request) {
                 return true;
             }
             fault.remaining -= 1;
-            doomed |= fault.remaining == 0;
+            if fault.remaining == 0 {
+                doomed = Some(fault.matching.clone());
+            }
             fault.remaining > 0
         });
         doomed
+    }
+
+    /// Arms `matching` again for the next matching request.
+    fn rearm(&self, matching: Match) {
+        self.armed.lock().push(Armed {
+            matching,
+            remaining: 1,
+        });
     }
 
     fn delay(&self) -> Duration {
@@ -392,21 +403,7 @@ impl FaultProxy {
         listener
             .set_nonblocking(true)
             .expect("fault proxy: cannot make the listener non-blocking");
-        let shared = Arc::new(Shared {
-            armed: Mutex::new(Vec::new()),
-            delay: AtomicU64::new(0),
-            hole_to_server: AtomicBool::new(false),
-            hole_to_client: AtomicBool::new(false),
-            refuse: AtomicBool::new(false),
-            connections: AtomicUsize::new(0),
-            requests: AtomicUsize::new(0),
-            lost: AtomicUsize::new(0),
-            lost_changed: Notify::new(),
-            resets: watch::Sender::new(0),
-            open: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(0),
-            shutdown: CancellationToken::new(),
-        });
+        let shared = Arc::new(Shared::default());
         let thread = thread::Builder::new()
             .name(format!("fault-proxy-{port}"))
             .spawn({
@@ -453,6 +450,9 @@ impl FaultProxy {
     /// the client, that client connection and its server connection are closed (nothing of the reply
     /// nor of anything after it is forwarded). Fires once. Replies to requests sent before the doomed
     /// one on that connection are still forwarded first.
+    ///
+    /// A doomed request answered `NOSCRIPT` did not run: its reply goes through and the fault
+    /// moves on to the next matching request (redis-rs then loads the script and sends it again).
     ///
     /// Several faults may be armed at once; each counts its own matches. A doomed request whose
     /// connection closes before its reply comes spends its fault without firing it.
@@ -623,8 +623,8 @@ async fn handle(client: TcpStream, upstream: u16, open: Open, resets: watch::Rec
 /// Per-connection protocol state, shared by its two directions.
 #[derive(Debug, Default)]
 struct Conn {
-    /// One entry per forwarded request whose reply is due, oldest first: whether it is doomed.
-    due: VecDeque<bool>,
+    /// One entry per forwarded request whose reply is due, oldest first: the fault that dooms it.
+    due: VecDeque<Option<Match>>,
     /// Something unparsable went through: forward raw, count nothing.
     raw: bool,
     /// A subscription command went through: RESP2 pub/sub arrays may come.
@@ -784,7 +784,7 @@ async fn read_replies(
         };
         let at = Instant::now() + shared.delay();
         buf.extend_from_slice(&chunk[..read]);
-        let (ready, doomed) = split_replies(&buf, &mut conn.lock());
+        let (ready, doomed) = split_replies(&buf, &mut conn.lock(), shared);
         if ready > 0
             && !shared.hole_to_client.load(Ordering::SeqCst)
             && queue.send(Out::Bytes(at, buf[..ready].to_vec())).is_err()
@@ -801,7 +801,11 @@ async fn read_replies(
 
 /// How many bytes at the start of `buf` are whole frames to forward (all of it once raw), and
 /// whether a doomed reply follows them.
-fn split_replies(buf: &[u8], conn: &mut Conn) -> (usize, bool) {
+///
+/// A doomed script call answered `NOSCRIPT` did not run (the client loads the script and sends it
+/// again): that reply goes through and its fault is armed again for the next matching request, so a
+/// lost reply is always the reply of a request that ran.
+fn split_replies(buf: &[u8], conn: &mut Conn, shared: &Shared) -> (usize, bool) {
     if conn.raw {
         return (buf.len(), false);
     }
@@ -810,8 +814,13 @@ fn split_replies(buf: &[u8], conn: &mut Conn) -> (usize, bool) {
         match frame(buf, pos, 0) {
             Ok(None) => break,
             Ok(Some((end, kind))) => {
-                if !conn.out_of_band(&buf[pos..end], kind) && conn.due.pop_front() == Some(true) {
-                    return (pos, true);
+                if !conn.out_of_band(&buf[pos..end], kind)
+                    && let Some(Some(fault)) = conn.due.pop_front()
+                {
+                    if !buf[pos..end].starts_with(b"-NOSCRIPT") {
+                        return (pos, true);
+                    }
+                    shared.rearm(fault);
                 }
                 pos = end;
             }
@@ -977,28 +986,41 @@ mod tests {
 
     #[test]
     fn replies_answer_the_oldest_request() {
+        let shared = Shared::default();
+        let doomed = || Some(Match::any());
         let mut conn = Conn {
-            due: VecDeque::from([false, true, false]),
+            due: VecDeque::from([None, doomed(), None]),
             ..Conn::default()
         };
         let replies = b"+OK\r\n>2\r\n$4\r\nsome\r\n$4\r\npush\r\n:1\r\n";
-        assert_eq!(split_replies(replies, &mut conn), (29, true));
-        assert_eq!(conn.due, [false]);
+        assert_eq!(split_replies(replies, &mut conn, &shared), (29, true));
+        assert_eq!(conn.due.len(), 1);
+        // A doomed request that did not run (NOSCRIPT) is answered, and its fault armed again.
+        let mut unloaded = Conn {
+            due: VecDeque::from([doomed(), None]),
+            ..Conn::default()
+        };
+        let noscript = b"-NOSCRIPT No matching script\r\n:1\r\n";
+        assert_eq!(
+            split_replies(noscript, &mut unloaded, &shared),
+            (noscript.len(), false)
+        );
+        assert_eq!(shared.armed.lock().len(), 1, "armed again");
         // RESP2 pub/sub arrays answer nothing, but only on a subscribed connection.
         let message = b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n";
         let mut subscribed = Conn {
-            due: VecDeque::from([true]),
+            due: VecDeque::from([doomed()]),
             subscribed: true,
             ..Conn::default()
         };
         assert_eq!(
-            split_replies(message, &mut subscribed),
+            split_replies(message, &mut subscribed, &shared),
             (message.len(), false)
         );
         let mut plain = Conn {
-            due: VecDeque::from([true]),
+            due: VecDeque::from([doomed()]),
             ..Conn::default()
         };
-        assert_eq!(split_replies(message, &mut plain), (0, true));
+        assert_eq!(split_replies(message, &mut plain, &shared), (0, true));
     }
 }

@@ -275,8 +275,18 @@ impl SentinelSetup {
     /// Starts a master with `replicas` replicas and `sentinels` sentinels (quorum: a majority), and
     /// returns once every sentinel sees the replicas and the other sentinels.
     pub fn start(replicas: usize, sentinels: usize) -> Self {
+        Self::start_watching(replicas, sentinels, RedisServer::port)
+    }
+
+    /// [`SentinelSetup::start`], with the sentinels watching the master at the port `watched`
+    /// returns for it (a proxy in front of it, say): the sentinels then name that address to clients.
+    pub fn start_watching(
+        replicas: usize,
+        sentinels: usize,
+        watched: impl FnOnce(&RedisServer) -> u16,
+    ) -> Self {
         let master = RedisServer::start();
-        let port = master.port().to_string();
+        let port = watched(&master).to_string();
         let replicas: Vec<RedisServer> = (0..replicas)
             .map(|_| RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]))
             .collect();

@@ -1,5 +1,6 @@
 //! Client configuration, with Redisson's defaults (PROTOCOL.md §9).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -72,6 +73,11 @@ pub struct Config {
     pub topology: Topology,
     /// Sharded pub/sub in cluster mode. Default [`ShardedPubSub::Auto`].
     pub sharded_pubsub: ShardedPubSub,
+    /// Address translation for cluster nodes behind NAT, Docker port mappings or a proxy
+    /// (Redisson's `natMapper` with a `HostPortNatMapper`): `host:port` as the nodes announce it (in
+    /// `CLUSTER SLOTS` and in `MOVED`/`ASK`) → `host:port` to connect to. Nodes not named are
+    /// reached as announced. Cluster only. Default empty.
+    pub nat_map: HashMap<String, String>,
     /// Whether a lock write that no replica acknowledged (while some are connected) fails: an acquire is
     /// then undone and retried, and finally fails with [`Error::NoSyncedReplicas`] (Redisson's
     /// `checkLockSyncedSlaves`). Default true. Has no effect in [`Topology::Single`].
@@ -118,6 +124,7 @@ impl Config {
             nodes: Vec::new(),
             topology: Topology::Single,
             sharded_pubsub: ShardedPubSub::Auto,
+            nat_map: HashMap::new(),
             check_lock_synced_replicas: true,
             replicas_sync_timeout: Duration::from_secs(1),
             tls_root_cert: None,
@@ -245,6 +252,16 @@ impl Config {
                 self.watchdog_timeout
             )));
         }
+        if let Some(bad) = self
+            .nat_map
+            .iter()
+            .flat_map(|(from, to)| [from, to])
+            .find(|address| !is_host_port(address))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "nat_map addresses are host:port, got {bad:?}"
+            )));
+        }
         if self.watchdog_batch_size == 0 || self.pool_size == 0 {
             return Err(Error::InvalidArgument(
                 "watchdog_batch_size and pool_size must be at least 1".into(),
@@ -269,6 +286,7 @@ impl fmt::Debug for Config {
             )
             .field("topology", &RedactedTopology(&self.topology))
             .field("sharded_pubsub", &self.sharded_pubsub)
+            .field("nat_map", &self.nat_map)
             .field(
                 "check_lock_synced_replicas",
                 &self.check_lock_synced_replicas,
@@ -290,6 +308,13 @@ impl fmt::Debug for Config {
             .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .finish()
     }
+}
+
+/// Whether `address` is `host:port`.
+fn is_host_port(address: &str) -> bool {
+    address
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
 }
 
 /// The topology without the sentinel master's password.

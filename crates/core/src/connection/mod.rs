@@ -4,6 +4,13 @@
 //! Sentinel names, resolved again for every new connection) or a cluster connection that routes by
 //! slot and follows `MOVED`/`ASK`.
 //!
+//! No layer below rlock sends a request twice. A request whose connection broke or whose deadline
+//! passed may have run, and only rlock can reconcile it (the acquire's undo, the unlock latch,
+//! `OutcomeUnknown`): redis-rs's multiplexed connections never re-send, the pool opens new
+//! connections for new requests only, and the cluster client's own retries are off, with
+//! [`cluster`] following the redirects and refusals that prove a request did not run. The only
+//! re-send below rlock is redis-rs's `EVALSHA` after `NOSCRIPT`, which did not run either.
+//!
 //! The pool is deadpool's managed pool with rlock's own manager rather than deadpool-redis's, for two
 //! reasons that matter to a lock: deadpool-redis recycles with a `PING` on every checkout (an extra
 //! round trip per lock operation), and it opens connections with redis-rs's default 500 ms response
@@ -35,6 +42,8 @@ use crate::config::{Config, Topology};
 use crate::error::{Error, Operation, Result};
 use crate::scripts::ScriptCall;
 
+mod cluster;
+
 /// A checked-out command connection: a handle on one pooled multiplexed connection.
 ///
 /// The pool slot is given back as soon as the handle is taken: a multiplexed connection carries
@@ -59,7 +68,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Node(conn) => conn.req_packed_command(cmd),
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => Box::pin(cluster::command(conn, cmd)),
         }
     }
 
@@ -71,7 +80,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Node(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => Box::pin(cluster::pipeline(conn, pipeline, offset, count, None)),
         }
     }
 
@@ -91,13 +100,8 @@ impl Conn {
             Self::Node(conn) => pipeline.query_async(conn).await,
             Self::Cluster(conn) => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
-                conn.route_pipeline(
-                    pipeline,
-                    0,
-                    count,
-                    SingleNodeRoutingInfo::SpecificNode(route),
-                )
-                .await
+                let route = SingleNodeRoutingInfo::SpecificNode(route);
+                cluster::pipeline(conn, &pipeline, 0, count, Some(&route)).await
             }
         }
     }
@@ -215,8 +219,19 @@ pub(crate) fn node_client(config: &Config, url: &str) -> RedisResult<redis::Clie
 
 /// A cluster client builder for the configured seeds, trusting [`Config::tls_root_cert`].
 pub(crate) fn cluster_builder(config: &Config) -> redis::cluster::ClusterClientBuilder {
-    let builder = redis::cluster::ClusterClientBuilder::new(config.addresses())
+    let mut builder = redis::cluster::ClusterClientBuilder::new(config.addresses())
         .connection_timeout(config.connect_timeout);
+    if !config.nat_map.is_empty() {
+        builder = builder.node_address_map(
+            config
+                .nat_map
+                .iter()
+                .filter_map(|(announced, reachable)| {
+                    Some((node_address(announced)?, node_address(reachable)?))
+                })
+                .collect(),
+        );
+    }
     match &config.tls_root_cert {
         Some(root) => builder.certs(redis::TlsCertificates {
             client_tls: None,
@@ -224,6 +239,15 @@ pub(crate) fn cluster_builder(config: &Config) -> redis::cluster::ClusterClientB
         }),
         None => builder,
     }
+}
+
+/// `host:port` as a cluster node address ([`Config::validate`] checked the form).
+fn node_address(address: &str) -> Option<redis::cluster::NodeAddress> {
+    let (host, port) = address.rsplit_once(':')?;
+    Some(redis::cluster::NodeAddress::new(
+        host.to_owned(),
+        port.parse().ok()?,
+    ))
 }
 
 /// A Sentinel client for the configured master: the sentinels are the configured addresses; the
@@ -342,6 +366,9 @@ impl Commands {
             }
             Topology::Cluster => Factory::Cluster(
                 cluster_builder(config)
+                    // Never send a request again by itself: after an I/O error it may have run.
+                    // `cluster` follows what proves it did not (redirects, "not now" refusals).
+                    .retries(0)
                     // A backstop only: rlock's own, shorter deadline decides.
                     .response_timeout(config.command_timeout * 2 + config.replicas_sync_timeout)
                     .build()

@@ -1,0 +1,555 @@
+//! Lost replies, script by script, in every topology: a fault proxy forwards a script to Redis and
+//! then cuts the connection before its reply reaches rlock, so the script ran and its caller never
+//! heard. Afterwards Redis must hold exactly what one application of the call leaves (no hold counted
+//! twice, no stray field, queue entry or permit), and the caller must have got success or a typed
+//! error: for what rlock reconciles (acquires are undone, unlocks re-sent under their latch) a
+//! `Timeout`/`Backend` error or success; for counters nothing can reconcile (a semaphore's permits,
+//! a latch's count) `OutcomeUnknown`, with the count applied once, never twice.
+//!
+//! The default suite runs the representative cases of every topology (`representative_*`, among
+//! them the regression test of the cluster client's own re-send: an acquire that ran twice);
+//! `scripts/lost-replies.sh` runs every script of every kind in every topology (the ignored
+//! `every_script_*` tests).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rlock::{Client, Error, Owner};
+use rlock_tests::harness::eventually;
+use rlock_tests::proxied::{Deployment, Proxied};
+use rlock_tests::proxy::Match;
+
+/// A deployment behind proxies and a client of it.
+struct Ctx {
+    proxied: Proxied,
+    client: Client,
+}
+
+/// The client's settings: prompt retries, so a re-sent unlock does not wait a second.
+fn quick(config: &mut rlock::Config) {
+    config.command_timeout = Duration::from_millis(1000);
+    config.replicas_sync_timeout = Duration::from_millis(300);
+    config.retry_delay = Duration::from_millis(50);
+    config.retry_max_delay = Duration::from_millis(100);
+}
+
+impl Ctx {
+    async fn start(deployment: Deployment) -> Self {
+        let proxied = tokio::task::spawn_blocking(move || Proxied::start(deployment))
+            .await
+            .expect("the deployment starts");
+        let client = Self::client_of(&proxied, |_| {}).await;
+        Self { proxied, client }
+    }
+
+    async fn client_of(proxied: &Proxied, tweak: impl FnOnce(&mut rlock::Config)) -> Client {
+        let mut config = proxied.config();
+        quick(&mut config);
+        tweak(&mut config);
+        Client::with_config(config).await.expect("client connects")
+    }
+
+    /// Arms the loss of the reply of the next script call that names `name` (as a key or an
+    /// argument), or of the `nth` one.
+    fn lose_script_reply(&self, name: &str, nth: usize) -> Armed<'_> {
+        let proxy = self.proxied.proxy_of(name);
+        let before = proxy.lost_replies();
+        proxy.lose_reply(Match::command("EVALSHA").with_arg(name), nth);
+        Armed { proxy, before }
+    }
+
+    /// A direct connection (around the proxy) to the master of `name`.
+    async fn master(&self, name: &str) -> redis::aio::MultiplexedConnection {
+        self.proxied
+            .master_of(name)
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("direct connection")
+    }
+
+    /// Every key of `name` on its master, rendered by type: a hash as its sorted values, a string
+    /// as itself, a sorted set or list by size. Unlock latches (which replay a re-sent unlock) are
+    /// left out.
+    async fn state(&self, name: &str) -> BTreeMap<String, String> {
+        let mut redis = self.master(name).await;
+        let keys: Vec<String> = redis.keys(format!("*{name}*")).await.expect("KEYS");
+        let mut state = BTreeMap::new();
+        for key in keys {
+            if key.starts_with("redisson_unlock_latch") {
+                continue;
+            }
+            let kind: String = redis::cmd("TYPE")
+                .arg(&key)
+                .query_async(&mut redis)
+                .await
+                .expect("TYPE");
+            let rendered = match kind.as_str() {
+                "hash" => {
+                    let mut values: Vec<String> = redis.hvals(&key).await.expect("HVALS");
+                    values.sort();
+                    format!("hash{values:?}")
+                }
+                "string" => redis.get(&key).await.expect("GET"),
+                "zset" => format!(
+                    "zset({})",
+                    redis.zcard::<_, u64>(&key).await.expect("ZCARD")
+                ),
+                "list" => format!("list({})", redis.llen::<_, u64>(&key).await.expect("LLEN")),
+                other => other.to_owned(),
+            };
+            let _ = state.insert(key, rendered);
+        }
+        state
+    }
+
+    /// Waits for the state of `name` to become `expected` (keys and renderings, as
+    /// [`Ctx::state`]); panics with the state seen if it does not within 5 s.
+    async fn settles(&self, name: &str, expected: &[(&str, &str)]) {
+        let expected: BTreeMap<String, String> = expected
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect();
+        let settled = eventually(Duration::from_secs(5), async || {
+            self.state(name).await == expected
+        })
+        .await;
+        assert!(
+            settled,
+            "{:?} {name}: expected {expected:?}, Redis holds {:?}",
+            self.proxied.deployment,
+            self.state(name).await
+        );
+    }
+}
+
+/// A lost reply about to happen.
+struct Armed<'a> {
+    proxy: &'a rlock_tests::proxy::FaultProxy,
+    before: usize,
+}
+
+impl Armed<'_> {
+    /// Asserts that the fault fired (so the case tested what it says).
+    async fn fired(self) {
+        assert!(
+            self.proxy
+                .wait_lost_replies(self.before + 1, Duration::from_secs(5))
+                .await,
+            "the reply was lost as arranged"
+        );
+    }
+}
+
+/// An error that says the outcome was reconciled by rlock: the call failed and left nothing behind.
+fn reconciled<T: std::fmt::Debug>(result: rlock::Result<T>, what: &str) {
+    match result {
+        Err(Error::Timeout { .. } | Error::Backend { .. }) => {}
+        other => panic!("{what}: expected a reconciled failure, got {other:?}"),
+    }
+}
+
+/// The error of a counter whose lost reply nothing can reconcile.
+fn outcome_unknown<T: std::fmt::Debug>(result: rlock::Result<T>, what: &str) {
+    match result {
+        Err(Error::OutcomeUnknown { .. }) => {}
+        other => panic!("{what}: expected OutcomeUnknown, got {other:?}"),
+    }
+}
+
+type Case = for<'a> fn(&'a Ctx, &'a str) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+macro_rules! cases {
+    ($($name:literal => $case:ident,)*) => {
+        &[$(($name, |ctx, name| Box::pin($case(ctx, name)))),*]
+    };
+}
+
+/// Every case: `kind.script` and the function that plays it.
+const CASES: &[(&str, Case)] = cases![
+    "lock.acquire" => lock_acquire,
+    "lock.reentry" => lock_reentry,
+    "lock.undo" => lock_undo,
+    "lock.unlock_partial" => lock_unlock_partial,
+    "lock.unlock" => lock_unlock,
+    "lock.force_unlock" => lock_force_unlock,
+    "lock.renew" => lock_renew,
+    "fair.acquire" => fair_acquire,
+    "fair.unlock" => fair_unlock,
+    "fair.give_up" => fair_give_up,
+    "read.acquire" => read_acquire,
+    "read.unlock" => read_unlock,
+    "write.acquire" => write_acquire,
+    "write.unlock" => write_unlock,
+    "fenced.acquire" => fenced_acquire,
+    "spin.acquire" => spin_acquire,
+    "spin.unlock" => spin_unlock,
+    "semaphore.acquire" => semaphore_acquire,
+    "semaphore.release" => semaphore_release,
+    "expirable.acquire" => expirable_acquire,
+    "expirable.release" => expirable_release,
+    "latch.count_down" => latch_count_down,
+];
+
+/// The cases the default suite runs in every topology.
+const REPRESENTATIVE: &[&str] = &["lock.acquire", "lock.unlock", "semaphore.acquire"];
+
+async fn run(deployment: Deployment, only: Option<&[&str]>) {
+    let ctx = Ctx::start(deployment).await;
+    for (case, play) in CASES {
+        if only.is_some_and(|only| !only.contains(case)) {
+            continue;
+        }
+        eprintln!("{deployment:?}: {case}");
+        let name = format!("lost:{case}");
+        play(&ctx, &name).await;
+    }
+}
+
+async fn lock_acquire(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.lock(name);
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(lock.lock().await, "acquire");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+    // Nothing was left behind: another owner takes it at once.
+    let other = ctx.client.lock(name).with_owner(Owner::new());
+    let guard = other.try_lock().await.expect("try_lock");
+    guard.expect("free").unlock().await.expect("unlock");
+}
+
+async fn lock_reentry(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.lock(name).with_owner(Owner::new());
+    let first = lock.lock().await.expect("first hold");
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(lock.lock().await, "re-entry");
+    armed.fired().await;
+    ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
+    first.unlock().await.expect("unlock");
+    ctx.settles(name, &[]).await;
+}
+
+async fn lock_undo(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.lock(name);
+    // The acquire's reply and then its undo's reply are lost: the undo is sent again.
+    let armed = ctx.lose_script_reply(name, 1);
+    let undo = ctx.lose_script_reply(name, 2);
+    reconciled(lock.lock().await, "acquire");
+    armed.fired().await;
+    undo.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn lock_unlock_partial(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.lock(name).with_owner(Owner::new());
+    let first = lock.lock().await.expect("first hold");
+    let second = lock.lock().await.expect("second hold");
+    let armed = ctx.lose_script_reply(name, 1);
+    second
+        .unlock()
+        .await
+        .expect("the unlock is re-sent under its latch");
+    armed.fired().await;
+    ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
+    first.unlock().await.expect("unlock");
+    ctx.settles(name, &[]).await;
+}
+
+async fn lock_unlock(ctx: &Ctx, name: &str) {
+    let guard = ctx.client.lock(name).lock().await.expect("lock");
+    let armed = ctx.lose_script_reply(name, 1);
+    guard
+        .unlock()
+        .await
+        .expect("the unlock is re-sent under its latch");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn lock_force_unlock(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.lock(name);
+    let guard = lock.lock().await.expect("lock");
+    let armed = ctx.lose_script_reply(name, 1);
+    // Deleting is idempotent: rlock reports the lost reply, Redis holds what one delete leaves.
+    reconciled(lock.force_unlock().await, "force-unlock");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+    assert!(
+        guard.unlock().await.is_err(),
+        "the force-unlocked guard no longer holds"
+    );
+}
+
+async fn lock_renew(ctx: &Ctx, name: &str) {
+    let client = Ctx::client_of(&ctx.proxied, |config| {
+        config.watchdog_timeout = Duration::from_millis(900);
+    })
+    .await;
+    let guard = client.lock(name).lock().await.expect("lock");
+    // The next script naming the lock is a renewal (every 300 ms).
+    let armed = ctx.lose_script_reply(name, 1);
+    armed.fired().await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!guard.is_lease_lost(), "the renewal was sent again in time");
+    ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
+    guard.unlock().await.expect("unlock");
+    ctx.settles(name, &[]).await;
+}
+
+async fn fair_acquire(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.fair_lock(name);
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(lock.lock().await, "fair acquire");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn fair_unlock(ctx: &Ctx, name: &str) {
+    let guard = ctx.client.fair_lock(name).lock().await.expect("lock");
+    let armed = ctx.lose_script_reply(name, 1);
+    guard
+        .unlock()
+        .await
+        .expect("the unlock is re-sent under its latch");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn fair_give_up(ctx: &Ctx, name: &str) {
+    let holder = ctx.client.fair_lock(name).lock().await.expect("lock");
+    let waiter = ctx.client.fair_lock(name).with_owner(Owner::new());
+    // The waiter's first try queues it; its give-up at the deadline is the second script.
+    let armed = ctx.lose_script_reply(name, 2);
+    let waited = waiter.try_lock_for(Duration::from_millis(200)).await;
+    armed.fired().await;
+    match waited {
+        Ok(None) => {}
+        other => reconciled(other, "fair give-up"),
+    }
+    holder.unlock().await.expect("unlock");
+    ctx.settles(name, &[]).await;
+}
+
+async fn read_acquire(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.read_write_lock(name).read();
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(lock.lock().await, "read acquire");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn read_unlock(ctx: &Ctx, name: &str) {
+    let guard = ctx
+        .client
+        .read_write_lock(name)
+        .read()
+        .lock()
+        .await
+        .expect("read");
+    let armed = ctx.lose_script_reply(name, 1);
+    guard
+        .unlock()
+        .await
+        .expect("the unlock is re-sent under its latch");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn write_acquire(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.read_write_lock(name).write();
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(lock.lock().await, "write acquire");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn write_unlock(ctx: &Ctx, name: &str) {
+    let guard = ctx
+        .client
+        .read_write_lock(name)
+        .write()
+        .lock()
+        .await
+        .expect("write");
+    let armed = ctx.lose_script_reply(name, 1);
+    guard
+        .unlock()
+        .await
+        .expect("the unlock is re-sent under its latch");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn fenced_acquire(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.fenced_lock(name);
+    let guard = lock.lock().await.expect("lock");
+    let token = *guard.token();
+    guard.unlock().await.expect("unlock");
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(lock.lock().await, "fenced acquire");
+    armed.fired().await;
+    // One application took one token: the counter moved by one, not two.
+    let next = (token + 1).to_string();
+    ctx.settles(name, &[(counter.as_str(), next.as_str())])
+        .await;
+}
+
+async fn spin_acquire(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.spin_lock(name);
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(lock.lock().await, "spin acquire");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn spin_unlock(ctx: &Ctx, name: &str) {
+    let guard = ctx.client.spin_lock(name).lock().await.expect("lock");
+    let armed = ctx.lose_script_reply(name, 1);
+    guard
+        .unlock()
+        .await
+        .expect("the unlock is re-sent under its latch");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn semaphore_acquire(ctx: &Ctx, name: &str) {
+    let semaphore = ctx.client.semaphore(name);
+    assert!(semaphore.try_set_permits(3).await.expect("set permits"));
+    let armed = ctx.lose_script_reply(name, 1);
+    outcome_unknown(semaphore.acquire(1).await, "semaphore acquire");
+    armed.fired().await;
+    // The script ran once: one permit gone, not two.
+    ctx.settles(name, &[(name, "2")]).await;
+}
+
+async fn semaphore_release(ctx: &Ctx, name: &str) {
+    let semaphore = ctx.client.semaphore(name);
+    assert!(semaphore.try_set_permits(3).await.expect("set permits"));
+    semaphore.acquire(1).await.expect("acquire").forget();
+    let armed = ctx.lose_script_reply(name, 1);
+    outcome_unknown(semaphore.release(1).await, "semaphore release");
+    armed.fired().await;
+    ctx.settles(name, &[(name, "3")]).await;
+}
+
+async fn expirable_acquire(ctx: &Ctx, name: &str) {
+    let semaphore = ctx.client.permit_expirable_semaphore(name);
+    assert!(semaphore.try_set_permits(2).await.expect("set permits"));
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(semaphore.acquire().await, "permit acquire");
+    armed.fired().await;
+    // The permit it may have taken was given back by id: both permits free, none held.
+    ctx.settles(name, &[(name, "2")]).await;
+}
+
+async fn expirable_release(ctx: &Ctx, name: &str) {
+    let semaphore = ctx.client.permit_expirable_semaphore(name);
+    assert!(semaphore.try_set_permits(2).await.expect("set permits"));
+    let id = semaphore.acquire().await.expect("acquire");
+    let armed = ctx.lose_script_reply(name, 1);
+    let released = semaphore.release(id).await;
+    armed.fired().await;
+    if released.is_err() {
+        reconciled(released, "permit release");
+    }
+    ctx.settles(name, &[(name, "2")]).await;
+}
+
+async fn latch_count_down(ctx: &Ctx, name: &str) {
+    let latch = ctx.client.count_down_latch(name);
+    assert!(latch.try_set_count(2).await.expect("set count"));
+    let armed = ctx.lose_script_reply(name, 1);
+    outcome_unknown(latch.count_down().await, "count-down");
+    armed.fired().await;
+    // Counted once, not twice.
+    ctx.settles(name, &[(name, "1")]).await;
+}
+
+#[tokio::test]
+async fn representative_single() {
+    run(Deployment::Single, Some(REPRESENTATIVE)).await;
+}
+
+#[tokio::test]
+async fn representative_master_replica() {
+    run(Deployment::MasterReplica, Some(REPRESENTATIVE)).await;
+}
+
+#[tokio::test]
+async fn representative_sentinel() {
+    run(Deployment::Sentinel, Some(REPRESENTATIVE)).await;
+}
+
+/// The regression test of the cluster client's own re-send after an I/O error: with redis-rs's
+/// default retries, the acquire ran twice and left a hold count of 2 behind.
+#[tokio::test]
+async fn representative_cluster() {
+    run(Deployment::Cluster, Some(REPRESENTATIVE)).await;
+}
+
+/// With the cluster client's own retries off, rlock still follows `MOVED`: after the lock's slot
+/// moved to another master, the next acquire is redirected there, through that master's proxy (the
+/// node addresses in the redirect are mapped by `nat_map`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_redirects_are_followed_through_the_proxies() {
+    let ctx = Ctx::start(Deployment::Cluster).await;
+    let name = "lost:moved";
+    let lock = ctx.client.lock(name);
+    lock.lock()
+        .await
+        .expect("lock")
+        .unlock()
+        .await
+        .expect("unlock");
+    let cluster = ctx.proxied.cluster().expect("a cluster");
+    let from = cluster.master_of(name).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .find(|master| master.port() != from)
+        .expect("another master");
+    let target = ctx
+        .proxied
+        .proxies()
+        .find(|proxy| proxy.upstream() == to.port())
+        .expect("the target's proxy");
+    let before = target.requests();
+    tokio::task::block_in_place(|| cluster.migrate_slot_of(name, to));
+    let guard = lock.lock().await.expect("the acquire follows MOVED");
+    assert!(
+        target.requests() > before,
+        "the redirected acquire went through the new master's proxy"
+    );
+    assert_eq!(ctx.state(name).await.len(), 1, "held on the new master");
+    guard.unlock().await.expect("unlock");
+    ctx.settles(name, &[]).await;
+}
+
+#[tokio::test]
+#[ignore = "the full matrix: scripts/lost-replies.sh"]
+async fn every_script_single() {
+    run(Deployment::Single, None).await;
+}
+
+#[tokio::test]
+#[ignore = "the full matrix: scripts/lost-replies.sh"]
+async fn every_script_master_replica() {
+    run(Deployment::MasterReplica, None).await;
+}
+
+#[tokio::test]
+#[ignore = "the full matrix: scripts/lost-replies.sh"]
+async fn every_script_sentinel() {
+    run(Deployment::Sentinel, None).await;
+}
+
+#[tokio::test]
+#[ignore = "the full matrix: scripts/lost-replies.sh"]
+async fn every_script_cluster() {
+    run(Deployment::Cluster, None).await;
+}
