@@ -10,7 +10,11 @@
 # history checker (tests/src/history/). The kind-generic scenarios (kill -9, CLIENT KILL,
 # cancellation storms) run once per lock kind, named `<scenario>::<kind>`; --kinds picks the kinds
 # among lock, fair, spin, fenced, read, write and rw (readers and writers of one read-write lock).
-# The other scenarios run on the reentrant lock, so with `lock` among the kinds. Then the property
+# The other scenarios run on the reentrant lock, so with `lock` among the kinds, and so do the
+# proxy scenarios of tests/tests/faults_proxy.rs: workers reach a single server, a master with a
+# replica (WAIT), a Sentinel setup and a cluster through fault proxies that lose the replies of
+# scripts that ran, delay replies and reset connections at random, while a monitor looks for
+# acquires applied twice (a hold count of 2). Then the property
 # tests of tests/tests/fuzz.rs run with more cases. At the end the figures of all runs are added up
 # and printed: acquisitions checked, faults injected by kind, overlaps inside and outside signalled
 # lease loss, fair-lock acquisitions out of queue order, leaked holds, maximum delays.
@@ -33,7 +37,7 @@ while [ $# -gt 0 ]; do
     --minutes=*) minutes=${1#*=}; shift ;;
     --kinds) kinds=${2:-}; shift 2 || die "--kinds needs a value" ;;
     --kinds=*) kinds=${1#*=}; shift ;;
-    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 ($usage)" ;;
     esac
 done
@@ -49,7 +53,7 @@ ensure_redis_server
 
 section "build (release)"
 cargo build --release -q -p rlock-tests --bin rlock-torture
-cargo test --release -q -p rlock-tests --test faults --test fuzz --no-run
+cargo test --release -q -p rlock-tests --test faults --test faults_proxy --test fuzz --no-run
 
 mapfile -t listed < <(cargo test --release -q -p rlock-tests --test faults -- --list 2>/dev/null |
     sed -n 's/: test$//p')
@@ -61,8 +65,13 @@ for scenario in "${listed[@]}"; do
         scenarios+=("$scenario")
     fi
 done
+proxy_scenarios=()
+if [[ ",$kinds," == *",lock,"* ]]; then
+    mapfile -t proxy_scenarios < <(cargo test --release -q -p rlock-tests --test faults_proxy -- \
+        --list 2>/dev/null | sed -n 's/: test$//p')
+fi
 [ "${#scenarios[@]}" -gt 0 ] || die "no fault scenarios found for kinds $kinds"
-per_scenario=$((minutes * 60 / ${#scenarios[@]}))
+per_scenario=$((minutes * 60 / (${#scenarios[@]} + ${#proxy_scenarios[@]})))
 [ "$per_scenario" -ge 5 ] || per_scenario=5
 
 figures=$(mktemp)
@@ -75,6 +84,12 @@ for scenario in "${scenarios[@]}"; do
     # Scenarios ignored in the quick suite for a known bug run too: the soak tells the whole truth.
     cargo test --release -q -p rlock-tests --test faults -- --exact "$scenario" --include-ignored \
         --nocapture ||
+        failed+=("$scenario")
+done
+
+for scenario in "${proxy_scenarios[@]}"; do
+    section "$scenario (${per_scenario} s)"
+    cargo test --release -q -p rlock-tests --test faults_proxy -- --exact "$scenario" --nocapture ||
         failed+=("$scenario")
 done
 

@@ -24,3 +24,29 @@ pub use checker::{
 };
 pub use fleet::{Fleet, WorkerSpec};
 pub use record::{Event, FaultKind, LogWriter, Mode, Record, error_kind, now_ns, read_log};
+
+/// How long a fault scenario runs: `default`, or `$RLOCK_SOAK_SECS` under `scripts/soak.sh` if
+/// longer (a scenario's default is what it needs for one round of its fault).
+pub fn scenario_length(default: std::time::Duration) -> std::time::Duration {
+    std::env::var("RLOCK_SOAK_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .map_or(default, |secs| {
+            default.max(std::time::Duration::from_secs(secs))
+        })
+}
+
+/// Prints a scenario's figures and appends them to `$RLOCK_FAULTS_REPORT` (one JSON line), where
+/// `scripts/soak.sh` adds them up.
+pub fn publish(summary: &Summary) {
+    eprintln!("{summary}");
+    if let Ok(path) = std::env::var("RLOCK_FAULTS_REPORT") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("open the figures file");
+        writeln!(file, "{summary}").expect("append the figures");
+    }
+}

@@ -22,32 +22,12 @@ use std::time::{Duration, Instant};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, eventually, raw};
 use rlock_tests::history::fleet::Kind;
-use rlock_tests::history::{Event, FaultKind, Fleet, Report, Summary, WorkerSpec, now_ns};
+use rlock_tests::history::{
+    Event, FaultKind, Fleet, Report, Summary, WorkerSpec, now_ns, publish,
+    scenario_length as length,
+};
 
 const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
-
-/// How long a scenario runs: `default`, or `$RLOCK_SOAK_SECS` under `scripts/soak.sh` if longer
-/// (a scenario's default is what it needs for one round of its fault).
-fn length(default: Duration) -> Duration {
-    std::env::var("RLOCK_SOAK_SECS")
-        .ok()
-        .and_then(|secs| secs.parse().ok())
-        .map_or(default, |secs| default.max(Duration::from_secs(secs)))
-}
-
-/// Prints a scenario's figures and appends them to `$RLOCK_FAULTS_REPORT` (one JSON line).
-fn publish(summary: &Summary) {
-    eprintln!("{summary}");
-    if let Ok(path) = std::env::var("RLOCK_FAULTS_REPORT") {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .expect("open the figures file");
-        writeln!(file, "{summary}").expect("append the figures");
-    }
-}
 
 /// Publishes the figures of `report`, then asserts the history is sound.
 fn conclude(scenario: &str, report: &Report) {

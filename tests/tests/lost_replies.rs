@@ -17,7 +17,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{Client, Error, Owner};
+use rlock::kind::LockKind;
+use rlock::{Client, Error, Lock, Owner};
 use rlock_tests::harness::eventually;
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::Match;
@@ -209,12 +210,28 @@ async fn run(deployment: Deployment, only: Option<&[&str]>) {
     }
 }
 
-async fn lock_acquire(ctx: &Ctx, name: &str) {
-    let lock = ctx.client.lock(name);
+/// The acquire of `lock` whose reply is lost is undone: nothing is left.
+async fn acquire_is_undone<K: LockKind>(ctx: &Ctx, name: &str, lock: Lock<K>) {
     let armed = ctx.lose_script_reply(name, 1);
     reconciled(lock.lock().await, "acquire");
     armed.fired().await;
     ctx.settles(name, &[]).await;
+}
+
+/// The unlock of `lock` whose reply is lost is re-sent under its latch: released once, nothing left.
+async fn unlock_is_resent<K: LockKind>(ctx: &Ctx, name: &str, lock: Lock<K>) {
+    let guard = lock.lock().await.expect("lock");
+    let armed = ctx.lose_script_reply(name, 1);
+    guard
+        .unlock()
+        .await
+        .expect("the unlock is re-sent under its latch");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+}
+
+async fn lock_acquire(ctx: &Ctx, name: &str) {
+    acquire_is_undone(ctx, name, ctx.client.lock(name)).await;
     // Nothing was left behind: another owner takes it at once.
     let other = ctx.client.lock(name).with_owner(Owner::new());
     let guard = other.try_lock().await.expect("try_lock");
@@ -259,14 +276,7 @@ async fn lock_unlock_partial(ctx: &Ctx, name: &str) {
 }
 
 async fn lock_unlock(ctx: &Ctx, name: &str) {
-    let guard = ctx.client.lock(name).lock().await.expect("lock");
-    let armed = ctx.lose_script_reply(name, 1);
-    guard
-        .unlock()
-        .await
-        .expect("the unlock is re-sent under its latch");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    unlock_is_resent(ctx, name, ctx.client.lock(name)).await;
 }
 
 async fn lock_force_unlock(ctx: &Ctx, name: &str) {
@@ -300,22 +310,11 @@ async fn lock_renew(ctx: &Ctx, name: &str) {
 }
 
 async fn fair_acquire(ctx: &Ctx, name: &str) {
-    let lock = ctx.client.fair_lock(name);
-    let armed = ctx.lose_script_reply(name, 1);
-    reconciled(lock.lock().await, "fair acquire");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    acquire_is_undone(ctx, name, ctx.client.fair_lock(name)).await;
 }
 
 async fn fair_unlock(ctx: &Ctx, name: &str) {
-    let guard = ctx.client.fair_lock(name).lock().await.expect("lock");
-    let armed = ctx.lose_script_reply(name, 1);
-    guard
-        .unlock()
-        .await
-        .expect("the unlock is re-sent under its latch");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    unlock_is_resent(ctx, name, ctx.client.fair_lock(name)).await;
 }
 
 async fn fair_give_up(ctx: &Ctx, name: &str) {
@@ -334,53 +333,19 @@ async fn fair_give_up(ctx: &Ctx, name: &str) {
 }
 
 async fn read_acquire(ctx: &Ctx, name: &str) {
-    let lock = ctx.client.read_write_lock(name).read();
-    let armed = ctx.lose_script_reply(name, 1);
-    reconciled(lock.lock().await, "read acquire");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    acquire_is_undone(ctx, name, ctx.client.read_write_lock(name).read()).await;
 }
 
 async fn read_unlock(ctx: &Ctx, name: &str) {
-    let guard = ctx
-        .client
-        .read_write_lock(name)
-        .read()
-        .lock()
-        .await
-        .expect("read");
-    let armed = ctx.lose_script_reply(name, 1);
-    guard
-        .unlock()
-        .await
-        .expect("the unlock is re-sent under its latch");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    unlock_is_resent(ctx, name, ctx.client.read_write_lock(name).read()).await;
 }
 
 async fn write_acquire(ctx: &Ctx, name: &str) {
-    let lock = ctx.client.read_write_lock(name).write();
-    let armed = ctx.lose_script_reply(name, 1);
-    reconciled(lock.lock().await, "write acquire");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    acquire_is_undone(ctx, name, ctx.client.read_write_lock(name).write()).await;
 }
 
 async fn write_unlock(ctx: &Ctx, name: &str) {
-    let guard = ctx
-        .client
-        .read_write_lock(name)
-        .write()
-        .lock()
-        .await
-        .expect("write");
-    let armed = ctx.lose_script_reply(name, 1);
-    guard
-        .unlock()
-        .await
-        .expect("the unlock is re-sent under its latch");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    unlock_is_resent(ctx, name, ctx.client.read_write_lock(name).write()).await;
 }
 
 async fn fenced_acquire(ctx: &Ctx, name: &str) {
@@ -399,22 +364,11 @@ async fn fenced_acquire(ctx: &Ctx, name: &str) {
 }
 
 async fn spin_acquire(ctx: &Ctx, name: &str) {
-    let lock = ctx.client.spin_lock(name);
-    let armed = ctx.lose_script_reply(name, 1);
-    reconciled(lock.lock().await, "spin acquire");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    acquire_is_undone(ctx, name, ctx.client.spin_lock(name)).await;
 }
 
 async fn spin_unlock(ctx: &Ctx, name: &str) {
-    let guard = ctx.client.spin_lock(name).lock().await.expect("lock");
-    let armed = ctx.lose_script_reply(name, 1);
-    guard
-        .unlock()
-        .await
-        .expect("the unlock is re-sent under its latch");
-    armed.fired().await;
-    ctx.settles(name, &[]).await;
+    unlock_is_resent(ctx, name, ctx.client.spin_lock(name)).await;
 }
 
 async fn semaphore_acquire(ctx: &Ctx, name: &str) {

@@ -5,6 +5,8 @@
 //!                    [--hold-ms 5] [--think-ms 2] [--watchdog-ms 1000] [--command-timeout-ms 300]
 //!                    [--pool-size 4] [--wait-ms W] [--cancel-percent P] [--cancel-within-us 3000]
 //!                    [--kind lock|fair|spin|fenced|read|write|rw] [--fair-wait-timeout-ms 5000]
+//!                    [--topology single|master-replica|sentinel|cluster] [--nodes URL,...]
+//!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
 //! rlock-torture summarize FILE...
 //! ```
 //!
@@ -47,7 +49,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Commands {
     /// Contend for locks and log every acquisition.
-    Work(WorkArgs),
+    Work(Box<WorkArgs>),
     /// Add up fault-scenario summaries (JSON lines) and print the totals.
     Summarize {
         /// Files of summaries, one JSON object per line.
@@ -57,8 +59,23 @@ enum Commands {
 
 #[derive(Parser, Clone)]
 struct WorkArgs {
+    /// The server, master, first cluster seed or first sentinel.
     #[arg(long)]
     url: String,
+    #[arg(long, value_enum, default_value_t)]
+    topology: TopologyArg,
+    /// More cluster seeds or sentinels.
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<String>,
+    /// Cluster address translation, `announced=reachable` pairs of `host:port`.
+    #[arg(long, value_delimiter = ',')]
+    nat_map: Vec<String>,
+    /// The master's name, for `--topology sentinel`.
+    #[arg(long, default_value = "")]
+    master_name: String,
+    /// Where the fences live (default: `--url`): the real master when `--url` is a proxy.
+    #[arg(long)]
+    fence_url: Option<String>,
     /// This process's name in the history.
     #[arg(long)]
     process: String,
@@ -96,6 +113,36 @@ struct WorkArgs {
     fair_wait_timeout_ms: u64,
 }
 
+/// `--topology`: which [`Config`] constructor the client is built with.
+#[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
+enum TopologyArg {
+    #[default]
+    Single,
+    MasterReplica,
+    Sentinel,
+    Cluster,
+}
+
+impl WorkArgs {
+    /// The client's configuration, before the tunables.
+    fn config(&self) -> Config {
+        let addresses = std::iter::once(self.url.clone()).chain(self.nodes.iter().cloned());
+        let mut config = match self.topology {
+            TopologyArg::Single => Config::new(self.url.clone()),
+            TopologyArg::MasterReplica => Config::master_replica(self.url.clone()),
+            TopologyArg::Sentinel => Config::sentinel(self.master_name.clone(), addresses),
+            TopologyArg::Cluster => Config::cluster(addresses),
+        };
+        config.nat_map = self
+            .nat_map
+            .iter()
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(from, to)| (from.to_owned(), to.to_owned()))
+            .collect();
+        config
+    }
+}
+
 /// How long the tasks may take to finish their last attempt after the run.
 const FINISH_GRACE: Duration = Duration::from_secs(20);
 /// How long a finished worker waits for its standard input to close before it exits anyway.
@@ -106,7 +153,7 @@ static LOG: OnceLock<Arc<LogWriter>> = OnceLock::new();
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Commands::Work(args) => work(args),
+        Commands::Work(args) => work(*args),
         Commands::Summarize { files } => summarize(&files),
     }
 }
@@ -151,7 +198,7 @@ struct Worker {
 
 impl Worker {
     async fn run(args: WorkArgs, log: Arc<LogWriter>) -> ExitCode {
-        let mut config = Config::new(args.url.clone());
+        let mut config = args.config();
         config.watchdog_timeout = Duration::from_millis(args.watchdog_ms);
         config.command_timeout = Duration::from_millis(args.command_timeout_ms);
         config.pool_size = args.pool_size;
@@ -169,7 +216,7 @@ impl Worker {
             node_id: client.node_id().to_owned(),
         });
         let worker = Arc::new(Self {
-            fences: Fences::new(&args.url),
+            fences: Fences::new(args.fence_url.as_deref().unwrap_or(&args.url)),
             args,
             client,
             log,
@@ -509,7 +556,8 @@ fn summarize(files: &[PathBuf]) -> ExitCode {
         + total.starved
         + total.panics
         + total.inconsistencies
-        + total.leaked_holds;
+        + total.leaked_holds
+        + total.double_applies;
     if bad == 0 {
         ExitCode::SUCCESS
     } else {
@@ -558,6 +606,7 @@ fn render(total: &Summary) -> String {
     row("panics", total.panics.to_string());
     row("inconsistent histories", total.inconsistencies.to_string());
     row("leaked holds", total.leaked_holds.to_string());
+    row("double-applied acquires", total.double_applies.to_string());
     for (name, ms) in &total.figures {
         row(name, format!("{ms:.1}"));
     }

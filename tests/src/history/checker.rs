@@ -488,6 +488,7 @@ impl Report {
             panics: self.panics.len(),
             inconsistencies: self.inconsistencies.len(),
             leaked_holds: self.leaked.len(),
+            double_applies: 0,
             figures: [
                 ("max wait for a lock", Some(self.max_wait_ns)),
                 (
@@ -546,6 +547,10 @@ pub struct Summary {
     pub inconsistencies: usize,
     /// Holds left in Redis after the run: must be 0.
     pub leaked_holds: usize,
+    /// Acquires seen applied twice (a hold count of 2 where nobody re-enters): must be 0 (absent
+    /// from older summaries).
+    #[serde(default)]
+    pub double_applies: usize,
     /// Named maxima in milliseconds.
     pub figures: BTreeMap<String, f64>,
 }
@@ -576,6 +581,7 @@ impl Summary {
         self.panics += other.panics;
         self.inconsistencies += other.inconsistencies;
         self.leaked_holds += other.leaked_holds;
+        self.double_applies += other.double_applies;
         for (name, value) in &other.figures {
             let max = self.figures.entry(name.clone()).or_insert(*value);
             *max = max.max(*value);

@@ -82,6 +82,8 @@ pub struct WorkerSpec {
     /// The client's `fair_lock_wait_timeout`: how long a fair-lock waiter that stopped polling (its
     /// process was killed) blocks the queue before it is purged as stale.
     pub fair_wait_timeout: Duration,
+    /// More `rlock-torture work` flags, e.g. the topology (`--topology cluster --nodes ...`).
+    pub client_args: Vec<String>,
 }
 
 impl WorkerSpec {
@@ -102,6 +104,7 @@ impl WorkerSpec {
             cancel_within: Duration::from_millis(3),
             kind: Kind::Lock,
             fair_wait_timeout: Duration::from_secs(5),
+            client_args: Vec::new(),
         }
     }
 
@@ -136,6 +139,7 @@ impl WorkerSpec {
         if let Some(wait) = self.wait {
             args.extend(["--wait-ms".to_owned(), ms(wait)]);
         }
+        args.extend(self.client_args.iter().cloned());
         args
     }
 }

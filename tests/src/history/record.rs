@@ -232,6 +232,12 @@ pub enum FaultKind {
     CancellationStorm,
     /// More concurrent operations than pooled connections, with a short command timeout.
     PoolExhaustion,
+    /// A fault proxy forwarded a script and cut the connection before its reply.
+    LostReply,
+    /// A fault proxy held every reply back for a while.
+    DelayedReplies,
+    /// A fault proxy reset every connection through it.
+    ConnectionReset,
 }
 
 impl FaultKind {
@@ -247,6 +253,9 @@ impl FaultKind {
             Self::RestartServer => "redis-server restart (AOF)",
             Self::CancellationStorm => "cancellation storm",
             Self::PoolExhaustion => "pool exhaustion",
+            Self::LostReply => "lost reply (proxy)",
+            Self::DelayedReplies => "delayed replies (proxy)",
+            Self::ConnectionReset => "connection reset (proxy)",
         }
     }
 }
