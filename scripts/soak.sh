@@ -17,7 +17,8 @@
 # acquires applied twice (a hold count of 2). Then the property
 # tests of tests/tests/fuzz.rs run with more cases. At the end the figures of all runs are added up
 # and printed: acquisitions checked, faults injected by kind, overlaps inside and outside signalled
-# lease loss, fair-lock acquisitions out of queue order, leaked holds, maximum delays.
+# lease loss, fair-lock acquisitions out of queue order, leaked holds, double-applied acquires,
+# maximum delays.
 #
 # Exits non-zero if a scenario failed or a figure that must be 0 is not. Needs only a Rust toolchain
 # (redis-server is installed with apt-get when missing); servers are private, on loopback.
