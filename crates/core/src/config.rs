@@ -114,6 +114,19 @@ pub struct Config {
     /// How long a fair-lock waiter that waits without a limit stays in the queue before it counts as
     /// stale and is purged, should it stop polling (Redisson's `fairLockWaitTimeout`). Default 5 min.
     pub fair_lock_wait_timeout: Duration,
+    /// Local hand-off between this client's tasks (lock cohorting) for the exclusive kinds: the
+    /// reentrant lock, the fenced lock and the write lock. Tasks of this client that want the same
+    /// lock queue up locally and only the first of them talks to Redis; a holder that releases while
+    /// one of them waits passes the lock to it in one script, without a release in between. At most
+    /// [`Config::local_handoff_limit`] hand-offs in a row and for at most
+    /// [`Config::local_handoff_window`], then the lock is released for real and other clients get
+    /// their turn. `false` makes every task race in Redis on its own, as Redisson does. Default true.
+    pub local_handoff: bool,
+    /// How many local hand-offs in a row a lock may take before it is released for real. Default 16.
+    pub local_handoff_limit: u32,
+    /// How long a streak of local hand-offs may last before the lock is released for real. Default
+    /// 10 ms.
+    pub local_handoff_window: Duration,
 }
 
 impl Config {
@@ -138,6 +151,9 @@ impl Config {
             retry_max_delay: Duration::from_secs(2),
             subscription_timeout: Duration::from_millis(7500),
             fair_lock_wait_timeout: Duration::from_secs(300),
+            local_handoff: true,
+            local_handoff_limit: 16,
+            local_handoff_window: Duration::from_millis(10),
         }
     }
 
@@ -306,6 +322,9 @@ impl fmt::Debug for Config {
             .field("retry_max_delay", &self.retry_max_delay)
             .field("subscription_timeout", &self.subscription_timeout)
             .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
+            .field("local_handoff", &self.local_handoff)
+            .field("local_handoff_limit", &self.local_handoff_limit)
+            .field("local_handoff_window", &self.local_handoff_window)
             .finish()
     }
 }
