@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 use rlock::Client;
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{
-    acquired_after, client, evalsha_calls, eventually, lock_channel_subscribers,
+    acquired_after, client, client_with, evalsha_calls, eventually, lock_channel_subscribers,
     park_subscribed_waiter, raw,
 };
 use tokio::time::Instant;
@@ -173,10 +173,11 @@ async fn park_waiters(
         .collect()
 }
 
+/// The wake rule itself, as Redisson applies it: every local waiter races (no local queue).
 #[tokio::test]
 async fn message_0_wakes_exactly_one_local_waiter_and_1_wakes_all() {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client_with(&server, |config| config.local_handoff = false).await;
     let mut redis = raw(&server).await;
     let name = "waiting:exact";
     let channel = format!("{CHANNEL_PREFIX}{{{name}}}");
@@ -210,6 +211,49 @@ async fn message_0_wakes_exactly_one_local_waiter_and_1_wakes_all() {
 
     let _: () = redis.del(name).await.expect("del");
     let _: () = redis.publish(&channel, "1").await.expect("publish 1");
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("every waiter acquires in turn")
+            .expect("waiter task");
+    }
+}
+
+/// With the local queue (the default), waiters of one client queue behind one head: only the head
+/// tries, whatever the message, and newcomers send no try of their own.
+#[tokio::test]
+async fn with_the_local_queue_only_the_head_tries() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "waiting:queued";
+    let channel = format!("{CHANNEL_PREFIX}{{{name}}}");
+    hold_foreign(&mut redis, name, 60_000).await;
+    let before = evalsha_calls(&mut redis).await;
+    let waiters = park_waiters(&client, name, 10).await;
+    assert!(
+        eventually(Duration::from_secs(5), async || lock_channel_subscribers(
+            &mut redis, name
+        )
+        .await
+            == 1)
+        .await
+    );
+    let parked = settle(&mut redis).await;
+    assert!(
+        parked - before <= 3,
+        "the head's first try, its retry once subscribed and its wake-up when the subscription \
+         is confirmed; nobody else's: {}",
+        parked - before
+    );
+    for message in ["0", "1"] {
+        let before = settle(&mut redis).await;
+        let _: () = redis.publish(&channel, message).await.expect("publish");
+        let after = settle(&mut redis).await;
+        assert_eq!(after - before, 1, "`{message}` makes the head alone retry");
+    }
+    let _: () = redis.del(name).await.expect("del");
+    let _: () = redis.publish(&channel, "0").await.expect("publish 0");
     for waiter in waiters {
         tokio::time::timeout(Duration::from_secs(10), waiter)
             .await

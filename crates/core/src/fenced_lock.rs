@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, Kind, Wait};
+use crate::engine::{Attempt, HandOff, Kind, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::lock::Lock;
 use crate::names;
@@ -21,6 +21,7 @@ use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
 static ACQUIRE: LazyLock<Script> = lua!("fenced_acquire.lua");
+static HAND_OFF: LazyLock<Script> = lua!("fenced_hand_off.lua");
 
 /// The fenced lock's kind (Redisson's `RFencedLock`): the type parameter of
 /// [`FencedLock`](crate::FencedLock).
@@ -100,6 +101,32 @@ impl Kind for Fenced {
 
     fn renewal(&self) -> &'static Renewal {
         self.lock.renewal()
+    }
+
+    fn hand_off(&self) -> Option<&dyn HandOff<Token = u64>> {
+        Some(self)
+    }
+}
+
+impl HandOff for Fenced {
+    /// The next owner's fencing token: a hand-off is an acquisition, and takes a new one.
+    type Token = u64;
+
+    fn queue(&self) -> &'static str {
+        "fenced"
+    }
+
+    fn hand_off_call(&self, from: &str, to: &str, lease: Duration) -> ScriptCall {
+        ScriptCall::new(&HAND_OFF)
+            .key(self.lock.key())
+            .key(&self.token)
+            .arg(from)
+            .arg(to)
+            .arg(lease.as_millis())
+    }
+
+    fn handed_off(&self, reply: u64) -> u64 {
+        reply
     }
 }
 

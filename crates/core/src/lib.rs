@@ -11,6 +11,7 @@
 
 pub mod blocking;
 mod client;
+mod cohort;
 mod config;
 mod connection;
 mod count_down_latch;

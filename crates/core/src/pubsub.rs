@@ -29,7 +29,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -55,6 +55,8 @@ pub(crate) struct Channel {
     subscribed: AtomicBool,
     /// Signalled whenever `subscribed` becomes true.
     confirmed: Notify,
+    /// Messages received so far (what a yielding local queue waits to see move).
+    messages: AtomicU64,
 }
 
 impl Channel {
@@ -64,6 +66,7 @@ impl Channel {
             wakeups: Wakeups::default(),
             subscribed: AtomicBool::new(false),
             confirmed: Notify::new(),
+            messages: AtomicU64::new(0),
         }
     }
 }
@@ -113,6 +116,12 @@ impl Registry {
         })
     }
 
+    /// How many messages `channel` has received while subscribed (0 when it is not).
+    pub(crate) fn messages(&self, channel: &str) -> u64 {
+        self.channel(channel)
+            .map_or(0, |c| c.messages.load(Ordering::Acquire))
+    }
+
     /// How many channels are subscribed (or being subscribed) right now.
     pub(crate) fn channel_count(&self) -> usize {
         self.channels.lock().len()
@@ -140,6 +149,7 @@ impl Registry {
         let Some(channel) = self.channel(name) else {
             return;
         };
+        let _ = channel.messages.fetch_add(1, Ordering::AcqRel);
         if !channel.rule.apply(payload, &channel.wakeups) {
             tracing::debug!(
                 channel = name,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, Kind, Wait};
+use crate::engine::{Attempt, HandOff, Kind, Wait};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
@@ -21,6 +21,7 @@ static UNLOCK: LazyLock<Script> = lua!("lock_unlock.lua");
 static UNDO_ACQUIRE: LazyLock<Script> = lua!("lock_undo_acquire.lua");
 static FORCE_UNLOCK: LazyLock<Script> = lua!("lock_force_unlock.lua");
 static RENEW: LazyLock<Script> = lua!("lock_renew.lua");
+static HAND_OFF: LazyLock<Script> = lua!("lock_hand_off.lua");
 
 /// Renewal of hash locks held by one field: `HEXISTS` then `PEXPIRE` (PROTOCOL.md §4.2 `LockTask`).
 /// Only one owner holds a reentrant lock at a time, so the first of this client's fields is the one.
@@ -120,4 +121,26 @@ impl Kind for Reentrant {
     fn renewal(&self) -> &'static Renewal {
         &RENEWAL
     }
+
+    fn hand_off(&self) -> Option<&dyn HandOff<Token = ()>> {
+        Some(self)
+    }
+}
+
+impl HandOff for Reentrant {
+    type Token = ();
+
+    fn queue(&self) -> &'static str {
+        "lock"
+    }
+
+    fn hand_off_call(&self, from: &str, to: &str, lease: Duration) -> ScriptCall {
+        ScriptCall::new(&HAND_OFF)
+            .key(&self.name)
+            .arg(from)
+            .arg(to)
+            .arg(lease.as_millis())
+    }
+
+    fn handed_off(&self, _reply: u64) {}
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, Kind, Wait};
+use crate::engine::{Attempt, HandOff, Kind, Wait};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::names;
@@ -33,6 +33,7 @@ static READ_RENEW: LazyLock<Script> = lua!("rw_read_renew.lua");
 static WRITE_ACQUIRE: LazyLock<Script> = lua!("rw_write_acquire.lua");
 static WRITE_UNLOCK: LazyLock<Script> = lua!("rw_prelude.lua", "rw_write_unlock.lua");
 static WRITE_UNDO_ACQUIRE: LazyLock<Script> = lua!("rw_prelude.lua", "rw_write_undo_acquire.lua");
+static WRITE_HAND_OFF: LazyLock<Script> = lua!("rw_write_hand_off.lua");
 static FORCE_UNLOCK: LazyLock<Script> = lua!("rw_force_unlock.lua");
 static IS_LOCKED: LazyLock<Script> = lua!("rw_is_locked.lua");
 
@@ -257,6 +258,30 @@ impl Kind for Write {
     fn renewal(&self) -> &'static Renewal {
         &reentrant::RENEWAL
     }
+
+    fn hand_off(&self) -> Option<&dyn HandOff<Token = ()>> {
+        Some(self)
+    }
+}
+
+/// Only writers hand off: read holds are shared, and a writer that also holds read locks of the
+/// same lock never passes it (the script refuses).
+impl HandOff for Write {
+    type Token = ();
+
+    fn queue(&self) -> &'static str {
+        "write"
+    }
+
+    fn hand_off_call(&self, from: &str, to: &str, lease: Duration) -> ScriptCall {
+        ScriptCall::new(&WRITE_HAND_OFF)
+            .key(&self.lock.name)
+            .arg(from)
+            .arg(to)
+            .arg(lease.as_millis())
+    }
+
+    fn handed_off(&self, _reply: u64) {}
 }
 
 /// The read side of a [`ReadWriteLock`].

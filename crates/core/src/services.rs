@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 
+use crate::cohort::Cohorts;
 use crate::config::{Config, ShardedPubSub, Topology, redact};
 use crate::connection::Commands;
 use crate::error::{Error, Operation, Result};
@@ -28,6 +29,8 @@ pub struct Services {
     pub(crate) subscriber: Subscriber,
     pub(crate) watchdog: Watchdog,
     pub(crate) holds: Holds,
+    /// Local wait queues and hand-off of the exclusive kinds.
+    pub(crate) cohorts: Cohorts,
     pub(crate) latches: Latches,
     /// Where releases and undos run after their caller has gone.
     pub(crate) background: Background,
@@ -90,6 +93,7 @@ impl Services {
             subscriber,
             watchdog,
             holds: Holds::default(),
+            cohorts: Cohorts::default(),
             latches: Latches::default(),
             background: Background {
                 runtime,

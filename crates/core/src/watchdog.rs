@@ -363,3 +363,33 @@ struct Renewing {
     generation: u64,
     fields: Vec<String>,
 }
+
+/// How a hold can end without being released.
+#[derive(Clone, Debug)]
+pub(crate) enum Expiry {
+    /// Watchdog hold: cancelled when the watchdog finds the lock lost.
+    Watchdog(CancellationToken),
+    /// Fixed lease: ends at this instant (measured from when the acquire was sent).
+    At(Instant),
+}
+
+impl Expiry {
+    pub(crate) fn is_lost(&self) -> bool {
+        match self {
+            Self::Watchdog(lost) => lost.is_cancelled(),
+            Self::At(at) => Instant::now() >= *at,
+        }
+    }
+
+    /// Completes when the hold is lost.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn lost(&self) {
+        match self {
+            Self::Watchdog(lost) => lost.cancelled().await,
+            Self::At(at) => tokio::time::sleep_until(*at).await,
+        }
+    }
+}

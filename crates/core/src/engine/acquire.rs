@@ -1,5 +1,6 @@
 //! Acquisition: the wait loop around a kind's acquire script, with the undo of unknown outcomes.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,24 +8,33 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::guard::Guard;
-use super::hold::Expiry;
-use super::kind::{Attempt, Kind};
+use super::kind::{Attempt, Kind, RECHECK};
+use super::release::Releasing;
 use super::synced::{Synced, until_synced};
-use super::wait::{Listen, wait_on};
+use super::wait::{Listen, Nudge, Nudges, wait_on};
 use super::{Lease, Wait};
+use crate::cohort::{Step, Ticket};
 use crate::connection::{Commands, Connection, Written, outcome_unknown};
 use crate::error::{Error, Operation, Result};
 use crate::owner::Owner;
+use crate::pubsub::Subscription;
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
+use crate::wake::WakeRule;
+use crate::watchdog::Expiry;
 
 /// Acquires `kind` for `owner`, waiting as `wait` says. `Ok(None)` means the wait ran out.
+///
+/// A kind that hands off (see [`crate::cohort`]) queues its waiters locally: a caller that holds
+/// nothing yet and is prepared to wait joins the lock's local queue, waits there while others are
+/// ahead of it, and as the head either tries in Redis or is passed the lock by a local holder.
 ///
 /// # Cancel safety
 ///
 /// Cancel safe: dropping the future at any point leaves no hold behind (an acquire that may have
-/// run is undone, see [`Undo`]), no wait-queue entry (the kind's give-up runs), and a waiter that
-/// was woken but dropped before it could retry hands its turn to the next local waiter.
+/// run is undone, see [`Undo`]; a lock passed to it locally is released), no wait-queue entry (the
+/// kind's give-up runs; the local queue is left), and a waiter that was woken but dropped before it
+/// could retry hands its turn to the next local waiter.
 pub(crate) async fn acquire<K: Kind>(
     services: &Arc<Services>,
     kind: &Arc<K>,
@@ -35,20 +45,61 @@ pub(crate) async fn acquire<K: Kind>(
     let base_field = services.field(owner);
     kind.refuse(services, &base_field)?;
     let field = kind.field(base_field);
+    let channel = kind.channel(&field);
+    let give_up = GiveUp::arm(services, kind.give_up_call(&field, wait_for));
+    let deadline = wait_for.deadline();
+    let queued = Queued::join(services, kind, &field, wait_for, lease, channel.as_ref());
+    if let Some(queued) = &queued
+        && !queued.ticket.until_head(deadline).await
+    {
+        return Ok(None);
+    }
     let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
+    let nudge = queued
+        .as_ref()
+        .map(|queued| move || -> Nudge<'_> { Box::pin(queued.ticket.nudged()) });
+    let nudged: Option<&Nudges<'_>> = match &nudge {
+        Some(nudge) => Some(nudge),
+        None => None,
+    };
     let listen = Listen {
         name: kind.name(),
-        channel: kind.channel(&field),
+        channel,
         poll_delay: &poll_delay,
+        nudged,
     };
-    let give_up = GiveUp::arm(services, kind.give_up_call(&field, wait_for));
-    let (kind_ref, field_ref) = (&**kind, field.as_str());
+    let patience = deadline.map_or(Wait::Forever, |deadline| {
+        Wait::For(deadline.saturating_duration_since(Instant::now()))
+    });
+    let (kind_ref, field_ref, queued_ref) = (&**kind, field.as_str(), queued.as_ref());
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
     // and only while it runs, so a waiting task's future stays small.
-    let acquired = wait_on(services, listen, wait_for, move || {
-        Box::pin(attempt(services, kind_ref, field_ref, lease, wait_for))
+    let acquired = wait_on(services, listen, patience, move || {
+        Box::pin(async move {
+            if let Some(queued) = queued_ref
+                && let Some(local) = queued
+                    .local_step(services, kind_ref, field_ref, lease)
+                    .await
+            {
+                return Ok(local);
+            }
+            let attempt = attempt(services, kind_ref, field_ref, lease, wait_for).await;
+            let acquired = match &attempt {
+                Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
+                _ => None,
+            };
+            match (queued_ref, acquired) {
+                (Some(queued), acquired) => queued.ticket.tried(acquired),
+                (None, Some(expiry)) => {
+                    held_outside_the_queue(services, kind_ref, field_ref, expiry)
+                }
+                (None, None) => {}
+            }
+            attempt
+        })
     })
     .await;
+    drop(queued);
     match acquired {
         Ok(Some((token, expiry))) => {
             give_up.disarm();
@@ -67,6 +118,147 @@ pub(crate) async fn acquire<K: Kind>(
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// A first hold taken without queueing (a one-shot try) makes its owner the local holder, so that
+/// local waiters wait for it rather than try.
+fn held_outside_the_queue<K: Kind>(services: &Services, kind: &K, field: &str, expiry: Expiry) {
+    if let Some(hand_off) = kind.hand_off()
+        && services.config.local_handoff
+        && services.holds.count(kind.key(), field) == 1
+    {
+        services
+            .cohorts
+            .held(kind.key(), hand_off.queue(), field, expiry);
+    }
+}
+
+/// A caller's place in the local queue of a kind that hands off, with the channel subscription it
+/// keeps while it waits behind others (so the channel is live when it becomes the head). Dropping it
+/// leaves the queue and releases a lock passed to it that it did not take up.
+struct Queued<K: Kind> {
+    ticket: Ticket,
+    services: Arc<Services>,
+    kind: Arc<K>,
+    field: String,
+    lease: Duration,
+    _listening: Option<Subscription>,
+}
+
+impl<K: Kind> Queued<K> {
+    /// Joins the local queue, unless the kind does not hand off, hand-off is off, the owner already
+    /// holds the lock (a re-entry never waits for others) or the caller makes one try only.
+    fn join(
+        services: &Arc<Services>,
+        kind: &Arc<K>,
+        field: &str,
+        wait: Wait,
+        lease: Lease,
+        channel: Option<&(Cow<'_, str>, WakeRule)>,
+    ) -> Option<Self> {
+        let hand_off = kind.hand_off()?;
+        let one_try = matches!(wait, Wait::For(wait) if wait.is_zero());
+        if !services.config.local_handoff || one_try || services.holds.count(kind.key(), field) > 0
+        {
+            return None;
+        }
+        let lease = lease_time(services, lease);
+        let ticket = services
+            .cohorts
+            .join(kind.key(), hand_off.queue(), field, lease);
+        let listening = channel
+            .filter(|_| ticket.joined_behind())
+            .map(|(channel, rule)| services.subscriber.registry().subscribe(channel, *rule));
+        Some(Self {
+            ticket,
+            services: services.clone(),
+            kind: kind.clone(),
+            field: field.to_owned(),
+            lease,
+            _listening: listening,
+        })
+    }
+
+    /// What the queue decides before the head tries in Redis: `None` to try; else the lock was
+    /// passed to it, or it waits (for a local holder, or after a real release for the unlock
+    /// message) without a try.
+    async fn local_step(
+        &self,
+        services: &Services,
+        kind: &K,
+        field: &str,
+        lease: Lease,
+    ) -> Option<Attempt<(K::Token, Expiry)>> {
+        let hand_off = kind.hand_off()?;
+        loop {
+            let messages = kind.channel(field).map_or(0, |(channel, _)| {
+                services.subscriber.registry().messages(&channel)
+            });
+            match self.ticket.step(messages) {
+                Step::Try => return None,
+                Step::Claimed => self.ticket.settled().await,
+                Step::Held(until) => {
+                    let bound = until.map_or(RECHECK, |until| {
+                        until.saturating_duration_since(Instant::now())
+                    });
+                    return Some(Attempt::Busy(bound));
+                }
+                Step::Yield(bound) => return Some(Attempt::Busy(bound)),
+                Step::Passed { reply, sent_at } => {
+                    self.ticket.take();
+                    let expiry = take_hold(services, kind, field, lease, self.lease, sent_at);
+                    services
+                        .cohorts
+                        .took_over(kind.key(), hand_off.queue(), field, expiry.clone());
+                    return Some(Attempt::Acquired((hand_off.handed_off(reply), expiry)));
+                }
+            }
+        }
+    }
+}
+
+impl<K: Kind> Drop for Queued<K> {
+    fn drop(&mut self) {
+        if self.ticket.abandon().is_some() {
+            // Passed the lock but gone before taking it up: release it (to the next local waiter,
+            // or for real).
+            drop(Releasing::new(
+                &self.services,
+                self.kind.clone(),
+                std::mem::take(&mut self.field),
+            ));
+        }
+    }
+}
+
+/// The lease a hold is taken with: the watchdog timeout, or the fixed lease.
+fn lease_time(services: &Services, lease: Lease) -> Duration {
+    match lease {
+        Lease::Watchdog => services.watchdog.timeout(),
+        Lease::Fixed(lease) => lease,
+    }
+}
+
+/// Records a hold of `field` that Redis confirmed (its script sent at `sent_at`): counted locally,
+/// and renewed by the watchdog unless its lease is fixed.
+fn take_hold<K: Kind>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+    lease: Lease,
+    lease_time: Duration,
+    sent_at: Instant,
+) -> Expiry {
+    services.holds.add(kind.key(), field, lease_time);
+    match lease {
+        Lease::Watchdog => Expiry::Watchdog(services.watchdog.register(
+            kind.renewal(),
+            kind.key(),
+            field,
+            sent_at,
+        )),
+        Lease::Fixed(lease) => Expiry::At(sent_at + lease),
     }
 }
 
@@ -98,10 +290,7 @@ async fn attempt_on<K: Kind>(
     wait: Wait,
     conn: Connection,
 ) -> Result<Synced<Attempt<(K::Token, Expiry)>>> {
-    let lease_time = match lease {
-        Lease::Watchdog => services.watchdog.timeout(),
-        Lease::Fixed(lease) => lease,
-    };
+    let lease_time = lease_time(services, lease);
     let held_before = services.holds.count(kind.key(), field);
     let mut undo = Undo::arm(
         services,
@@ -129,16 +318,7 @@ async fn attempt_on<K: Kind>(
         (Some(Attempt::Acquired(_)), Some(replicas)) => Ok(Synced::Unsynced { replicas }),
         (Some(Attempt::Acquired(token)), None) => {
             undo.disarm();
-            services.holds.add(kind.key(), field, lease_time);
-            let expiry = match lease {
-                Lease::Watchdog => Expiry::Watchdog(services.watchdog.register(
-                    kind.renewal(),
-                    kind.key(),
-                    field,
-                    sent_at,
-                )),
-                Lease::Fixed(lease) => Expiry::At(sent_at + lease),
-            };
+            let expiry = take_hold(services, kind, field, lease, lease_time, sent_at);
             Ok(Synced::Done(Attempt::Acquired((token, expiry))))
         }
         (Some(Attempt::Busy(bound)), _) => {
@@ -183,6 +363,22 @@ impl Undo {
     pub(crate) fn disarm(&mut self) {
         self.call = None;
     }
+
+    /// Undoes now, on the caller's task. Returns whether the undo's reply was seen (so that what it
+    /// reconciles is settled), as opposed to given up on.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if dropped, the undo may or may not have run.
+    pub(crate) async fn finish(mut self) -> bool {
+        match self.call.take() {
+            Some(call) => {
+                let (commands, conn) = (self.commands.clone(), self.conn.clone());
+                Box::pin(undo(commands, conn, call, self.lease)).await
+            }
+            None => true,
+        }
+    }
 }
 
 impl Drop for Undo {
@@ -191,15 +387,16 @@ impl Drop for Undo {
             // A handle on the same multiplexed connection: the undo queues up behind the acquire.
             let conn = self.conn.clone();
             let commands = self.commands.clone();
-            drop(
-                self.background
-                    .spawn(undo(commands, conn, call, self.lease)),
-            );
+            let undo = undo(commands, conn, call, self.lease);
+            drop(self.background.spawn(async move {
+                let _ = undo.await;
+            }));
         }
     }
 }
 
-async fn undo(commands: Commands, mut conn: Connection, call: ScriptCall, lease: Duration) {
+/// Sends `call`, the undo of what was sent before it on `conn`; true once its reply is seen.
+async fn undo(commands: Commands, mut conn: Connection, call: ScriptCall, lease: Duration) -> bool {
     let give_up_at = Instant::now() + lease;
     let lock = call.keys().first().cloned().unwrap_or_default();
     // On the acquire's connection, wait as long as the hold could live: a paused server answers late.
@@ -212,16 +409,16 @@ async fn undo(commands: Commands, mut conn: Connection, call: ScriptCall, lease:
         match reply {
             Some(Ok(value)) => {
                 let undone = matches!(value, Value::Int(1));
-                tracing::debug!(%lock, undone, "reconciled an unconfirmed acquire");
-                return;
+                tracing::debug!(%lock, undone, "reconciled an unconfirmed write");
+                return true;
             }
             Some(Err(e)) if !outcome_unknown(&e) => {
-                tracing::warn!(%lock, error = %e, "undo of an unconfirmed acquire refused");
-                return;
+                tracing::warn!(%lock, error = %e, "undo of an unconfirmed write refused");
+                return false;
             }
             _ if Instant::now() >= give_up_at => {
-                tracing::warn!(%lock, "could not undo an unconfirmed acquire; it expires with its lease");
-                return;
+                tracing::warn!(%lock, "could not undo an unconfirmed write; it expires with its lease");
+                return false;
             }
             _ => {}
         }

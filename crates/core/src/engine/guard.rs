@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::hold::{Expiry, hold_count};
+use super::hold::hold_count;
 use super::kind::Kind;
 use super::release::Releasing;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Operation, Result};
 use crate::owner::Owner;
 use crate::services::Services;
+use crate::watchdog::Expiry;
 
 /// One hold of a lock. Dropping it releases the hold in the background (never blocking); call
 /// [`Guard::unlock`] to release it and see the outcome.

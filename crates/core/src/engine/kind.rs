@@ -116,6 +116,32 @@ pub trait Kind: Send + Sync + 'static {
 
     /// How the watchdog renews this kind's holds.
     fn renewal(&self) -> &'static Renewal;
+
+    /// How a holder passes its hold to a waiter of this client without releasing it (local
+    /// hand-off, see [`crate::cohort`]); `None` for kinds whose holders do not exclude each other
+    /// or that are fair across clients.
+    fn hand_off(&self) -> Option<&dyn HandOff<Token = Self::Token>> {
+        None
+    }
+}
+
+/// The local hand-off of an exclusive kind: one script that replaces the releasing owner's field by
+/// the next owner's, re-applies the lease and publishes nothing, so that to every other client the
+/// lock stays held.
+pub trait HandOff: Send + Sync {
+    /// What the next owner's hold yields.
+    type Token;
+
+    /// The name of the kind's local queues: holds pass only between waiters of one kind.
+    fn queue(&self) -> &'static str;
+
+    /// Passes the last hold of `from` to `to`, for `lease`. Replies nil when `from` holds nothing,
+    /// 0 when it holds more than once (nothing changed), else a positive integer for
+    /// [`HandOff::handed_off`].
+    fn hand_off_call(&self, from: &str, to: &str, lease: Duration) -> ScriptCall;
+
+    /// The next owner's token, from the hand-off's positive reply.
+    fn handed_off(&self, reply: u64) -> Self::Token;
 }
 
 /// The outcome of one acquire attempt.

@@ -45,7 +45,7 @@ pub(crate) use acquire::{Undo, acquire};
 pub(crate) use detached::{Applied, Replicas, write_detached};
 pub use guard::Guard;
 pub(crate) use hold::hold_count;
-pub(crate) use kind::{Attempt, Kind, RECHECK};
+pub(crate) use kind::{Attempt, HandOff, Kind, RECHECK};
 pub(crate) use object::Object;
 pub(crate) use release::{Releasing, force_unlock};
 pub(crate) use synced::{Synced, until_synced};

@@ -112,6 +112,7 @@ impl Object {
             name: &self.name,
             channel: Some((self.channel.as_ref().into(), rule)),
             poll_delay: &degraded_poll,
+            nudged: None,
         }
     }
 }

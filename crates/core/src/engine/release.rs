@@ -1,11 +1,17 @@
 //! Release: the kind's unlock script, idempotent under an unlock latch, re-sent on lost replies.
 
-use redis::Value;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::kind::Kind;
+use redis::Value;
+use tokio::time::Instant;
+
+use super::Wait;
+use super::acquire::Undo;
+use super::kind::{HandOff, Kind};
+use crate::cohort::{Claim, Next, Yield};
 use crate::connection::Written;
 use crate::error::{Error, Operation, Result};
 use crate::names;
@@ -24,8 +30,10 @@ pub(crate) enum Released {
 /// timeout while some are renewed here, else the lease of the owner's latest hold (PROTOCOL.md
 /// §11.10).
 ///
-/// Renewal stops first. The unlock is re-sent after a timeout or a broken connection with the same
-/// request id, so a re-send of an unlock that had run replays its result instead of releasing twice.
+/// Renewal stops first. The last hold of a kind that hands off goes to the next local waiter if one
+/// waits (see [`crate::cohort`]), within the bound; otherwise the lock is unlocked. The unlock is
+/// re-sent after a timeout or a broken connection with the same request id, so a re-send of an
+/// unlock that had run replays its result instead of releasing twice.
 ///
 /// # Cancel safety
 ///
@@ -41,6 +49,50 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         Some(lease) if !services.watchdog.is_renewing(renewal, key) => lease,
         _ => services.watchdog.timeout(),
     };
+    let Some(hand_off) = kind
+        .hand_off()
+        .filter(|_| services.config.local_handoff && services.holds.count(key, field) == 0)
+    else {
+        return unlock(services, kind, field, lease).await;
+    };
+    let (queue, config) = (hand_off.queue(), &services.config);
+    let yielding = match services.cohorts.releasing(
+        key,
+        queue,
+        field,
+        config.local_handoff_limit,
+        config.local_handoff_window,
+    ) {
+        Next::HandOff(claim) => match pass(services, kind, hand_off, field, lease, claim).await {
+            Passing::Done(released) => return released,
+            Passing::Unlock => false,
+        },
+        Next::Release { yielding } => yielding,
+    };
+    let messages = kind.channel(field).map_or(0, |(channel, _)| {
+        services.subscriber.registry().messages(&channel)
+    });
+    let sent_at = Instant::now();
+    let released = unlock(services, kind, field, lease).await;
+    // Waiters elsewhere hear the unlock about when its reply comes back: the local head waits for
+    // the same message (or as long again as the unlock took) before it tries.
+    let now = Instant::now();
+    let yielding = (yielding && released.is_ok()).then(|| Yield {
+        messages,
+        until: now + (now - sent_at),
+    });
+    services.cohorts.released(key, queue, field, yielding);
+    released
+}
+
+/// The kind's unlock script, re-sent with the same request id while its reply is lost.
+async fn unlock<K: Kind + ?Sized>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+    lease: Duration,
+) -> Result<Released> {
+    let key = kind.key();
     let latch = names::unlock_latch(key, &names::new_request_id());
     let call = kind.unlock_call(field, lease, &latch, services.config.unlock_latch_ttl());
     let name = kind.name();
@@ -81,6 +133,114 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         tracing::debug!(lock = name, error = %failure, retry, "re-sending unlock with the same request id");
         tokio::time::sleep(services.config.retry_backoff(retry)).await;
         retry += 1;
+    }
+}
+
+/// How a hand-off ended.
+enum Passing {
+    /// Passed, or the release is over otherwise (the lease was lost, the outcome reconciled).
+    Done(Result<Released>),
+    /// Not passed and nothing changed: unlock as usual.
+    Unlock,
+}
+
+/// Passes the last hold of `from` (renewal stopped, `lease` its lease) to the claimed local waiter,
+/// in one script. A reply that is lost is never re-sent: both owners' holds are undone on the same
+/// connection after it (whatever it did, the lock ends up released, and published), then the waiter
+/// tries as usual.
+async fn pass<K: Kind + ?Sized>(
+    services: &Services,
+    kind: &K,
+    hand_off: &dyn HandOff<Token = K::Token>,
+    from: &str,
+    lease: Duration,
+    claim: Claim,
+) -> Passing {
+    let (name, key, queue) = (kind.name(), kind.key(), hand_off.queue());
+    let Ok(conn) = services.commands.get(Operation::Unlock, name).await else {
+        claim.failed();
+        return Passing::Unlock;
+    };
+    let (to, to_lease) = (claim.field().to_owned(), claim.lease());
+    let undo_to = Undo::arm(
+        services,
+        conn,
+        kind.undo_acquire_call(&to, 0, to_lease, Wait::Forever),
+        to_lease,
+    );
+    let undo_from = Undo::arm(
+        services,
+        undo_to.conn.clone(),
+        kind.undo_acquire_call(from, 0, lease, Wait::Forever),
+        lease,
+    );
+    let mut conn = undo_to.conn.clone();
+    let sent_at = Instant::now();
+    let written = services
+        .commands
+        .write(&mut conn.conn, &hand_off.hand_off_call(from, &to, to_lease))
+        .await;
+    let failure = match written {
+        Written::Ran(Value::Int(passed)) if passed > 0 => {
+            disarm([undo_to, undo_from]);
+            if !claim.passed(passed.unsigned_abs(), sent_at) {
+                // The waiter is gone: release its hold (to the next waiter, or for real).
+                let released = Box::pin(release(services, kind, &to)).await;
+                if let Err(e) = released {
+                    tracing::warn!(lock = name, error = %e, "releasing a hold passed to a dropped waiter failed");
+                }
+            }
+            return Passing::Done(Ok(Released::Fully));
+        }
+        // Held more than once (a local count behind Redis'), or a writer that also reads.
+        Written::Ran(Value::Int(0)) => {
+            disarm([undo_to, undo_from]);
+            claim.failed();
+            return Passing::Unlock;
+        }
+        Written::Ran(Value::Nil) => {
+            disarm([undo_to, undo_from]);
+            claim.failed();
+            services.cohorts.released(key, queue, from, None);
+            return Passing::Done(Err(Error::NotOwner {
+                name: name.to_owned(),
+                field: from.to_owned(),
+            }));
+        }
+        Written::Refused(e) => {
+            disarm([undo_to, undo_from]);
+            claim.failed();
+            services.cohorts.released(key, queue, from, None);
+            return Passing::Done(Err(Error::from_redis(Operation::Unlock, key, e)));
+        }
+        Written::Ran(other) => Error::unexpected(Operation::Unlock, name, other),
+        Written::Unsynced { replicas, .. } => Error::NoSyncedReplicas {
+            operation: Operation::Unlock,
+            name: name.to_owned(),
+            replicas,
+        },
+        Written::Unknown(unknown) => unknown.into_error(Operation::Unlock, name),
+    };
+    // Whatever the script did is undone; then the lock is free (or another client's), and the
+    // waiter tries.
+    claim.failed();
+    let reconciled = undo_to.finish().await & undo_from.finish().await;
+    services.cohorts.released(key, queue, from, None);
+    let outcome = match failure {
+        Error::Timeout { .. } | Error::Backend { .. } if reconciled => Ok(Released::Fully),
+        failure => Err(failure),
+    };
+    tracing::debug!(
+        lock = name,
+        ?outcome,
+        "reconciled a hand-off whose outcome was unknown"
+    );
+    Passing::Done(outcome)
+}
+
+fn disarm<const N: usize>(undos: [Undo; N]) {
+    for mut undo in undos {
+        undo.disarm();
     }
 }
 

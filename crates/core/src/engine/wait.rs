@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +18,13 @@ use crate::error::Result;
 use crate::pubsub::{Registry, Subscription};
 use crate::services::Services;
 use crate::wake::{Turn, WakeRule};
+
+/// A local event that sends a waiter back to its attempt (a local queue's nudge, see
+/// [`crate::cohort`]).
+pub(crate) type Nudge<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Where a waiter's [`Nudge`]s come from.
+pub(crate) type Nudges<'a> = dyn Fn() -> Nudge<'a> + Sync + 'a;
 
 /// Where a waiter listens and how long it may wait.
 pub(crate) struct Waiting<'a> {
@@ -33,6 +41,8 @@ pub(crate) struct Waiting<'a> {
     pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
     /// The lock's name, for logs.
     pub(crate) name: &'a str,
+    /// Local events that wake the waiter too, besides the channel.
+    pub(crate) nudged: Option<&'a Nudges<'a>>,
 }
 
 /// Where a waiter of one kind listens: [`Waiting`] without what the client and the caller supply.
@@ -43,6 +53,8 @@ pub(crate) struct Listen<'a> {
     pub(crate) channel: Option<(Cow<'a, str>, WakeRule)>,
     /// The next poll interval of a waiter nothing can wake.
     pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
+    /// Local events that wake the waiter too, besides the channel.
+    pub(crate) nudged: Option<&'a Nudges<'a>>,
 }
 
 /// [`wait`] on this client's subscriber, until `patience` runs out.
@@ -50,9 +62,9 @@ pub(crate) struct Listen<'a> {
 /// # Cancel safety
 ///
 /// As [`wait`].
-pub(crate) async fn wait_on<T, F, Fut>(
-    services: &Services,
-    listen: Listen<'_>,
+pub(crate) async fn wait_on<'a, T, F, Fut>(
+    services: &'a Services,
+    listen: Listen<'a>,
     patience: Wait,
     attempt: F,
 ) -> Result<Option<T>>
@@ -67,6 +79,7 @@ where
         subscription_timeout: services.config.subscription_timeout,
         poll_delay: listen.poll_delay,
         name: listen.name,
+        nudged: listen.nudged,
     };
     wait(waiting, attempt).await
 }
@@ -100,7 +113,14 @@ where
         subscription_timeout,
         poll_delay,
         name,
+        nudged,
     } = waiting;
+    let nudge = || async {
+        match nudged {
+            Some(nudged) => nudged().await,
+            None => std::future::pending().await,
+        }
+    };
     let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
     let subscription: Option<Subscription> = match &channel {
         None => None,
@@ -116,11 +136,13 @@ where
                 let joined = registry.subscribe(channel, *rule);
                 let confirm_by = Instant::now() + subscription_timeout;
                 let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
-                if tokio::time::timeout_at(confirm_by, joined.confirmed())
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(lock = name, "subscription not confirmed in time; polling");
+                tokio::select! {
+                    confirmed = tokio::time::timeout_at(confirm_by, joined.confirmed()) => {
+                        if confirmed.is_err() {
+                            tracing::warn!(lock = name, "subscription not confirmed in time; polling");
+                        }
+                    }
+                    () = nudge() => {}
                 }
                 Some(joined)
             }
@@ -167,6 +189,7 @@ where
         turn = tokio::select! {
             turn = woken => turn,
             () = tokio::time::sleep_until(until) => Turn::none(),
+            () = nudge() => Turn::none(),
         };
     }
 }
@@ -238,6 +261,7 @@ mod tests {
                 subscription_timeout: Duration::from_millis(7500),
                 poll_delay: &degraded,
                 name: "test",
+                nudged: None,
             };
             wait(waiting, attempt).await
         })

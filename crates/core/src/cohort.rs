@@ -1,0 +1,752 @@
+//! Local wait queues and bounded local hand-off (lock cohorting) for the exclusive kinds.
+//!
+//! # Implementation details
+//!
+//! Redisson's protocol wakes one waiter *per client* on each unlock (PROTOCOL.md §3.2): every client
+//! that has waiters sends a try, one wins, the others sleep again. With several tasks of one client
+//! waiting for the same lock, each of them also sends its own first try, and a lock passing between
+//! two tasks of one client still leaves Redis in between (unlock, publish, a new race). This module
+//! keeps that traffic local:
+//!
+//! - **One queue per (client, lock, kind).** Tasks of this client that want the lock line up in FIFO
+//!   order; only the queue's head talks to Redis (tries, subscribes, waits). A newcomer that finds
+//!   waiters, or a local holder, queues behind them instead of sending a doomed try. Re-entry by a
+//!   holder and one-shot tries (`try_lock()`) do not queue.
+//! - **While a local task holds the lock**, the head does not try either: it waits for the holder's
+//!   release, a message on the lock's channel, or the holder's lease to be lost.
+//! - **Hand-off.** A holder releasing its last hold while the head waits (not while it has a try on
+//!   the wire) claims the head ([`Next::HandOff`]) and passes the lock to it in one script: the
+//!   owner's field is replaced by the head's, the lease re-applied, nothing published. To Redis, and
+//!   to a Java client, the lock stays held: the hash is Redisson's at every instant.
+//! - **The bound.** After [`Config::local_handoff_limit`] hand-offs in a row, or once the streak has
+//!   lasted [`Config::local_handoff_window`], the holder releases for real (unlock and publish), and
+//!   the queue *yields*: its head does not try again before the unlock message has come back to this
+//!   client (or about one round trip has passed), so that waiters of other clients, woken by the same
+//!   message, race on equal terms.
+//!
+//! The queue knows nothing of Redis: the engine runs the scripts and tells the queue what happened.
+//! Each queue lives in [`Cohorts`] while it has waiters or a holder, and is dropped when idle.
+//!
+//! [`Config::local_handoff_limit`]: crate::Config::local_handoff_limit
+//! [`Config::local_handoff_window`]: crate::Config::local_handoff_window
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::watchdog::Expiry;
+
+/// A queue's identity: the lock's key and the kind's queue name. Kinds sharing a key (a reentrant and
+/// a fenced lock of one name) queue apart: a hold passes only between holders of one kind.
+type QueueId = (String, &'static str);
+
+/// This client's local queues, one per lock and kind that has local waiters or a local holder.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cohorts {
+    queues: Arc<Mutex<HashMap<QueueId, Arc<Queue>>>>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// FIFO; the front is the head, the only waiter that talks to Redis.
+    waiters: VecDeque<Arc<Waiter>>,
+    /// The local owner that holds the lock, as far as this client knows.
+    holder: Option<Holder>,
+    /// Hand-offs since the lock last came from Redis, and when it did.
+    streak: u32,
+    streak_since: Option<Instant>,
+    /// After a real release that ended a streak: the head waits for the unlock message.
+    yielding: Option<Yield>,
+}
+
+impl State {
+    fn is_idle(&self) -> bool {
+        self.waiters.is_empty() && self.holder.is_none()
+    }
+
+    /// Wakes the head, if any.
+    fn nudge_head(&self) {
+        if let Some(head) = self.waiters.front() {
+            head.nudge.notify_one();
+        }
+    }
+
+    /// Removes `waiter` from the queue; the next head, if the head changed, is woken.
+    fn remove(&mut self, waiter: &Arc<Waiter>) {
+        let was_head = self
+            .waiters
+            .front()
+            .is_some_and(|head| Arc::ptr_eq(head, waiter));
+        self.waiters.retain(|w| !Arc::ptr_eq(w, waiter));
+        if was_head {
+            self.nudge_head();
+        }
+    }
+
+    /// `field` holds the lock; `handed_off` keeps the current streak going.
+    fn hold(&mut self, field: &str, expiry: Option<Expiry>, handed_off: bool) {
+        self.holder = Some(Holder {
+            field: field.to_owned(),
+            expiry,
+        });
+        self.yielding = None;
+        if !handed_off {
+            self.streak = 0;
+            self.streak_since = Some(Instant::now());
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Holder {
+    field: String,
+    /// `None` between a hand-off and the new owner taking it up (its lease was just applied).
+    expiry: Option<Expiry>,
+}
+
+impl Holder {
+    /// The holder's lease, unless it is known lost.
+    fn live_expiry(&self) -> Option<Option<&Expiry>> {
+        match &self.expiry {
+            Some(expiry) if expiry.is_lost() => None,
+            expiry => Some(expiry.as_ref()),
+        }
+    }
+}
+
+/// A yield after a real release: the head waits until a message beyond `messages` has arrived on the
+/// lock's channel, or until `until`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Yield {
+    /// The channel's message count before the unlock was sent.
+    pub(crate) messages: u64,
+    /// When to try anyway.
+    pub(crate) until: Instant,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    field: String,
+    lease: Duration,
+    nudge: Notify,
+    /// Changed only with the queue's state locked (the state lock first).
+    slot: Mutex<Slot>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// Queued. The head may be between tries.
+    Waiting,
+    /// The head has a try on the wire: no hand-off to it now (its try would re-enter the passed hold).
+    Trying,
+    /// A holder is handing the lock to it (the script is on the wire).
+    Claimed,
+    /// Handed the lock: the hand-off script's reply and when it was sent.
+    Passed { reply: u64, sent_at: Instant },
+    /// Its acquisition was dropped while claimed, or before it took a passed lock up.
+    Abandoned,
+}
+
+/// What the head does next.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The lock was passed to it: the hand-off script's reply and when it was sent.
+    Passed { reply: u64, sent_at: Instant },
+    /// A holder is handing the lock to it: wait for [`Ticket::settled`].
+    Claimed,
+    /// A local owner holds the lock and its lease is not known lost: wait for a nudge, at most until
+    /// the lease's end (`None`: a watchdog lease, whose loss nudges).
+    Held(Option<Instant>),
+    /// The lock was released after a streak: wait for its message, at most this long.
+    Yield(Duration),
+    /// Try in Redis; report the outcome with [`Ticket::tried`].
+    Try,
+}
+
+/// What a releasing holder does.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Pass the lock to the claimed head.
+    HandOff(Claim),
+    /// Release for real; `yielding` when local waiters were passed over because of the bound (the
+    /// queue yields once the unlock is done, see [`Cohorts::released`]).
+    Release { yielding: bool },
+}
+
+impl Cohorts {
+    fn queue(&self, key: &str, kind: &'static str) -> Option<Arc<Queue>> {
+        self.queues.lock().get(&(key.to_owned(), kind)).cloned()
+    }
+
+    /// Drops the queue of `id` if nobody waits in it and nobody holds.
+    fn forget_if_idle(&self, id: &QueueId) {
+        let mut queues = self.queues.lock();
+        if queues.get(id).is_some_and(|q| q.state.lock().is_idle()) {
+            let _ = queues.remove(id);
+        }
+    }
+
+    /// Puts `field` (an owner that holds nothing yet) at the back of the queue of lock `key` of kind
+    /// `kind`; `lease` is what a hold passed to it is given.
+    pub(crate) fn join(
+        &self,
+        key: &str,
+        kind: &'static str,
+        field: &str,
+        lease: Duration,
+    ) -> Ticket {
+        let id = (key.to_owned(), kind);
+        let waiter = Arc::new(Waiter {
+            field: field.to_owned(),
+            lease,
+            nudge: Notify::new(),
+            slot: Mutex::new(Slot::Waiting),
+        });
+        let mut queues = self.queues.lock();
+        let queue = queues.entry(id.clone()).or_default().clone();
+        let behind = {
+            let mut state = queue.state.lock();
+            state.waiters.push_back(waiter.clone());
+            state.waiters.len() > 1 || state.holder.is_some()
+        };
+        drop(queues);
+        Ticket {
+            cohorts: self.clone(),
+            id,
+            queue,
+            waiter,
+            behind,
+        }
+    }
+
+    /// `field` took the lock from Redis (a try outside the queue: `try_lock()`), holding it once.
+    pub(crate) fn held(&self, key: &str, kind: &'static str, field: &str, expiry: Expiry) {
+        let mut queues = self.queues.lock();
+        let queue = queues.entry((key.to_owned(), kind)).or_default();
+        queue.state.lock().hold(field, Some(expiry), false);
+    }
+
+    /// `field` took up a lock passed to it, with this lease.
+    pub(crate) fn took_over(&self, key: &str, kind: &'static str, field: &str, expiry: Expiry) {
+        if let Some(queue) = self.queue(key, kind) {
+            let mut state = queue.state.lock();
+            if let Some(holder) = state.holder.as_mut().filter(|h| h.field == field) {
+                holder.expiry = Some(expiry);
+            }
+        }
+    }
+
+    /// `field` is about to release its last hold: hand the lock to the head, or release for real.
+    /// At most `limit` hand-offs in a row, within `window` of the lock coming from Redis.
+    pub(crate) fn releasing(
+        &self,
+        key: &str,
+        kind: &'static str,
+        field: &str,
+        limit: u32,
+        window: Duration,
+    ) -> Next {
+        let release = Next::Release { yielding: false };
+        let Some(queue) = self.queue(key, kind) else {
+            return release;
+        };
+        let state = queue.state.lock();
+        if state.holder.as_ref().is_none_or(|h| h.field != field) {
+            return release;
+        }
+        let Some(head) = state.waiters.front() else {
+            return release;
+        };
+        let mut slot = head.slot.lock();
+        if *slot != Slot::Waiting {
+            return release;
+        }
+        let within = state.streak < limit
+            && state
+                .streak_since
+                .is_some_and(|since| since.elapsed() < window);
+        if !within {
+            return Next::Release { yielding: true };
+        }
+        *slot = Slot::Claimed;
+        drop(slot);
+        let head = head.clone();
+        drop(state);
+        Next::HandOff(Claim {
+            cohorts: self.clone(),
+            id: (key.to_owned(), kind),
+            queue,
+            waiter: head,
+            settled: false,
+        })
+    }
+
+    /// `field` released the lock for real (or lost it): the head may try, after `yielding` if given.
+    pub(crate) fn released(
+        &self,
+        key: &str,
+        kind: &'static str,
+        field: &str,
+        yielding: Option<Yield>,
+    ) {
+        let id = (key.to_owned(), kind);
+        let Some(queue) = self.queue(key, kind) else {
+            return;
+        };
+        {
+            let mut state = queue.state.lock();
+            if state.holder.as_ref().is_some_and(|h| h.field == field) {
+                state.holder = None;
+                state.streak = 0;
+                state.streak_since = None;
+                state.yielding = yielding;
+                state.nudge_head();
+            }
+        }
+        self.forget_if_idle(&id);
+    }
+
+    /// How many queues exist (for tests: idle queues are dropped).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.queues.lock().len()
+    }
+}
+
+/// One waiter's place in a queue. Dropping it leaves the queue (cancel safe); a lock passed to it and
+/// not taken up is the caller's to release (see [`Ticket::abandon`]).
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    cohorts: Cohorts,
+    id: QueueId,
+    queue: Arc<Queue>,
+    waiter: Arc<Waiter>,
+    behind: bool,
+}
+
+impl Ticket {
+    /// Whether, when it joined, others waited ahead of it or a local owner held the lock.
+    pub(crate) fn joined_behind(&self) -> bool {
+        self.behind
+    }
+
+    fn slot(&self) -> Slot {
+        *self.waiter.slot.lock()
+    }
+
+    /// Waits until this waiter heads the queue (or was passed the lock). `false` when `deadline`
+    /// passed first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn until_head(&self, deadline: Option<Instant>) -> bool {
+        loop {
+            let nudged = self.waiter.nudge.notified();
+            {
+                let state = self.queue.state.lock();
+                let head = state
+                    .waiters
+                    .front()
+                    .is_some_and(|head| Arc::ptr_eq(head, &self.waiter));
+                if head || !matches!(self.slot(), Slot::Waiting) {
+                    return true;
+                }
+            }
+            match deadline {
+                Some(deadline) => {
+                    if tokio::time::timeout_at(deadline, nudged).await.is_err() {
+                        return false;
+                    }
+                }
+                None => nudged.await,
+            }
+        }
+    }
+
+    /// What the head does next; `messages` is the lock channel's message count now.
+    pub(crate) fn step(&self, messages: u64) -> Step {
+        let mut state = self.queue.state.lock();
+        let mut slot = self.waiter.slot.lock();
+        match *slot {
+            Slot::Passed { reply, sent_at } => return Step::Passed { reply, sent_at },
+            Slot::Claimed => return Step::Claimed,
+            Slot::Waiting | Slot::Trying | Slot::Abandoned => {}
+        }
+        if let Some(expiry) = state.holder.as_ref().and_then(Holder::live_expiry) {
+            let until = match expiry {
+                Some(Expiry::At(at)) => Some(*at),
+                _ => None,
+            };
+            return Step::Held(until);
+        }
+        if let Some(y) = state.yielding {
+            let now = Instant::now();
+            if now < y.until && messages == y.messages {
+                return Step::Yield(y.until - now);
+            }
+            state.yielding = None;
+        }
+        *slot = Slot::Trying;
+        Step::Try
+    }
+
+    /// The head's try came back: `Some` when it took the lock (it leaves the queue and holds),
+    /// `None` when it did not (or failed).
+    pub(crate) fn tried(&self, acquired: Option<Expiry>) {
+        let mut state = self.queue.state.lock();
+        match acquired {
+            Some(expiry) => {
+                state.remove(&self.waiter);
+                state.hold(&self.waiter.field, Some(expiry), false);
+            }
+            None => {
+                let mut slot = self.waiter.slot.lock();
+                if *slot == Slot::Trying {
+                    *slot = Slot::Waiting;
+                }
+            }
+        }
+    }
+
+    /// Waits until a hand-off to this waiter has settled (passed, or given up).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn settled(&self) {
+        loop {
+            let nudged = self.waiter.nudge.notified();
+            if self.slot() != Slot::Claimed {
+                return;
+            }
+            nudged.await;
+        }
+    }
+
+    /// Completes when the queue changed for this waiter (it may take a passed lock, try, or look
+    /// again), or when the local holder's lease is lost.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn nudged(&self) {
+        let lease = self
+            .queue
+            .state
+            .lock()
+            .holder
+            .as_ref()
+            .and_then(Holder::live_expiry)
+            .flatten()
+            .cloned();
+        match lease {
+            Some(lease) => tokio::select! {
+                () = self.waiter.nudge.notified() => {}
+                () = lease.lost() => {}
+            },
+            None => self.waiter.nudge.notified().await,
+        }
+    }
+
+    /// Leaves the queue now. Returns the hand-off reply of a lock passed to this waiter that it did
+    /// not take up: the caller must release that hold.
+    pub(crate) fn abandon(&self) -> Option<u64> {
+        let passed = {
+            let mut state = self.queue.state.lock();
+            let mut slot = self.waiter.slot.lock();
+            match *slot {
+                Slot::Passed { reply, .. } => {
+                    *slot = Slot::Abandoned;
+                    Some(reply)
+                }
+                // The releaser settles the claim, and releases the hold if it passes.
+                Slot::Claimed => {
+                    *slot = Slot::Abandoned;
+                    None
+                }
+                Slot::Waiting | Slot::Trying => {
+                    *slot = Slot::Abandoned;
+                    drop(slot);
+                    state.remove(&self.waiter);
+                    None
+                }
+                Slot::Abandoned => None,
+            }
+        };
+        self.cohorts.forget_if_idle(&self.id);
+        passed
+    }
+
+    /// Marks a passed lock as taken up: the ticket's drop leaves it alone.
+    pub(crate) fn take(&self) {
+        *self.waiter.slot.lock() = Slot::Abandoned;
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let _ = self.abandon();
+    }
+}
+
+/// A releasing holder's claim on the head, settled by [`Claim::passed`] or [`Claim::failed`] (or by
+/// dropping it: failed).
+#[derive(Debug)]
+pub(crate) struct Claim {
+    cohorts: Cohorts,
+    id: QueueId,
+    queue: Arc<Queue>,
+    waiter: Arc<Waiter>,
+    settled: bool,
+}
+
+impl Claim {
+    /// The claimed waiter's field.
+    pub(crate) fn field(&self) -> &str {
+        &self.waiter.field
+    }
+
+    /// The lease a hold passed to the claimed waiter gets.
+    pub(crate) fn lease(&self) -> Duration {
+        self.waiter.lease
+    }
+
+    /// The hand-off ran: the claimed waiter holds the lock. `false` when its acquisition is gone:
+    /// the caller must release its hold.
+    pub(crate) fn passed(mut self, reply: u64, sent_at: Instant) -> bool {
+        self.settled = true;
+        let mut state = self.queue.state.lock();
+        state.remove(&self.waiter);
+        state.hold(&self.waiter.field, None, true);
+        state.streak += 1;
+        let mut slot = self.waiter.slot.lock();
+        let taken = *slot == Slot::Claimed;
+        if taken {
+            *slot = Slot::Passed { reply, sent_at };
+        }
+        self.waiter.nudge.notify_one();
+        taken
+    }
+
+    /// The lock was not passed: the claimed waiter heads the queue again (and tries once the holder
+    /// has released for real).
+    pub(crate) fn failed(mut self) {
+        self.settle_failed();
+    }
+
+    fn settle_failed(&mut self) {
+        self.settled = true;
+        {
+            let mut state = self.queue.state.lock();
+            let mut slot = self.waiter.slot.lock();
+            if *slot == Slot::Abandoned {
+                drop(slot);
+                state.remove(&self.waiter);
+            } else {
+                *slot = Slot::Waiting;
+                self.waiter.nudge.notify_one();
+            }
+        }
+        self.cohorts.forget_if_idle(&self.id);
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.settle_failed();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    const KEY: &str = "lock";
+    const KIND: &str = "lock";
+    const LEASE: Duration = Duration::from_secs(30);
+    const LIMIT: u32 = 3;
+    const WINDOW: Duration = Duration::from_secs(1);
+
+    fn watchdog() -> (Expiry, CancellationToken) {
+        let lost = CancellationToken::new();
+        (Expiry::Watchdog(lost.clone()), lost)
+    }
+
+    /// A queue where `holder` holds (taken from Redis) and `waiters` queue behind it.
+    fn held_by(holder: &str, waiters: &[&str]) -> (Cohorts, Vec<Ticket>, CancellationToken) {
+        let cohorts = Cohorts::default();
+        let (expiry, lost) = watchdog();
+        cohorts.held(KEY, KIND, holder, expiry);
+        let tickets = waiters
+            .iter()
+            .map(|field| cohorts.join(KEY, KIND, field, LEASE))
+            .collect();
+        (cohorts, tickets, lost)
+    }
+
+    fn hand_off(cohorts: &Cohorts, from: &str) -> Claim {
+        match cohorts.releasing(KEY, KIND, from, LIMIT, WINDOW) {
+            Next::HandOff(claim) => claim,
+            Next::Release { yielding } => panic!("expected a hand-off, got a release ({yielding})"),
+        }
+    }
+
+    #[test]
+    fn the_first_waiter_of_a_free_lock_tries_at_once_and_leaves_nothing_behind() {
+        let cohorts = Cohorts::default();
+        let ticket = cohorts.join(KEY, KIND, "a", LEASE);
+        assert!(!ticket.joined_behind());
+        assert_eq!(ticket.step(0), Step::Try);
+        let (expiry, _lost) = watchdog();
+        ticket.tried(Some(expiry));
+        drop(ticket);
+        assert!(matches!(
+            cohorts.releasing(KEY, KIND, "a", LIMIT, WINDOW),
+            Next::Release { yielding: false }
+        ));
+        cohorts.released(KEY, KIND, "a", None);
+        assert_eq!(cohorts.len(), 0, "an idle queue is dropped");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn waiters_behind_a_local_holder_wait_and_the_head_is_passed_the_lock() {
+        let (cohorts, tickets, _lost) = held_by("h", &["a", "b"]);
+        assert!(tickets.iter().all(Ticket::joined_behind));
+        assert!(tickets[0].until_head(None).await);
+        assert_eq!(tickets[0].step(0), Step::Held(None), "no doomed try");
+        let claim = hand_off(&cohorts, "h");
+        assert_eq!(claim.field(), "a");
+        assert_eq!(tickets[0].step(0), Step::Claimed);
+        let sent_at = Instant::now();
+        assert!(claim.passed(1, sent_at));
+        assert_eq!(tickets[0].step(0), Step::Passed { reply: 1, sent_at });
+        // `b` heads the queue now, behind the new holder `a`.
+        assert!(tickets[1].until_head(Some(Instant::now())).await);
+        assert_eq!(tickets[1].step(0), Step::Held(None));
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_non_head_waits_for_its_turn_until_its_deadline() {
+        let (_cohorts, tickets, _lost) = held_by("h", &["a", "b"]);
+        let deadline = Instant::now() + Duration::from_millis(50);
+        assert!(!tickets[1].until_head(Some(deadline)).await);
+        assert_eq!(Instant::now(), deadline);
+    }
+
+    #[test]
+    fn the_streak_is_bounded_then_the_queue_yields_until_the_message() {
+        let (cohorts, tickets, _lost) = held_by("h", &["a", "b", "c", "d", "e"]);
+        let mut from = "h".to_owned();
+        for ticket in tickets.iter().take(LIMIT as usize) {
+            let claim = hand_off(&cohorts, &from);
+            assert!(claim.passed(1, Instant::now()));
+            let (expiry, _) = watchdog();
+            ticket.take();
+            cohorts.took_over(KEY, KIND, claim_field(ticket), expiry);
+            from = claim_field(ticket).to_owned();
+        }
+        assert!(matches!(
+            cohorts.releasing(KEY, KIND, &from, LIMIT, WINDOW),
+            Next::Release { yielding: true }
+        ));
+        let until = Instant::now() + Duration::from_millis(5);
+        cohorts.released(KEY, KIND, &from, Some(Yield { messages: 7, until }));
+        let head = &tickets[LIMIT as usize];
+        assert!(matches!(head.step(7), Step::Yield(_)), "no message yet");
+        assert_eq!(head.step(8), Step::Try, "the unlock message came back");
+    }
+
+    fn claim_field(ticket: &Ticket) -> &str {
+        &ticket.waiter.field
+    }
+
+    #[test]
+    fn the_window_bounds_the_streak_too() {
+        let (cohorts, _tickets, _lost) = held_by("h", &["a"]);
+        assert!(matches!(
+            cohorts.releasing(KEY, KIND, "h", LIMIT, Duration::ZERO),
+            Next::Release { yielding: true }
+        ));
+    }
+
+    #[test]
+    fn a_head_with_a_try_on_the_wire_is_not_claimed() {
+        let cohorts = Cohorts::default();
+        let ticket = cohorts.join(KEY, KIND, "a", LEASE);
+        assert_eq!(ticket.step(0), Step::Try);
+        // A one-shot try of another owner took the lock meanwhile.
+        let (expiry, _lost) = watchdog();
+        cohorts.held(KEY, KIND, "t", expiry);
+        assert!(matches!(
+            cohorts.releasing(KEY, KIND, "t", LIMIT, WINDOW),
+            Next::Release { yielding: false }
+        ));
+        ticket.tried(None);
+        assert_eq!(ticket.step(0), Step::Held(None));
+    }
+
+    #[test]
+    fn a_lost_lease_lets_the_head_try() {
+        let (_cohorts, tickets, lost) = held_by("h", &["a"]);
+        assert_eq!(tickets[0].step(0), Step::Held(None));
+        lost.cancel();
+        assert_eq!(tickets[0].step(0), Step::Try);
+    }
+
+    #[test]
+    fn a_failed_hand_off_puts_the_head_back_to_wait_for_the_release() {
+        let (cohorts, tickets, _lost) = held_by("h", &["a"]);
+        hand_off(&cohorts, "h").failed();
+        assert_eq!(tickets[0].step(0), Step::Held(None));
+        cohorts.released(KEY, KIND, "h", None);
+        assert_eq!(tickets[0].step(0), Step::Try);
+    }
+
+    #[test]
+    fn a_waiter_dropped_while_claimed_leaves_the_passed_hold_to_the_releaser() {
+        let (cohorts, mut tickets, _lost) = held_by("h", &["a", "b"]);
+        let claim = hand_off(&cohorts, "h");
+        drop(tickets.remove(0));
+        assert!(!claim.passed(1, Instant::now()), "the releaser releases it");
+        // The lock is `a`'s now, and `b` heads the queue behind it.
+        assert_eq!(tickets[0].step(0), Step::Held(None));
+        assert!(matches!(
+            cohorts.releasing(KEY, KIND, "a", LIMIT, WINDOW),
+            Next::HandOff(_)
+        ));
+    }
+
+    #[test]
+    fn a_waiter_dropped_after_being_passed_the_lock_returns_it() {
+        let (cohorts, tickets, _lost) = held_by("h", &["a"]);
+        assert!(hand_off(&cohorts, "h").passed(5, Instant::now()));
+        assert_eq!(tickets[0].abandon(), Some(5));
+        assert_eq!(tickets[0].abandon(), None, "only once");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn dropping_the_head_makes_the_next_waiter_head() {
+        let cohorts = Cohorts::default();
+        let first = cohorts.join(KEY, KIND, "a", LEASE);
+        let second = cohorts.join(KEY, KIND, "b", LEASE);
+        assert!(!second.until_head(Some(Instant::now())).await);
+        drop(first);
+        assert!(second.until_head(Some(Instant::now())).await);
+        drop(second);
+        assert_eq!(cohorts.len(), 0);
+    }
+}
