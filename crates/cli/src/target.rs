@@ -22,6 +22,10 @@ pub(crate) struct Target {
     /// The lease of locks held without one, renewed every third of it while held.
     #[arg(long, value_name = "MS", default_value_t = 30_000, global = true, help_heading = GLOBAL)]
     watchdog_ms: u64,
+    /// Every task races for a lock in Redis on its own, as Redisson's do, instead of queueing
+    /// behind the other tasks of this process and being passed the lock by them (local hand-off).
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    no_local_handoff: bool,
 }
 
 impl Target {
@@ -60,6 +64,7 @@ impl Target {
         }
         let mut config = self.topology.config(&urls)?;
         config.watchdog_timeout = Duration::from_millis(self.watchdog_ms);
+        config.local_handoff = !self.no_local_handoff;
         Ok(config)
     }
 
@@ -75,6 +80,9 @@ impl Target {
             .arg("--watchdog-ms")
             .arg(self.watchdog_ms.to_string())
             .env(URL_ENV, self.urls().join(","));
+        if self.no_local_handoff {
+            command.arg("--no-local-handoff");
+        }
         self.topology.forward(command);
     }
 }
@@ -124,6 +132,24 @@ mod tests {
         assert_eq!(config.url, SEEDS[0]);
         assert_eq!(config.nodes, [SEEDS[1]]);
         assert_eq!(config.sharded_pubsub, ShardedPubSub::Off);
+    }
+
+    #[test]
+    fn local_handoff_is_on_unless_turned_off_and_children_inherit_it() {
+        let url = ["--url", SEEDS[0]];
+        assert!(target(&url).config().expect("config").local_handoff);
+        let off = target(&[url[0], url[1], "--no-local-handoff"]);
+        assert!(!off.config().expect("config").local_handoff);
+        let (args, _) = forwarded(&off);
+        assert!(
+            args.iter().any(|arg| arg == "--no-local-handoff"),
+            "{args:?}"
+        );
+        let (args, _) = forwarded(&target(&url));
+        assert!(
+            !args.iter().any(|arg| arg == "--no-local-handoff"),
+            "{args:?}"
+        );
     }
 
     #[test]

@@ -51,6 +51,12 @@ pub struct ClientStats {
     pub subscribed_channels: usize,
     /// Locks the watchdog is renewing.
     pub renewing_locks: usize,
+    /// Acquisitions queued locally behind another task of this client (for the kinds that hand off,
+    /// see [`Config::local_handoff`]); the head of each queue, which talks to Redis, included.
+    pub queued_waiters: usize,
+    /// Locks passed from one task of this client to another without a release (local hand-offs)
+    /// since the client started.
+    pub local_handoffs: u64,
 }
 
 impl Client {
@@ -205,11 +211,13 @@ impl Client {
         self.services.publish == "SPUBLISH"
     }
 
-    /// Subscribed channels and renewed locks, right now.
+    /// Subscribed channels, renewed locks and local queues, right now.
     pub fn stats(&self) -> ClientStats {
         ClientStats {
             subscribed_channels: self.services.subscriber.registry().channel_count(),
             renewing_locks: self.services.watchdog.lock_count(),
+            queued_waiters: self.services.cohorts.waiters(),
+            local_handoffs: self.services.cohorts.handoffs(),
         }
     }
 }

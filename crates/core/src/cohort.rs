@@ -32,6 +32,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -48,6 +49,8 @@ type QueueId = (String, &'static str);
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cohorts {
     queues: Arc<Mutex<HashMap<QueueId, Arc<Queue>>>>,
+    /// Hand-offs so far.
+    handoffs: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Default)]
@@ -315,6 +318,17 @@ impl Cohorts {
         self.forget_if_idle(&id);
     }
 
+    /// How many waiters all queues hold.
+    pub(crate) fn waiters(&self) -> usize {
+        let queues = self.queues.lock();
+        queues.values().map(|q| q.state.lock().waiters.len()).sum()
+    }
+
+    /// How many locks were passed locally so far.
+    pub(crate) fn handoffs(&self) -> u64 {
+        self.handoffs.load(Ordering::Relaxed)
+    }
+
     /// How many queues exist (for tests: idle queues are dropped).
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -525,6 +539,7 @@ impl Claim {
     /// the caller must release its hold.
     pub(crate) fn passed(mut self, reply: u64, sent_at: Instant) -> bool {
         self.settled = true;
+        let _ = self.cohorts.handoffs.fetch_add(1, Ordering::Relaxed);
         let mut state = self.queue.state.lock();
         state.remove(&self.waiter);
         state.hold(&self.waiter.field, None, true);

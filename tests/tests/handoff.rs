@@ -1,0 +1,505 @@
+//! The local wait queue and bounded local hand-off (issue 13), on a real server: what a hand-off
+//! writes (and does not publish), the bound, the kinds that hand off, fencing tokens, the watchdog
+//! and lease-lost signal of the new owner, re-entry, lost leases, cancellation, and a client that
+//! does not hand off (as Java) getting its turn.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use rlock::{Client, Guard};
+use rlock_tests::RedisServer;
+use rlock_tests::harness::{client, client_with, command_calls, eventually, raw};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Calls of `command` (lower case) so far, script-internal calls included.
+async fn calls(redis: &mut MultiplexedConnection, command: &str) -> u64 {
+    command_calls(redis)
+        .await
+        .get(command)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Waits until `count` acquisitions of `client` queue locally.
+async fn queued(client: &Client, count: usize) {
+    assert!(
+        eventually(Duration::from_secs(5), async || client
+            .stats()
+            .queued_waiters
+            == count)
+        .await,
+        "{count} waiters queued, saw {}",
+        client.stats().queued_waiters
+    );
+}
+
+/// A task that takes `lock` with `take`, reports the guard's field, and holds until told to release.
+struct Holder<T: std::fmt::Debug + Send + 'static> {
+    acquired: oneshot::Receiver<(String, T)>,
+    release: oneshot::Sender<()>,
+    task: JoinHandle<Guard<T>>,
+}
+
+/// `lock.lock()`, owning the lock handle (for a task of its own).
+fn locking<K: rlock::kind::LockKind>(
+    lock: rlock::Lock<K>,
+) -> impl Future<Output = rlock::Result<Guard<K::Token>>> + Send + 'static
+where
+    K::Token: Send,
+{
+    async move { lock.lock().await }
+}
+
+fn spawn_holder<T, F>(take: F) -> Holder<T>
+where
+    T: std::fmt::Debug + Send + Clone + 'static,
+    F: Future<Output = rlock::Result<Guard<T>>> + Send + 'static,
+{
+    let (acquired_tx, acquired) = oneshot::channel();
+    let (release, release_rx) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        let guard = take.await.expect("acquires");
+        let _ = acquired_tx.send((guard.field().to_owned(), guard.token().clone()));
+        let _ = release_rx.await;
+        guard
+    });
+    Holder {
+        acquired,
+        release,
+        task,
+    }
+}
+
+impl<T: std::fmt::Debug + Send + 'static> Holder<T> {
+    async fn acquired(&mut self) -> (String, T) {
+        tokio::time::timeout(Duration::from_secs(5), &mut self.acquired)
+            .await
+            .expect("acquired in time")
+            .expect("the holder reports")
+    }
+
+    /// Lets the task end and returns its guard.
+    async fn guard(self) -> Guard<T> {
+        let _ = self.release.send(());
+        self.task.await.expect("holder task")
+    }
+}
+
+/// One hand-off between two tasks of `client` on `name`.
+async fn pass_once(client: &Client, name: &str) {
+    let first = client.lock(name).lock().await.expect("first locks");
+    let next = spawn_holder(locking(client.lock(name)));
+    queued(client, 1).await;
+    first.unlock().await.expect("first unlocks");
+    next.guard().await.unlock().await.expect("next unlocks");
+}
+
+async fn hash(redis: &mut MultiplexedConnection, name: &str) -> HashMap<String, String> {
+    redis.hgetall(name).await.expect("HGETALL")
+}
+
+#[tokio::test]
+async fn a_release_passes_the_lock_to_the_local_waiter_in_one_script_without_a_publish() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:one";
+    // Once first, so that the scripts are loaded (a first `NOSCRIPT` counts as a call).
+    pass_once(&client, name).await;
+    let first = client.lock(name).lock().await.expect("first locks");
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    let (evalsha, publish) = (
+        calls(&mut redis, "evalsha").await,
+        calls(&mut redis, "publish").await,
+    );
+
+    first.unlock().await.expect("first unlocks");
+    let (field, ()) = next.acquired().await;
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(field.clone(), "1".to_owned())]),
+        "the next owner's field replaced the first's, once"
+    );
+    let pttl: i64 = redis.pttl(name).await.expect("PTTL");
+    assert!(pttl > 25_000, "the watchdog lease was applied: {pttl}");
+    assert_eq!(
+        calls(&mut redis, "evalsha").await - evalsha,
+        1,
+        "one script: the hand-off; the waiter sent no try"
+    );
+    assert_eq!(calls(&mut redis, "publish").await, publish, "no publish");
+    assert_eq!(client.stats().local_handoffs, 2);
+
+    let guard = next.guard().await;
+    assert_eq!(guard.hold_count().await.expect("hold count"), 1);
+    guard.unlock().await.expect("next unlocks");
+    let exists: bool = redis.exists(name).await.expect("EXISTS");
+    assert!(!exists);
+    assert_eq!(calls(&mut redis, "publish").await, publish + 1);
+}
+
+#[tokio::test]
+async fn the_new_owner_is_renewed_and_told_when_its_lease_is_lost() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| {
+        config.watchdog_timeout = Duration::from_millis(600);
+    })
+    .await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:watchdog";
+    let first = client.lock(name).lock().await.expect("first locks");
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    first.unlock().await.expect("first unlocks");
+    let _ = next.acquired().await;
+    let guard = next.guard().await;
+
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let pttl: i64 = redis.pttl(name).await.expect("PTTL");
+    assert!(pttl > 0, "renewed past two and a half leases: {pttl}");
+    assert!(!guard.is_lease_lost());
+    let _: () = redis.del(name).await.expect("DEL");
+    tokio::time::timeout(Duration::from_secs(2), guard.lease_lost())
+        .await
+        .expect("the lease-lost signal fires");
+}
+
+#[tokio::test]
+async fn the_streak_is_bounded_then_the_lock_is_released_and_published() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| {
+        config.local_handoff_limit = 2;
+        config.local_handoff_window = Duration::from_secs(60);
+    })
+    .await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:bound";
+    let first = client.lock(name).lock().await.expect("first locks");
+    let mut waiters = Vec::new();
+    for queued_before in 0..3 {
+        queued(&client, queued_before).await;
+        waiters.push(spawn_holder(locking(client.lock(name))));
+    }
+    queued(&client, 3).await;
+    let publish = calls(&mut redis, "publish").await;
+
+    first.unlock().await.expect("first unlocks");
+    for (i, mut waiter) in waiters.into_iter().enumerate() {
+        let _ = waiter.acquired().await;
+        let released_for_real = calls(&mut redis, "publish").await - publish;
+        // Passed twice, then released and published once; the third waiter took it from Redis.
+        assert_eq!(released_for_real, u64::from(i == 2), "before holder {i}");
+        waiter.guard().await.unlock().await.expect("unlocks");
+    }
+    assert_eq!(client.stats().local_handoffs, 2);
+    assert_eq!(calls(&mut redis, "publish").await - publish, 2);
+}
+
+#[tokio::test]
+async fn fenced_hand_offs_take_strictly_increasing_tokens() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "handoff:fenced";
+    let tokens = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = client.fenced_lock(name);
+            let tokens = tokens.clone();
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    let guard = lock.lock().await.expect("locks");
+                    tokens.lock().push(*guard.token());
+                    tokio::task::yield_now().await;
+                    guard.unlock().await.expect("unlocks");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let tokens = tokens.lock().clone();
+    assert_eq!(tokens.len(), 40);
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "tokens increase in acquisition order: {tokens:?}"
+    );
+    assert!(client.stats().local_handoffs > 0, "some holds were passed");
+    assert_eq!(
+        client.fenced_lock(name).token().await.expect("token"),
+        *tokens.last().expect("a token")
+    );
+}
+
+#[tokio::test]
+async fn a_writer_passes_the_write_lock_but_not_while_it_also_reads() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:rw";
+    let lock = client.read_write_lock(name);
+    let first = lock.write().lock().await.expect("first writes");
+    let mut second = spawn_holder(locking(client.read_write_lock(name).write()));
+    queued(&client, 1).await;
+    let publish = calls(&mut redis, "publish").await;
+    first.unlock().await.expect("first unlocks");
+    let (field, ()) = second.acquired().await;
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([
+            ("mode".to_owned(), "write".to_owned()),
+            (field, "1".to_owned())
+        ])
+    );
+    assert_eq!(calls(&mut redis, "publish").await, publish, "passed");
+    assert_eq!(client.stats().local_handoffs, 1);
+
+    // The second writer also reads (in its own task, as the same owner), then a third writer queues.
+    let (release_write, write_released) = oneshot::channel::<()>();
+    let (release_read, read_released) = oneshot::channel::<()>();
+    let second_write = second.guard().await;
+    let owner = second_write.owner();
+    let reading = tokio::spawn({
+        let lock = client.read_write_lock(name).read().with_owner(owner);
+        async move {
+            let read = lock.lock().await.expect("the writer reads too");
+            let _ = write_released.await;
+            second_write.unlock().await.expect("write unlocks");
+            let _ = read_released.await;
+            read.unlock().await.expect("read unlocks");
+        }
+    });
+    assert!(
+        eventually(Duration::from_secs(5), async || hash(&mut redis, name)
+            .await
+            .len()
+            == 3)
+        .await
+    );
+    let mut third = spawn_holder(locking(client.read_write_lock(name).write()));
+    queued(&client, 1).await;
+    let _ = release_write.send(());
+    assert!(
+        eventually(Duration::from_secs(5), async || {
+            let mode: Option<String> = redis.hget(name, "mode").await.expect("HGET");
+            mode.as_deref() == Some("read")
+        })
+        .await,
+        "the write unlock left a read lock, not passed"
+    );
+    assert_eq!(client.stats().local_handoffs, 1, "no second hand-off");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut third.acquired)
+            .await
+            .is_err(),
+        "the third writer waits for the reader"
+    );
+    let _ = release_read.send(());
+    reading.await.expect("reader task");
+    let _ = third.acquired().await;
+    third.guard().await.unlock().await.expect("third unlocks");
+}
+
+#[tokio::test]
+async fn re_entry_skips_the_queue_and_only_the_last_release_passes() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:reentry";
+    let outer = client.lock(name).lock().await.expect("locks");
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    let same_owner = client.lock(name).with_owner(outer.owner());
+    let inner = tokio::time::timeout(Duration::from_secs(1), same_owner.lock())
+        .await
+        .expect("re-entry does not wait behind the queue")
+        .expect("re-enters");
+    assert_eq!(inner.hold_count().await.expect("count"), 2);
+    inner.unlock().await.expect("inner unlocks");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut next.acquired)
+            .await
+            .is_err(),
+        "still held once"
+    );
+    outer.unlock().await.expect("outer unlocks");
+    let (field, ()) = next.acquired().await;
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(field, "1".to_owned())])
+    );
+    next.guard().await.unlock().await.expect("unlocks");
+}
+
+#[tokio::test]
+async fn a_holder_whose_fixed_lease_ran_out_does_not_hold_up_local_waiters() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "handoff:lease";
+    let started = Instant::now();
+    let expired = client
+        .lock(name)
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .expect("locks for 300 ms");
+    let mut next = spawn_holder(locking(client.lock(name)));
+    let _ = next.acquired().await;
+    let after = started.elapsed();
+    assert!(
+        after >= Duration::from_millis(290) && after < Duration::from_secs(2),
+        "acquired when the lease ran out: {after:?}"
+    );
+    assert!(expired.is_lease_lost());
+    assert!(matches!(
+        expired.unlock().await,
+        Err(rlock::Error::LeaseLost { .. })
+    ));
+    next.guard().await.unlock().await.expect("unlocks");
+}
+
+#[tokio::test]
+async fn dropped_acquisitions_leave_no_hold_and_no_queue_entry() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:cancel";
+    let inside = Arc::new(AtomicBool::new(false));
+    let acquired = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..8u64)
+        .map(|task| {
+            let lock = client.lock(name);
+            let (inside, acquired) = (inside.clone(), acquired.clone());
+            tokio::spawn(async move {
+                for round in 0..40u64 {
+                    // Patience from 0 to 3 ms: many acquisitions are dropped while queued, heading
+                    // the queue, being passed the lock, or with a try on the wire.
+                    let patience = Duration::from_micros((task * 7 + round * 13) % 4 * 1000);
+                    let Ok(guard) = tokio::time::timeout(patience, lock.lock()).await else {
+                        continue;
+                    };
+                    let guard = guard.expect("locks");
+                    assert!(!inside.swap(true, Ordering::AcqRel), "two holders");
+                    let _ = acquired.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                    inside.store(false, Ordering::Release);
+                    guard.unlock().await.expect("unlocks");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    client.close().await;
+    assert!(acquired.load(Ordering::Relaxed) > 0);
+    assert!(
+        eventually(Duration::from_secs(5), async || {
+            let exists: bool = redis.exists(name).await.expect("EXISTS");
+            !exists
+        })
+        .await,
+        "no hold left behind: {:?}",
+        hash(&mut redis, name).await
+    );
+    assert_eq!(client.stats().queued_waiters, 0);
+    let guard = tokio::time::timeout(Duration::from_secs(1), client.lock(name).lock())
+        .await
+        .expect("free at once")
+        .expect("locks");
+    guard.unlock().await.expect("unlocks");
+}
+
+/// A client that does not hand off (as a Redisson client) contends with one that does: it gets the
+/// lock again and again, as each streak ends with a real release.
+#[tokio::test]
+async fn a_client_that_does_not_hand_off_gets_its_turn() {
+    let server = RedisServer::start();
+    let cohort = client(&server).await;
+    let remote = client_with(&server, |config| config.local_handoff = false).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:remote";
+    let counter = format!("{name}:counter");
+    let stop = Arc::new(AtomicBool::new(false));
+    let local_tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = cohort.lock(name);
+            let (mut redis, counter, stop) = (redis.clone(), counter.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut count = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    let guard = lock.lock().await.expect("locks");
+                    increment(&mut redis, &counter).await;
+                    guard.unlock().await.expect("unlocks");
+                    count += 1;
+                }
+                count
+            })
+        })
+        .collect();
+    let lock = remote.lock(name);
+    let (mut remote_count, mut longest) = (0u64, Duration::ZERO);
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let asked = Instant::now();
+        let guard = lock.lock().await.expect("the remote locks");
+        longest = longest.max(asked.elapsed());
+        increment(&mut redis, &counter).await;
+        guard.unlock().await.expect("the remote unlocks");
+        remote_count += 1;
+    }
+    stop.store(true, Ordering::Release);
+    let mut local_count = 0;
+    for task in local_tasks {
+        local_count += task.await.expect("task");
+    }
+    let total: u64 = redis.get(&counter).await.expect("GET");
+    assert_eq!(total, local_count + remote_count, "no lost update");
+    assert!(cohort.stats().local_handoffs > 0, "the cohort passed locks");
+    assert!(
+        remote_count >= 5,
+        "the remote client acquired {remote_count} times in 2 s (longest wait {longest:?})"
+    );
+    assert!(
+        longest < Duration::from_secs(1),
+        "the remote waited {longest:?} at most"
+    );
+}
+
+/// `GET` then `SET` of a counter: a lost update if two holders overlap.
+async fn increment(redis: &mut MultiplexedConnection, counter: &str) {
+    let value: Option<u64> = redis.get(counter).await.expect("GET");
+    let _: () = redis
+        .set(counter, value.unwrap_or(0) + 1)
+        .await
+        .expect("SET");
+}
+
+#[tokio::test]
+async fn with_hand_off_off_every_release_publishes() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| config.local_handoff = false).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:off";
+    let first = client.lock(name).lock().await.expect("first locks");
+    let mut next = spawn_holder(locking(client.lock(name)));
+    assert!(
+        eventually(Duration::from_secs(5), async || {
+            rlock_tests::harness::lock_channel_subscribers(&mut redis, name).await == 1
+        })
+        .await
+    );
+    assert_eq!(client.stats().queued_waiters, 0, "nothing queues");
+    let publish = calls(&mut redis, "publish").await;
+    first.unlock().await.expect("unlocks");
+    let _ = next.acquired().await;
+    assert_eq!(calls(&mut redis, "publish").await, publish + 1);
+    assert_eq!(client.stats().local_handoffs, 0);
+    next.guard().await.unlock().await.expect("unlocks");
+}
