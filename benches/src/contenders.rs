@@ -97,9 +97,14 @@ pub(crate) struct Rlock {
 }
 
 impl Rlock {
+    /// A client with the default configuration.
     pub(crate) async fn connect(url: &str) -> Result<Self> {
+        Self::with_config(rlock::Config::new(url)).await
+    }
+
+    pub(crate) async fn with_config(config: rlock::Config) -> Result<Self> {
         Ok(Self {
-            client: rlock::Client::connect(url).await?,
+            client: rlock::Client::with_config(config).await?,
         })
     }
 }

@@ -1,14 +1,15 @@
-//! rlock's benchmark suite: every scenario of issue 5 in one run, against one Redis, with rlock's
-//! references side by side (the raw two-`EVALSHA` floor and the `rslock` crate). See
+//! rlock's benchmark suite: every scenario of issues 5 and 13 in one run, against one Redis, with
+//! rlock's references side by side (the raw two-`EVALSHA` floor and the `rslock` crate). See
 //! `benches/README.md` for what each scenario measures and how.
 //!
 //! ```text
-//! cargo run --release -p rlock-benches -- [--url URL] [--quick] [--out FILE]
+//! cargo run --release -p rlock-benches -- [--url URL] [--quick] [--only SCENARIO,...] [--out FILE]
 //! ```
 
 mod child;
 mod clock;
 mod contenders;
+mod hot;
 mod probe;
 mod process;
 mod report;
@@ -17,28 +18,32 @@ mod stats;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use rlock_tests::RedisServer;
 
 use crate::contenders::Kind;
 use crate::probe::Probe;
 use crate::report::{Machine, Results};
-use crate::scenarios::{Plan, contended, cycle, throughput, waiters, watchdog};
+use crate::scenarios::{Plan, Scenario, contended, cycle, handoff, throughput, waiters, watchdog};
 
 pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Benchmarks rlock against the raw Redis round trips and the rslock crate; prints a markdown table
-/// and writes the results as JSON.
+/// Benchmarks rlock against the raw Redis round trips and the rslock crate, and its local hand-off on
+/// against off; prints markdown tables and writes the results as JSON.
 #[derive(Debug, Parser)]
 #[command(name = "rlock-benches")]
 struct Cli {
     /// The Redis to use. Without it, a private redis-server is started on a free loopback port.
     #[arg(long)]
     url: Option<String>,
-    /// A smoke run of every scenario, in well under 30 s; too short to judge the goals on.
+    /// A smoke run of every scenario (or of those --only names), in well under 30 s; too short to
+    /// judge the goals on.
     #[arg(long)]
     quick: bool,
+    /// Runs only these scenarios (comma-separated, or the option repeated); all without it.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "SCENARIO")]
+    only: Vec<Scenario>,
     /// Where to write the results as JSON.
     #[arg(long, default_value = "target/bench/results.json")]
     out: PathBuf,
@@ -62,7 +67,19 @@ async fn main() -> std::process::ExitCode {
         Some(Hidden::Worker { task }) => {
             tokio::spawn(async move { scenarios::serve(&task).await }).await
         }
-        None => tokio::spawn(run(cli.url, cli.quick, cli.out)).await,
+        None => {
+            let plan = if cli.quick {
+                Plan::quick()
+            } else {
+                Plan::full()
+            };
+            let scenarios = if cli.only.is_empty() {
+                Scenario::value_variants().to_vec()
+            } else {
+                cli.only
+            };
+            tokio::spawn(run(cli.url, plan, scenarios, cli.out)).await
+        }
     };
     match outcome {
         Ok(Ok(())) => std::process::ExitCode::SUCCESS,
@@ -77,12 +94,17 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(url: Option<String>, quick: bool, out: PathBuf) -> Result<()> {
+async fn run(
+    url: Option<String>,
+    plan: Plan,
+    scenarios: Vec<Scenario>,
+    out: PathBuf,
+) -> Result<()> {
     let command = std::iter::once("rlock-benches".to_owned())
         .chain(std::env::args().skip(1))
         .collect::<Vec<_>>()
         .join(" ");
-    let plan = if quick { Plan::quick() } else { Plan::full() };
+    let runs = |scenario| scenarios.contains(&scenario);
     let load_before = load_average();
     let private = match url {
         Some(_) => None,
@@ -101,31 +123,49 @@ async fn run(url: Option<String>, quick: bool, out: PathBuf) -> Result<()> {
     let redis_version = probe.server_version().await?;
     progress(&format!("Redis {redis_version} at {url}"));
 
-    progress("scenario 1 (and 7): uncontended lock+unlock cycle");
-    let cycle = cycle::run(&url, &mut probe, plan.cycle).await?;
-    progress("scenario 2: uncontended throughput");
-    let throughput = throughput::run(&url, plan.throughput).await?;
+    let mut cycle = Vec::new();
+    if runs(Scenario::Cycle) {
+        progress("scenario 1 (and 7): uncontended lock+unlock cycle");
+        cycle = cycle::run(&url, &mut probe, plan.cycle).await?;
+    }
+    let mut throughput = Vec::new();
+    if runs(Scenario::Throughput) {
+        progress("scenario 2: uncontended throughput");
+        throughput = throughput::run(&url, plan.throughput).await?;
+    }
     progress("single-command round trip");
     let round_trip = probe.round_trip(plan.round_trip_samples).await?;
     let mut contended = Vec::new();
-    let barging = contended::Params {
-        think_us: 0,
-        ..plan.contended
-    };
-    for params in [plan.contended, barging] {
-        for kind in [Kind::Rlock, Kind::Rslock] {
-            progress(&format!(
-                "scenarios 3, 4 (and 7): contended hand-off, {}, {} µs think time",
-                kind.label(),
-                params.think_us
-            ));
-            contended.push(contended::run(&url, &mut probe, params, kind).await?);
+    if runs(Scenario::Contended) {
+        let barging = contended::Params {
+            think_us: 0,
+            ..plan.contended
+        };
+        for params in [plan.contended, barging] {
+            for kind in [Kind::Rlock, Kind::Rslock] {
+                progress(&format!(
+                    "scenarios 3, 4 (and 7): contended hand-off, {}, {} µs think time",
+                    kind.label(),
+                    params.think_us
+                ));
+                contended.push(contended::run(&url, &mut probe, params, kind).await?);
+            }
         }
     }
-    progress("scenario 5: watchdog cost");
-    let watchdog = watchdog::run(&url, &mut probe, plan.watchdog).await?;
-    progress("scenario 6: many waiters");
-    let waiters = waiters::run(&url, &mut probe, plan.waiters).await?;
+    let mut watchdog = None;
+    if runs(Scenario::Watchdog) {
+        progress("scenario 5: watchdog cost");
+        watchdog = Some(watchdog::run(&url, &mut probe, plan.watchdog).await?);
+    }
+    let mut waiters = None;
+    if runs(Scenario::Waiters) {
+        progress("scenario 6: many waiters");
+        waiters = Some(waiters::run(&url, &mut probe, plan.waiters).await?);
+    }
+    let mut handoff = None;
+    if runs(Scenario::Handoff) {
+        handoff = Some(handoff::run(&url, &mut probe, plan.handoff).await?);
+    }
     let private_redis = private.is_some();
     drop(private);
 
@@ -142,12 +182,14 @@ async fn run(url: Option<String>, quick: bool, out: PathBuf) -> Result<()> {
             private_redis,
         },
         plan,
+        scenarios,
         round_trip,
         cycle,
         throughput,
         contended,
         watchdog,
         waiters,
+        handoff,
         goals: Vec::new(),
     };
     results.judge();
@@ -172,6 +214,6 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn progress(message: &str) {
+pub(crate) fn progress(message: &str) {
     eprintln!("==> {message}");
 }

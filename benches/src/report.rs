@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::contenders::Kind;
-use crate::scenarios::{Plan, contended, cycle, throughput, waiters, watchdog};
-use crate::stats::{Summary, ratio};
+use crate::scenarios::{Plan, Scenario, contended, cycle, handoff, throughput, waiters, watchdog};
+use crate::stats::{Spread, Summary, ratio};
 
 #[derive(Debug, Serialize)]
 pub(crate) struct Results {
@@ -15,13 +15,16 @@ pub(crate) struct Results {
     pub(crate) started_unix: u64,
     pub(crate) machine: Machine,
     pub(crate) plan: Plan,
+    /// The scenarios that ran; the results of the others are empty.
+    pub(crate) scenarios: Vec<Scenario>,
     /// The idle single-command round trip (`PING`), measured before scenario 3.
     pub(crate) round_trip: Summary,
     pub(crate) cycle: Vec<cycle::Measured>,
     pub(crate) throughput: Vec<throughput::Measured>,
     pub(crate) contended: Vec<contended::Measured>,
-    pub(crate) watchdog: watchdog::Measured,
-    pub(crate) waiters: waiters::Measured,
+    pub(crate) watchdog: Option<watchdog::Measured>,
+    pub(crate) waiters: Option<waiters::Measured>,
+    pub(crate) handoff: Option<handoff::Measured>,
     pub(crate) goals: Vec<Goal>,
 }
 
@@ -36,7 +39,7 @@ pub(crate) struct Machine {
     pub(crate) private_redis: bool,
 }
 
-/// One goal of issue 5.
+/// One goal of issue 5 or 13.
 #[derive(Debug, Serialize)]
 pub(crate) struct Goal {
     pub(crate) goal: &'static str,
@@ -113,42 +116,47 @@ impl Results {
                 met: value <= 3.0,
             });
         }
-        let w = &self.watchdog;
-        goals.push(Goal {
-            goal: "watchdog: ≤ ceil(N/100) renewal scripts per period",
-            target: "≤ 1 (÷ ceil(N/100))",
-            measured: format!(
-                "{} scripts per period (most of {} whole periods) for {} locks, target {}",
-                w.max_scripts_per_period, w.rounds, w.locks, w.target_scripts_per_period
-            ),
-            value: ratio(
-                w.max_scripts_per_period as f64,
-                w.target_scripts_per_period as f64,
-            ),
-            met: w.rounds > 0 && w.max_scripts_per_period <= w.target_scripts_per_period as u64,
-        });
-        let m = &self.waiters;
-        goals.push(Goal {
-            goal: "10,000 waiters: one subscriber connection",
-            target: "= 1",
-            measured: format!(
-                "{} connection(s), {} channels, {} waiters",
-                m.subscriber_connections, m.subscribed_channels, m.waiters
-            ),
-            value: m.subscriber_connections as f64,
-            met: m.subscriber_connections == 1,
-        });
-        goals.push(Goal {
-            goal: "10,000 waiters: ≤ 64 MiB resident memory for the process",
-            target: "≤ 1 (÷ 64 MiB)",
-            measured: format!(
-                "peak {} MiB (VmHWM), {} MiB while waiting (VmRSS)",
-                num(m.after.peak_rss_mib, 1),
-                num(m.waiting.rss_mib, 1)
-            ),
-            value: m.after.peak_rss_mib / 64.0,
-            met: m.after.peak_rss_mib <= 64.0,
-        });
+        if let Some(w) = &self.watchdog {
+            goals.push(Goal {
+                goal: "watchdog: ≤ ceil(N/100) renewal scripts per period",
+                target: "≤ 1 (÷ ceil(N/100))",
+                measured: format!(
+                    "{} scripts per period (most of {} whole periods) for {} locks, target {}",
+                    w.max_scripts_per_period, w.rounds, w.locks, w.target_scripts_per_period
+                ),
+                value: ratio(
+                    w.max_scripts_per_period as f64,
+                    w.target_scripts_per_period as f64,
+                ),
+                met: w.rounds > 0 && w.max_scripts_per_period <= w.target_scripts_per_period as u64,
+            });
+        }
+        if let Some(m) = &self.waiters {
+            goals.push(Goal {
+                goal: "10,000 waiters: one subscriber connection",
+                target: "= 1",
+                measured: format!(
+                    "{} connection(s), {} channels, {} waiters",
+                    m.subscriber_connections, m.subscribed_channels, m.waiters
+                ),
+                value: m.subscriber_connections as f64,
+                met: m.subscriber_connections == 1,
+            });
+            goals.push(Goal {
+                goal: "10,000 waiters: ≤ 64 MiB resident memory for the process",
+                target: "≤ 1 (÷ 64 MiB)",
+                measured: format!(
+                    "peak {} MiB (VmHWM), {} MiB while waiting (VmRSS)",
+                    num(m.after.peak_rss_mib, 1),
+                    num(m.waiting.rss_mib, 1)
+                ),
+                value: m.after.peak_rss_mib / 64.0,
+                met: m.after.peak_rss_mib <= 64.0,
+            });
+        }
+        if let Some(h) = &self.handoff {
+            goals.extend(handoff_goals(h));
+        }
         self.goals = goals;
     }
 
@@ -170,15 +178,63 @@ impl Results {
             }
         );
         out.push_str(&self.main_table());
+        if let Some(h) = &self.handoff {
+            out.push('\n');
+            out.push_str(&handoff_tables(h));
+        }
         out.push('\n');
         out.push_str(&self.goals_table());
-        out.push('\n');
-        out.push_str(&self.commands_table());
+        if !self.contended.is_empty() {
+            out.push('\n');
+            out.push_str(&self.commands_table());
+        }
         out
     }
 
     fn main_table(&self) -> String {
         let mut table = Table::new(&["#", "measure", "rlock", "raw 2×EVALSHA", "rslock", "ratio"]);
+        if !self.cycle.is_empty() {
+            self.cycle_rows(&mut table);
+        }
+        let tput = |kind| find(&self.throughput, kind, |m| m.kind);
+        if let (Some(r), Some(raw)) = (tput(Kind::Rlock), tput(Kind::Raw)) {
+            table.row([
+                "2".into(),
+                format!(
+                    "uncontended throughput, {} tasks, {} connections (cycles/s)",
+                    r.concurrency, r.connections
+                ),
+                num(r.cycles_per_sec, 0),
+                num(raw.cycles_per_sec, 0),
+                "—".into(),
+                format!(
+                    "{} rlock/raw",
+                    num(ratio(r.cycles_per_sec, raw.cycles_per_sec), 2)
+                ),
+            ]);
+        }
+
+        table.row([
+            "3".into(),
+            "single-command round trip (PING) p50, idle (µs)".into(),
+            num(self.round_trip.p50_us, 1),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+        if !self.contended.is_empty() {
+            self.contended_rows(&mut table);
+        }
+        if let Some(w) = &self.watchdog {
+            watchdog_rows(&mut table, w);
+        }
+        if let Some(m) = &self.waiters {
+            waiters_rows(&mut table, m);
+        }
+        table.to_string()
+    }
+
+    fn cycle_rows(&self, table: &mut Table) {
         let cycle = |kind| find(&self.cycle, kind, |m| m.kind);
         let (c_rlock, c_raw, c_rslock) =
             (cycle(Kind::Rlock), cycle(Kind::Raw), cycle(Kind::Rslock));
@@ -216,33 +272,9 @@ impl Results {
             commands(c_rslock),
             String::new(),
         ]);
+    }
 
-        let tput = |kind| find(&self.throughput, kind, |m| m.kind);
-        if let (Some(r), Some(raw)) = (tput(Kind::Rlock), tput(Kind::Raw)) {
-            table.row([
-                "2".into(),
-                format!(
-                    "uncontended throughput, {} tasks, {} connections (cycles/s)",
-                    r.concurrency, r.connections
-                ),
-                num(r.cycles_per_sec, 0),
-                num(raw.cycles_per_sec, 0),
-                "—".into(),
-                format!(
-                    "{} rlock/raw",
-                    num(ratio(r.cycles_per_sec, raw.cycles_per_sec), 2)
-                ),
-            ]);
-        }
-
-        table.row([
-            "3".into(),
-            "single-command round trip (PING) p50, idle (µs)".into(),
-            num(self.round_trip.p50_us, 1),
-            String::new(),
-            String::new(),
-            String::new(),
-        ]);
+    fn contended_rows(&self, table: &mut Table) {
         let rlock = self.contended(Kind::Rlock, false);
         let rslock = self.contended(Kind::Rslock, false);
         let contended_row = |table: &mut Table,
@@ -266,7 +298,7 @@ impl Results {
         };
         if let Some(m) = rlock.or(rslock) {
             contended_row(
-                &mut table,
+                table,
                 format!(
                     "contended acquisitions/s, one name, {} processes × {} tasks, {} µs critical section, {} µs think time",
                     m.processes, m.tasks_per_process, m.hold_us, m.think_us
@@ -290,56 +322,56 @@ impl Results {
             String::new(),
         ]);
         contended_row(
-            &mut table,
+            table,
             "wait p50 (ms)".into(),
             &|m| m.wait.p50_us / 1e3,
             2,
             "",
         );
         contended_row(
-            &mut table,
+            table,
             "wait p99 (ms)".into(),
             &|m| m.wait.p99_us / 1e3,
             2,
             "",
         );
         contended_row(
-            &mut table,
+            table,
             "hand-off p50, next acquire returned − unlock returned (µs)".into(),
             &|m| m.handoff.p50_us,
             1,
             "rlock/rslock",
         );
         contended_row(
-            &mut table,
+            table,
             "hand-off p99 (µs)".into(),
             &|m| m.handoff.p99_us,
             1,
             "",
         );
         contended_row(
-            &mut table,
+            table,
             "hand-offs < 0: acquired before the unlock call returned (%)".into(),
             &|m| ratio(m.handoff.negative as f64, m.handoff.count as f64) * 100.0,
             1,
             "",
         );
         contended_row(
-            &mut table,
+            table,
             "hand-off p50 from the unlock call (µs)".into(),
             &|m| m.handoff_from_unlock_call.p50_us,
             1,
             "",
         );
         contended_row(
-            &mut table,
+            table,
             "mutual-exclusion overlaps (must be 0)".into(),
             &|m| m.overlaps as f64,
             0,
             "",
         );
         contended_row(
-            &mut table,
+            table,
             "round trip (PING) p50 under this load (µs)".into(),
             &|m| m.loaded_round_trip.p50_us,
             1,
@@ -400,95 +432,6 @@ impl Results {
                 String::new(),
             ]);
         }
-
-        let w = &self.watchdog;
-        let rlock_only = |table: &mut Table, id: &str, measure: String, value: String| {
-            table.row([
-                id.into(),
-                measure,
-                value,
-                "—".into(),
-                "—".into(),
-                String::new(),
-            ]);
-        };
-        rlock_only(
-            &mut table,
-            "5",
-            format!(
-                "watchdog, {} locks, {} ms timeout: renewal scripts per period, most / mean (target {})",
-                w.locks, w.watchdog_timeout_ms, w.target_scripts_per_period
-            ),
-            format!(
-                "{} / {}",
-                w.max_scripts_per_period,
-                num(w.mean_scripts_per_period, 1)
-            ),
-        );
-        rlock_only(
-            &mut table,
-            "5",
-            "watchdog: keys renewed per period".into(),
-            num(w.keys_renewed_per_period, 0),
-        );
-        rlock_only(
-            &mut table,
-            "5",
-            format!(
-                "watchdog: client CPU per {} ms period (ms) / share of one core",
-                num(w.period_ms, 0)
-            ),
-            format!(
-                "{} / {} %",
-                num(w.cpu_ms_per_period, 2),
-                num(w.cpu_percent_of_core, 2)
-            ),
-        );
-        rlock_only(
-            &mut table,
-            "5",
-            "watchdog: least PTTL left at the end (ms) / locks still renewed after release".into(),
-            format!("{} / {}", w.min_pttl_ms, w.renewing_after_release),
-        );
-        let m = &self.waiters;
-        rlock_only(
-            &mut table,
-            "6",
-            format!(
-                "{} waiters on {} names: subscriber connections (channels)",
-                m.waiters, m.names
-            ),
-            format!("{} ({})", m.subscriber_connections, m.subscribed_channels),
-        );
-        rlock_only(
-            &mut table,
-            "6",
-            "resident memory while waiting / peak (MiB)".into(),
-            format!(
-                "{} / {}",
-                num(m.waiting.rss_mib, 1),
-                num(m.after.peak_rss_mib, 1)
-            ),
-        );
-        rlock_only(
-            &mut table,
-            "6",
-            "acquire attempts per waiter until all waited".into(),
-            num(m.attempts_per_waiter, 2),
-        );
-        rlock_only(
-            &mut table,
-            "6",
-            "bytes of one `Lock::lock()` future / of one whole waiter task's future".into(),
-            format!("{} / {}", m.lock_future_bytes, m.task_future_bytes),
-        );
-        rlock_only(
-            &mut table,
-            "6",
-            "time from release until all acquired once (ms)".into(),
-            format!("{} ({} acquired)", num(m.all_acquired_ms, 1), m.acquired),
-        );
-        table.to_string()
     }
 
     fn goals_table(&self) -> String {
@@ -541,6 +484,337 @@ impl Results {
         self.contended
             .iter()
             .find(|m| m.kind == kind && (m.think_us == 0) == barging)
+    }
+}
+
+fn watchdog_rows(table: &mut Table, w: &watchdog::Measured) {
+    rlock_only(
+        table,
+        "5",
+        format!(
+            "watchdog, {} locks, {} ms timeout: renewal scripts per period, most / mean (target {})",
+            w.locks, w.watchdog_timeout_ms, w.target_scripts_per_period
+        ),
+        format!(
+            "{} / {}",
+            w.max_scripts_per_period,
+            num(w.mean_scripts_per_period, 1)
+        ),
+    );
+    rlock_only(
+        table,
+        "5",
+        "watchdog: keys renewed per period".into(),
+        num(w.keys_renewed_per_period, 0),
+    );
+    rlock_only(
+        table,
+        "5",
+        format!(
+            "watchdog: client CPU per {} ms period (ms) / share of one core",
+            num(w.period_ms, 0)
+        ),
+        format!(
+            "{} / {} %",
+            num(w.cpu_ms_per_period, 2),
+            num(w.cpu_percent_of_core, 2)
+        ),
+    );
+    rlock_only(
+        table,
+        "5",
+        "watchdog: least PTTL left at the end (ms) / locks still renewed after release".into(),
+        format!("{} / {}", w.min_pttl_ms, w.renewing_after_release),
+    );
+}
+
+fn waiters_rows(table: &mut Table, m: &waiters::Measured) {
+    rlock_only(
+        table,
+        "6",
+        format!(
+            "{} waiters on {} names: subscriber connections (channels)",
+            m.waiters, m.names
+        ),
+        format!("{} ({})", m.subscriber_connections, m.subscribed_channels),
+    );
+    rlock_only(
+        table,
+        "6",
+        "resident memory while waiting / peak (MiB)".into(),
+        format!(
+            "{} / {}",
+            num(m.waiting.rss_mib, 1),
+            num(m.after.peak_rss_mib, 1)
+        ),
+    );
+    rlock_only(
+        table,
+        "6",
+        "acquire attempts per waiter until all waited".into(),
+        num(m.attempts_per_waiter, 2),
+    );
+    rlock_only(
+        table,
+        "6",
+        "bytes of one `Lock::lock()` future / of one whole waiter task's future".into(),
+        format!("{} / {}", m.lock_future_bytes, m.task_future_bytes),
+    );
+    rlock_only(
+        table,
+        "6",
+        "time from release until all acquired once (ms)".into(),
+        format!("{} ({} acquired)", num(m.all_acquired_ms, 1), m.acquired),
+    );
+}
+
+/// A row of the main table with a value for rlock alone.
+fn rlock_only(table: &mut Table, id: &str, measure: String, value: String) {
+    table.row([
+        id.into(),
+        measure,
+        value,
+        "—".into(),
+        "—".into(),
+        String::new(),
+    ]);
+}
+
+/// Scenario 8's goals (issue 13).
+fn handoff_goals(h: &handoff::Measured) -> Vec<Goal> {
+    let mut goals = Vec::new();
+    if let (Some(on), Some(off)) = (h.headline(true), h.headline(false)) {
+        let value = on.acquisitions_per_sec.median;
+        goals.push(Goal {
+            goal: "≥ 3,000 acquisitions/s with hand-off on (2 × 4 × 300, GET+SET)",
+            target: "≥ 3000",
+            measured: format!(
+                "{} × {} × {}: {} /s (median of {}; hand-off off: {} /s){}",
+                on.processes,
+                on.tasks_per_process,
+                on.acquisitions_per_task,
+                num(value, 0),
+                on.rounds.len(),
+                num(off.acquisitions_per_sec.median, 0),
+                broken_note(on),
+            ),
+            value,
+            met: value >= 3_000.0 && on.broken_rounds == 0,
+        });
+    }
+    let on: Vec<&handoff::Setting> = h
+        .scaling
+        .iter()
+        .filter(|s| s.local_handoff.iter().all(|&on| on))
+        .collect();
+    if !on.is_empty() {
+        let value = on
+            .iter()
+            .map(|s| s.scripts_per_acquisition.median)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let each: Vec<String> = on
+            .iter()
+            .map(|s| {
+                format!(
+                    "N={}: {}",
+                    s.processes,
+                    num(s.scripts_per_acquisition.median, 2)
+                )
+            })
+            .collect();
+        goals.push(Goal {
+            goal: "≤ 1.5 client-sent scripts per contended acquisition, at every N",
+            target: "≤ 1.5",
+            measured: format!("most {} ({}; medians)", num(value, 2), each.join(", ")),
+            value,
+            met: value <= 1.5,
+        });
+    }
+    let (mixed, off) = (
+        remote_p99_ms(&h.remote_mixed),
+        remote_p99_ms(&h.remote_all_off),
+    );
+    let value = ratio(mixed, off);
+    goals.push(Goal {
+        goal: "remote waiter wait p99 ≤ 2× its p99 when nobody hands off",
+        target: "≤ 2",
+        measured: format!(
+            "{} ms beside {} processes with hand-off vs {} ms with none (medians)",
+            num(mixed, 2),
+            h.remote_mixed.processes - 1,
+            num(off, 2)
+        ),
+        value,
+        met: value <= 2.0,
+    });
+    goals
+}
+
+/// The wait p99 of a remote-waiter setting's last process, the remote one (median, ms).
+fn remote_p99_ms(setting: &handoff::Setting) -> f64 {
+    setting
+        .process_wait_p99_us
+        .last()
+        .map_or(f64::NAN, |p99| p99.median / 1e3)
+}
+
+/// Scenario 8's tables: hand-off on and off for every process count, and the remote waiter.
+fn handoff_tables(h: &handoff::Measured) -> String {
+    let rounds = h.scaling.first().map_or(0, |s| s.rounds.len());
+    let mut out = format!(
+        "Scenario 8, local hand-off: one name, `lock()` + counter `GET` + `SET` + `unlock()`, no think \
+         time; median (min–max) of {rounds} round(s). With N processes each task acquires \
+         {} · {} / N times.\n\n",
+        h.headline(true).map_or(0, |s| s.acquisitions_per_task),
+        h.processes
+    );
+    let mut table = Table::new(&[
+        "#",
+        "processes × tasks × acquisitions each",
+        "local hand-off",
+        "acquisitions/s",
+        "on ÷ off",
+        "client-sent scripts per acquisition",
+        "wait p50 (ms)",
+        "wait p99 (ms)",
+        "wait p99 per process (ms)",
+        "mutual exclusion: counter = acquisitions, no overlap",
+    ]);
+    for setting in &h.scaling {
+        let on = setting.local_handoff.iter().all(|&on| on);
+        let on_off = if on {
+            h.uniform(setting.processes, false)
+                .map_or(String::new(), |off| {
+                    num(
+                        ratio(
+                            setting.acquisitions_per_sec.median,
+                            off.acquisitions_per_sec.median,
+                        ),
+                        2,
+                    )
+                })
+        } else {
+            String::new()
+        };
+        table.row([
+            "8".into(),
+            format!(
+                "{} × {} × {}{}",
+                setting.processes,
+                setting.tasks_per_process,
+                setting.acquisitions_per_task,
+                if setting.processes == h.processes {
+                    " (headline)"
+                } else {
+                    ""
+                }
+            ),
+            if on { "on" } else { "off" }.into(),
+            spread(&setting.acquisitions_per_sec, 1.0, 0),
+            on_off,
+            spread(&setting.scripts_per_acquisition, 1.0, 2),
+            spread(&setting.wait_p50_us, 1e3, 2),
+            spread(&setting.wait_p99_us, 1e3, 2),
+            process_p99s(setting.process_wait_p99_us.iter()),
+            exclusion(setting),
+        ]);
+    }
+    out.push_str(&table.to_string());
+    out.push('\n');
+
+    let m = &h.remote_mixed;
+    let mut table = Table::new(&[
+        "#",
+        &format!(
+            "remote waiter: {} processes × {} × {}, one name",
+            m.processes, m.tasks_per_process, m.acquisitions_per_task
+        ),
+        "remote process's wait p99 (ms)",
+        "other processes' wait p99 (ms)",
+        "acquisitions/s",
+        "client-sent scripts per acquisition",
+        "mutual exclusion: counter = acquisitions, no overlap",
+    ]);
+    for (label, setting) in [
+        (
+            format!("{} with local hand-off + 1 remote without", m.processes - 1),
+            m,
+        ),
+        (
+            format!("all {} without", h.remote_all_off.processes),
+            &h.remote_all_off,
+        ),
+    ] {
+        let (others, remote) = setting
+            .process_wait_p99_us
+            .split_at(setting.processes.saturating_sub(1));
+        table.row([
+            "8".into(),
+            label,
+            remote
+                .first()
+                .map_or("n/a".into(), |p99| spread(p99, 1e3, 2)),
+            process_p99s(others.iter()),
+            spread(&setting.acquisitions_per_sec, 1.0, 0),
+            spread(&setting.scripts_per_acquisition, 1.0, 2),
+            exclusion(setting),
+        ]);
+    }
+    out.push_str(&table.to_string());
+    out
+}
+
+/// A median and its range, in `unit`s (1e3 turns µs into ms); the median alone for one round.
+fn spread(s: &Spread, unit: f64, digits: usize) -> String {
+    let median = num(s.median / unit, digits);
+    if s.count > 1 {
+        format!(
+            "{median} ({}–{})",
+            num(s.min / unit, digits),
+            num(s.max / unit, digits)
+        )
+    } else {
+        median
+    }
+}
+
+/// Processes' wait p99 medians in ms, in process order.
+fn process_p99s<'a>(p99s: impl Iterator<Item = &'a Spread>) -> String {
+    p99s.map(|p99| num(p99.median / 1e3, 2))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether mutual exclusion held in every round; loud when it did not.
+fn exclusion(setting: &handoff::Setting) -> String {
+    if setting.broken_rounds == 0 {
+        let counters: Vec<String> = setting
+            .rounds
+            .iter()
+            .map(|r| r.counter.to_string())
+            .collect();
+        format!("yes ({})", counters.join(", "))
+    } else {
+        let rounds: Vec<String> = setting
+            .rounds
+            .iter()
+            .map(|r| {
+                format!(
+                    "counter {} of {}, {} overlaps",
+                    r.counter, r.acquisitions, r.overlaps
+                )
+            })
+            .collect();
+        format!("**NO, BROKEN**: {}", rounds.join("; "))
+    }
+}
+
+/// " — MUTUAL EXCLUSION BROKEN" when a round of `setting` broke it.
+fn broken_note(setting: &handoff::Setting) -> &'static str {
+    if setting.broken_rounds == 0 {
+        ""
+    } else {
+        " — MUTUAL EXCLUSION BROKEN"
     }
 }
 

@@ -46,6 +46,36 @@ impl Summary {
     }
 }
 
+/// The median and the range of a few values, one per round.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct Spread {
+    pub(crate) median: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+    pub(crate) count: usize,
+}
+
+impl Spread {
+    /// The median (of an even count: the mean of the middle two) and the extremes; NaN without
+    /// values.
+    pub(crate) fn of(values: impl IntoIterator<Item = f64>) -> Self {
+        let mut values: Vec<f64> = values.into_iter().collect();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => values[n / 2],
+            _ => f64::midpoint(values[n / 2 - 1], values[n / 2]),
+        };
+        Self {
+            median,
+            min: values.first().copied().unwrap_or(f64::NAN),
+            max: values.last().copied().unwrap_or(f64::NAN),
+            count: n,
+        }
+    }
+}
+
 /// A duration as signed nanoseconds.
 pub(crate) fn ns(duration: Duration) -> i64 {
     i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX)
@@ -70,6 +100,22 @@ mod tests {
         assert!((s.max_us - 100.0).abs() < 1e-9);
         assert!((s.mean_us - 50.5).abs() < 1e-9);
         assert_eq!(s.negative, 0);
+    }
+
+    #[test]
+    fn spread_of_rounds() {
+        let odd = Spread::of([3.0, 1.0, 2.0]);
+        assert_eq!(
+            (odd.median, odd.min, odd.max, odd.count),
+            (2.0, 1.0, 3.0, 3)
+        );
+        let even = Spread::of([4.0, 1.0, 2.0, 10.0]);
+        assert_eq!((even.median, even.min, even.max), (3.0, 1.0, 10.0));
+        let one = Spread::of([5.0]);
+        assert_eq!((one.median, one.min, one.max), (5.0, 5.0, 5.0));
+        let none = Spread::of([]);
+        assert!(none.median.is_nan() && none.min.is_nan() && none.max.is_nan());
+        assert_eq!(none.count, 0);
     }
 
     #[test]

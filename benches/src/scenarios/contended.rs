@@ -1,19 +1,15 @@
 //! Scenarios 3 and 4 (and rslock's part of scenario 7): contended hand-off on one hot name.
 //!
-//! `processes` worker processes (this binary's hidden subcommand), each with one client and
-//! `tasks_per_process` tasks, loop on one lock name: acquire, a critical section that spins for
-//! `hold_us`, release, then `think_us` of work outside the lock (a sleep) before wanting the lock
-//! again. The think time keeps a releasing task from immediately taking the lock back ("barging"),
-//! which would measure how often one task re-acquires its own lock instead of how the lock passes
-//! between tasks; it is far shorter than the queue ahead of a task, so the lock stays saturated. The
-//! runner also runs each implementation without think time, to show barging and its unfairness
-//! (acquisitions per task, least and most).
+//! `processes` worker processes ([`crate::hot`]), each with one client and `tasks_per_process`
+//! tasks, loop on one lock name: acquire, a critical section that spins for `hold_us`, release, then
+//! `think_us` of work outside the lock (a sleep) before wanting the lock again. The think time keeps
+//! a releasing task from immediately taking the lock back ("barging"), which would measure how often
+//! one task re-acquires its own lock instead of how the lock passes between tasks; it is far shorter
+//! than the queue ahead of a task, so the lock stays saturated. The runner also runs each
+//! implementation without think time, to show barging and its unfairness (acquisitions per task,
+//! least and most).
 //!
-//! Every acquisition is recorded with timestamps on the shared clock ([`crate::clock`]):
-//!
-//! - `wait`: from calling acquire to acquire returning (monotonic clock, in the worker).
-//! - `acquired`: just after acquire returned; `unlock_called`: just before release is called;
-//!   `unlock_returned`: just after release returned.
+//! Every acquisition is recorded with timestamps on the shared clock (see [`crate::hot`]).
 //!
 //! The runner merges the records of all processes and orders them by `acquired`. For each pair of
 //! consecutive holders A then B it computes the **hand-off** `B.acquired − A.unlock_returned`, the
@@ -31,18 +27,15 @@
 //! same load, for context (those `PING`s are subtracted from the command counts).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
+use serde::Serialize;
 
 use crate::Result;
-use crate::child::{ChildProcess, Parent};
 use crate::clock::epoch_ns;
-use crate::contenders::{Contender, Kind, Rlock, Rslock};
+use crate::contenders::Kind;
+use crate::hot::{Record, Section, Until, WorkerTask, Workers};
 use crate::probe::{CommandStats, Probe, Sampler};
-use crate::scenarios::WorkerTask as Task;
 use crate::stats::{self, Summary};
 
 /// Pause between two round-trip probes while the workers run.
@@ -89,40 +82,6 @@ pub(crate) struct Measured {
     pub(crate) commands_per_acquisition: BTreeMap<String, f64>,
 }
 
-/// One worker process's job.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct WorkerTask {
-    kind: Kind,
-    url: String,
-    name: String,
-    tasks: usize,
-    hold_us: u64,
-    think_us: u64,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-enum FromWorker {
-    Ready,
-    Done(Vec<Record>),
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Go {
-    stop_at_ns: i64,
-}
-
-/// One acquisition, times in ns (see the module docs).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-struct Record {
-    #[serde(default)]
-    process: usize,
-    task: usize,
-    wait_ns: i64,
-    acquired_ns: i64,
-    unlock_called_ns: i64,
-    unlock_returned_ns: i64,
-}
-
 /// Runs the scenario for `kind` and measures it.
 pub(crate) async fn run(
     url: &str,
@@ -131,20 +90,16 @@ pub(crate) async fn run(
     kind: Kind,
 ) -> Result<Measured> {
     let name = format!("bench:hot:{}", uuid::Uuid::new_v4().simple());
-    let mut workers = Vec::with_capacity(params.processes);
-    for _ in 0..params.processes {
-        workers.push(ChildProcess::spawn(&Task::Contend(WorkerTask {
-            kind,
-            url: url.to_owned(),
-            name: name.clone(),
-            tasks: params.tasks_per_process,
-            hold_us: params.hold_us,
-            think_us: params.think_us,
-        }))?);
-    }
-    for worker in &mut workers {
-        expect_ready(worker.receive().await?)?;
-    }
+    let task = WorkerTask {
+        kind,
+        url: url.to_owned(),
+        name,
+        tasks: params.tasks_per_process,
+        local_handoff: None,
+        section: Section::Spin { us: params.hold_us },
+        think_us: params.think_us,
+    };
+    let workers = Workers::start(vec![task; params.processes]).await?;
 
     let before = probe.command_stats().await?;
     let pinger = probe.clone();
@@ -154,17 +109,7 @@ pub(crate) async fn run(
     });
     let go_ns = epoch_ns();
     let stop_at_ns = go_ns + stats::ns(Duration::from_millis(params.duration_ms));
-    for worker in &mut workers {
-        worker.send(&Go { stop_at_ns }).await?;
-    }
-    let mut records = Vec::new();
-    for (process, mut worker) in workers.into_iter().enumerate() {
-        let FromWorker::Done(done) = worker.receive().await? else {
-            return Err("worker sent Ready twice".into());
-        };
-        records.extend(done.into_iter().map(|r| Record { process, ..r }));
-        worker.finish().await?;
-    }
+    let records = workers.run(Until::Time { stop_at_ns }).await?;
     let mut ping_times = pings.stop().await?;
     let mut calls = probe.command_stats().await?.since(&before);
     calls.subtract("ping", ping_times.len() as u64);
@@ -177,13 +122,6 @@ pub(crate) async fn run(
         &calls,
         Summary::of_ns(&mut ping_times),
     ))
-}
-
-fn expect_ready(message: FromWorker) -> Result<()> {
-    match message {
-        FromWorker::Ready => Ok(()),
-        FromWorker::Done(_) => Err("worker finished before it was started".into()),
-    }
 }
 
 fn analyse(
@@ -213,7 +151,7 @@ fn analyse(
         if let Some(previous) = i.checked_sub(1).map(|p| &records[p]) {
             handoffs.push(record.acquired_ns - previous.unlock_returned_ns);
             from_call.push(record.acquired_ns - previous.unlock_called_ns);
-            if record.acquired_ns < previous.unlock_called_ns {
+            if record.overlaps(previous) {
                 overlaps += 1;
             }
         }
@@ -246,80 +184,5 @@ fn analyse(
             counted_acquisitions as f64,
         ),
         commands_per_acquisition: calls.per(counted_acquisitions),
-    }
-}
-
-/// The worker process: connects, warms up, reports ready, and on `Go` contends until the stop time.
-pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
-    match task.kind {
-        Kind::Rlock => contend(Rlock::connect(&task.url).await?, &task, &mut parent).await,
-        Kind::Rslock => contend(Rslock::new(&task.url), &task, &mut parent).await,
-        Kind::Raw => Err("the raw scripts cannot wait for a lock".into()),
-    }
-}
-
-async fn contend<C: Contender>(contender: C, task: &WorkerTask, parent: &mut Parent) -> Result<()> {
-    let contender = Arc::new(contender);
-    // One cycle per task on a name of its own: connections open, scripts load.
-    let warm_ups: Vec<_> = (0..task.tasks)
-        .map(|t| {
-            let contender = contender.clone();
-            let name = format!("{}:warm-up:{}:{t}", task.name, std::process::id());
-            tokio::spawn(async move {
-                let held = contender.acquire(&name).await?;
-                contender.release(held).await
-            })
-        })
-        .collect();
-    for warm_up in warm_ups {
-        warm_up.await??;
-    }
-    parent.send(&FromWorker::Ready).await?;
-    let Go { stop_at_ns } = parent.receive().await?;
-
-    let hold = Duration::from_micros(task.hold_us);
-    let think = Duration::from_micros(task.think_us);
-    let loops: Vec<_> = (0..task.tasks)
-        .map(|t| {
-            let contender = contender.clone();
-            let name = task.name.clone();
-            tokio::spawn(async move {
-                let mut records = Vec::new();
-                while epoch_ns() < stop_at_ns {
-                    let start = Instant::now();
-                    let held = contender.acquire(&name).await?;
-                    let acquired_ns = epoch_ns();
-                    let wait_ns = stats::ns(start.elapsed());
-                    critical_section(hold);
-                    let unlock_called_ns = epoch_ns();
-                    contender.release(held).await?;
-                    records.push(Record {
-                        process: 0,
-                        task: t,
-                        wait_ns,
-                        acquired_ns,
-                        unlock_called_ns,
-                        unlock_returned_ns: epoch_ns(),
-                    });
-                    if !think.is_zero() {
-                        tokio::time::sleep(think).await;
-                    }
-                }
-                Ok::<_, crate::Error>(records)
-            })
-        })
-        .collect();
-    let mut records = Vec::new();
-    for task in loops {
-        records.extend(task.await??);
-    }
-    parent.send(&FromWorker::Done(records)).await
-}
-
-/// A small critical section: busy for `hold` (a sleep would be rounded up to a millisecond).
-fn critical_section(hold: Duration) {
-    let until = std::time::Instant::now() + hold;
-    while std::time::Instant::now() < until {
-        std::hint::spin_loop();
     }
 }

@@ -1,15 +1,36 @@
-//! The scenarios of issue 5, one module each, and the plan that sizes them.
+//! The scenarios of issues 5 and 13, one module each, and the plan that sizes them.
 
 pub(crate) mod contended;
 pub(crate) mod cycle;
+pub(crate) mod handoff;
 pub(crate) mod throughput;
 pub(crate) mod waiters;
 pub(crate) mod watchdog;
 
+use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::child::Parent;
+use crate::hot;
+
+/// The scenarios a run can be limited to (`--only`), by the numbers of benches/README.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Scenario {
+    /// 1 (and 7): the uncontended lock+unlock cycle against the raw floor and rslock.
+    Cycle,
+    /// 2: uncontended throughput against the raw floor.
+    Throughput,
+    /// 3, 4 (and 7): contended hand-off and commands per acquisition, against rslock.
+    Contended,
+    /// 5: the watchdog's cost.
+    Watchdog,
+    /// 6: many waiters in one process.
+    Waiters,
+    /// 8: local hand-off (lock cohorting) on against off.
+    Handoff,
+}
 
 /// How big each scenario is.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -22,6 +43,7 @@ pub(crate) struct Plan {
     pub(crate) contended: contended::Params,
     pub(crate) watchdog: watchdog::Params,
     pub(crate) waiters: waiters::Params,
+    pub(crate) handoff: handoff::Params,
 }
 
 impl Plan {
@@ -54,6 +76,13 @@ impl Plan {
                 waiters: 10_000,
                 names: 100,
             },
+            handoff: handoff::Params {
+                processes: 2,
+                tasks_per_process: 4,
+                acquisitions_per_task: 300,
+                scaling: &[1, 2, 4, 8],
+                rounds: 3,
+            },
         }
     }
 
@@ -83,6 +112,11 @@ impl Plan {
                 ..full.watchdog
             },
             waiters: full.waiters,
+            handoff: handoff::Params {
+                acquisitions_per_task: 50,
+                rounds: 1,
+                ..full.handoff
+            },
         }
     }
 }
@@ -90,7 +124,7 @@ impl Plan {
 /// What a benchmark child process runs (see [`crate::child`]).
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum WorkerTask {
-    Contend(contended::WorkerTask),
+    Hot(hot::WorkerTask),
     Watchdog(watchdog::WorkerTask),
     Waiters(waiters::WorkerTask),
 }
@@ -100,7 +134,7 @@ pub(crate) async fn serve(task: &str) -> Result<()> {
     let task: WorkerTask = serde_json::from_str(task)?;
     let parent = Parent::connect();
     match task {
-        WorkerTask::Contend(task) => contended::work(task, parent).await,
+        WorkerTask::Hot(task) => hot::work(task, parent).await,
         WorkerTask::Watchdog(task) => watchdog::work(task, parent).await,
         WorkerTask::Waiters(task) => waiters::work(task, parent).await,
     }
