@@ -73,8 +73,9 @@ impl Kind {
     /// Redis (Redis 7 counts those in `INFO commandstats` too); the rest were sent by clients.
     ///
     /// rlock's scripts (`crates/core/lua`) call `exists hexists hincrby pexpire pttl get set type
-    /// hget` and publish, and every `del` in them comes with a publish; its client sends `del` itself
-    /// only for unlock latches, never a publish. rslock's only script here (unlock) calls `get` and
+    /// hget`, its hand-off scripts `hget hlen hset hdel` (and `incr` for fenced locks), and publish,
+    /// and every `del` in them comes with a publish; its client sends `del` itself only for unlock
+    /// latches, never a publish. rslock's only script here (unlock) calls `get` and
     /// `del`, and its client sends neither.
     pub(crate) fn script_calls(self, calls: &CommandStats) -> u64 {
         match self {
@@ -82,6 +83,7 @@ impl Kind {
                 let publishes = calls.sum_of(&["publish", "spublish"]);
                 calls.sum_of(&[
                     "exists", "hexists", "hincrby", "pexpire", "pttl", "get", "set", "type", "hget",
+                    "hlen", "hset", "hdel", "incr",
                 ]) + publishes // the publishes themselves
                     + publishes // the del each one comes with
             }

@@ -47,13 +47,8 @@ struct Holder<T: std::fmt::Debug + Send + 'static> {
 }
 
 /// `lock.lock()`, owning the lock handle (for a task of its own).
-fn locking<K: rlock::kind::LockKind>(
-    lock: rlock::Lock<K>,
-) -> impl Future<Output = rlock::Result<Guard<K::Token>>> + Send + 'static
-where
-    K::Token: Send,
-{
-    async move { lock.lock().await }
+async fn locking<K: rlock::kind::LockKind>(lock: rlock::Lock<K>) -> rlock::Result<Guard<K::Token>> {
+    lock.lock().await
 }
 
 fn spawn_holder<T, F>(take: F) -> Holder<T>

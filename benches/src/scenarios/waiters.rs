@@ -159,7 +159,9 @@ async fn settle(
             last = (attempts, Instant::now());
         }
         let channels: u64 = probe.subscribed_connections().await?.iter().sum();
-        if attempts >= params.waiters as u64
+        // Every name's first waiter tries at least once (with the local queue, the others of a name
+        // queue behind it without a try of their own).
+        if attempts >= params.names as u64
             && channels >= params.names as u64
             && last.1.elapsed() >= SETTLED_AFTER
         {

@@ -49,8 +49,9 @@ pub(crate) async fn acquire<K: Kind>(
     let give_up = GiveUp::arm(services, kind.give_up_call(&field, wait_for));
     let deadline = wait_for.deadline();
     let queued = Queued::join(services, kind, &field, wait_for, lease, channel.as_ref());
+    // Boxed: most acquisitions never wait behind others, and every acquire future would carry it.
     if let Some(queued) = &queued
-        && !queued.ticket.until_head(deadline).await
+        && !Box::pin(queued.ticket.until_head(deadline)).await
     {
         return Ok(None);
     }
