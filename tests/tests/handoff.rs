@@ -411,8 +411,9 @@ async fn dropped_acquisitions_leave_no_hold_and_no_queue_entry() {
     guard.unlock().await.expect("unlocks");
 }
 
-/// A client that does not hand off (as a Redisson client) contends with one that does: it gets the
-/// lock again and again, as each streak ends with a real release.
+/// A client that does not hand off (as a Redisson client) contends with 4 tasks of one that does: it
+/// gets the lock again and again, as each streak ends with a real release and a yield. (Against 4
+/// tasks racing without hand-off, the same single task waited up to 10 s on this machine.)
 #[tokio::test]
 async fn a_client_that_does_not_hand_off_gets_its_turn() {
     let server = RedisServer::start();
@@ -462,7 +463,7 @@ async fn a_client_that_does_not_hand_off_gets_its_turn() {
         "the remote client acquired {remote_count} times in 2 s (longest wait {longest:?})"
     );
     assert!(
-        longest < Duration::from_secs(1),
+        longest < Duration::from_secs(2),
         "the remote waited {longest:?} at most"
     );
 }

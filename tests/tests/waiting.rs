@@ -173,6 +173,26 @@ async fn park_waiters(
         .collect()
 }
 
+/// Parks 10 waiters of `client` on `name`, held by a foreign owner for a minute; returns them once
+/// subscribed and settled, with the script calls so far.
+async fn park_behind_foreign_holder(
+    client: &Client,
+    redis: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+) -> (Vec<tokio::task::JoinHandle<()>>, u64) {
+    hold_foreign(redis, name, 60_000).await;
+    let waiters = park_waiters(client, name, 10).await;
+    assert!(
+        eventually(Duration::from_secs(5), async || lock_channel_subscribers(
+            redis, name
+        )
+        .await
+            == 1)
+        .await
+    );
+    (waiters, settle(redis).await)
+}
+
 /// The wake rule itself, as Redisson applies it: every local waiter races (no local queue).
 #[tokio::test]
 async fn message_0_wakes_exactly_one_local_waiter_and_1_wakes_all() {
@@ -181,18 +201,7 @@ async fn message_0_wakes_exactly_one_local_waiter_and_1_wakes_all() {
     let mut redis = raw(&server).await;
     let name = "waiting:exact";
     let channel = format!("{CHANNEL_PREFIX}{{{name}}}");
-    hold_foreign(&mut redis, name, 60_000).await;
-    let waiters = park_waiters(&client, name, 10).await;
-    assert!(
-        eventually(Duration::from_secs(5), async || lock_channel_subscribers(
-            &mut redis, name
-        )
-        .await
-            == 1)
-        .await
-    );
-
-    let parked = settle(&mut redis).await;
+    let (waiters, parked) = park_behind_foreign_holder(&client, &mut redis, name).await;
     let _: () = redis.publish(&channel, "0").await.expect("publish 0");
     let after_zero = settle(&mut redis).await;
     assert_eq!(after_zero - parked, 1, "`0` makes exactly one waiter retry");
@@ -228,18 +237,8 @@ async fn with_the_local_queue_only_the_head_tries() {
     let mut redis = raw(&server).await;
     let name = "waiting:queued";
     let channel = format!("{CHANNEL_PREFIX}{{{name}}}");
-    hold_foreign(&mut redis, name, 60_000).await;
     let before = evalsha_calls(&mut redis).await;
-    let waiters = park_waiters(&client, name, 10).await;
-    assert!(
-        eventually(Duration::from_secs(5), async || lock_channel_subscribers(
-            &mut redis, name
-        )
-        .await
-            == 1)
-        .await
-    );
-    let parked = settle(&mut redis).await;
+    let (waiters, parked) = park_behind_foreign_holder(&client, &mut redis, name).await;
     assert!(
         parked - before <= 3,
         "the head's first try, its retry once subscribed and its wake-up when the subscription \

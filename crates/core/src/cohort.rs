@@ -20,9 +20,10 @@
 //!   to a Java client, the lock stays held: the hash is Redisson's at every instant.
 //! - **The bound.** After [`Config::local_handoff_limit`] hand-offs in a row, or once the streak has
 //!   lasted [`Config::local_handoff_window`], the holder releases for real (unlock and publish), and
-//!   the queue *yields*: its head does not try again before the unlock message has come back to this
-//!   client (or about one round trip has passed), so that waiters of other clients, woken by the same
-//!   message, race on equal terms.
+//!   the queue *yields*: its head does not try again before one more round trip (as long as the unlock
+//!   took) has passed after the unlock's reply, nor before the unlock message has come back to this
+//!   client (or a second round trip has passed), so that waiters of other clients, woken by the
+//!   same message, get their try to Redis first.
 //!
 //! The queue knows nothing of Redis: the engine runs the scripts and tells the queue what happened.
 //! Each queue lives in [`Cohorts`] while it has waiters or a holder, and is dropped when idle.
@@ -126,14 +127,33 @@ impl Holder {
     }
 }
 
-/// A yield after a real release: the head waits until a message beyond `messages` has arrived on the
-/// lock's channel, or until `until`.
+/// A yield after a real release: the head tries no sooner than `not_before`, and not before a
+/// message beyond `messages` has arrived on the lock's channel unless `at_latest` has passed.
+///
+/// Waiters of other clients hear the unlock about when its reply comes back here, and their tries
+/// then need half a round trip to reach Redis: a head that tried as soon as the reply (or its own
+/// copy of the message) arrived would win nearly every race.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Yield {
     /// The channel's message count before the unlock was sent.
     pub(crate) messages: u64,
-    /// When to try anyway.
-    pub(crate) until: Instant,
+    /// No try before this.
+    pub(crate) not_before: Instant,
+    /// A try at the latest then, message or not.
+    pub(crate) at_latest: Instant,
+}
+
+impl Yield {
+    /// How much longer the head waits, if at all.
+    fn left(&self, messages: u64, now: Instant) -> Option<Duration> {
+        if now < self.not_before {
+            Some(self.not_before - now)
+        } else if messages == self.messages && now < self.at_latest {
+            Some(self.at_latest - now)
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -403,10 +423,9 @@ impl Ticket {
             };
             return Step::Held(until);
         }
-        if let Some(y) = state.yielding {
-            let now = Instant::now();
-            if now < y.until && messages == y.messages {
-                return Step::Yield(y.until - now);
+        if let Some(yielding) = state.yielding {
+            if let Some(left) = yielding.left(messages, Instant::now()) {
+                return Step::Yield(left);
             }
             state.yielding = None;
         }
@@ -678,11 +697,32 @@ mod tests {
             cohorts.releasing(KEY, KIND, &from, LIMIT, WINDOW),
             Next::Release { yielding: true }
         ));
-        let until = Instant::now() + Duration::from_millis(5);
-        cohorts.released(KEY, KIND, &from, Some(Yield { messages: 7, until }));
+        let now = Instant::now();
+        let yielding = Yield {
+            messages: 7,
+            not_before: now + Duration::from_millis(1),
+            at_latest: now + Duration::from_millis(5),
+        };
+        cohorts.released(KEY, KIND, &from, Some(yielding));
         let head = &tickets[LIMIT as usize];
-        assert!(matches!(head.step(7), Step::Yield(_)), "no message yet");
-        assert_eq!(head.step(8), Step::Try, "the unlock message came back");
+        assert!(
+            matches!(head.step(8), Step::Yield(_)),
+            "too soon, message or not"
+        );
+        assert_eq!(
+            yielding.left(7, now + Duration::from_millis(2)),
+            Some(Duration::from_millis(3))
+        );
+        assert_eq!(
+            yielding.left(8, now + Duration::from_millis(2)),
+            None,
+            "the message came back"
+        );
+        assert_eq!(
+            yielding.left(7, now + Duration::from_millis(5)),
+            None,
+            "no message, but enough"
+        );
     }
 
     fn claim_field(ticket: &Ticket) -> &str {

@@ -21,7 +21,7 @@ use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
 static ACQUIRE: LazyLock<Script> = lua!("fenced_acquire.lua");
-static HAND_OFF: LazyLock<Script> = lua!("fenced_hand_off.lua");
+static HAND_OFF: LazyLock<Script> = lua!("hand_off_prelude.lua", "fenced_hand_off.lua");
 
 /// The fenced lock's kind (Redisson's `RFencedLock`): the type parameter of
 /// [`FencedLock`](crate::FencedLock).

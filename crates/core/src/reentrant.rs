@@ -21,7 +21,7 @@ static UNLOCK: LazyLock<Script> = lua!("lock_unlock.lua");
 static UNDO_ACQUIRE: LazyLock<Script> = lua!("lock_undo_acquire.lua");
 static FORCE_UNLOCK: LazyLock<Script> = lua!("lock_force_unlock.lua");
 static RENEW: LazyLock<Script> = lua!("lock_renew.lua");
-static HAND_OFF: LazyLock<Script> = lua!("lock_hand_off.lua");
+static HAND_OFF: LazyLock<Script> = lua!("hand_off_prelude.lua", "lock_hand_off.lua");
 
 /// Renewal of hash locks held by one field: `HEXISTS` then `PEXPIRE` (PROTOCOL.md §4.2 `LockTask`).
 /// Only one owner holds a reentrant lock at a time, so the first of this client's fields is the one.

@@ -33,7 +33,7 @@ static READ_RENEW: LazyLock<Script> = lua!("rw_read_renew.lua");
 static WRITE_ACQUIRE: LazyLock<Script> = lua!("rw_write_acquire.lua");
 static WRITE_UNLOCK: LazyLock<Script> = lua!("rw_prelude.lua", "rw_write_unlock.lua");
 static WRITE_UNDO_ACQUIRE: LazyLock<Script> = lua!("rw_prelude.lua", "rw_write_undo_acquire.lua");
-static WRITE_HAND_OFF: LazyLock<Script> = lua!("rw_write_hand_off.lua");
+static WRITE_HAND_OFF: LazyLock<Script> = lua!("hand_off_prelude.lua", "rw_write_hand_off.lua");
 static FORCE_UNLOCK: LazyLock<Script> = lua!("rw_force_unlock.lua");
 static IS_LOCKED: LazyLock<Script> = lua!("rw_is_locked.lua");
 

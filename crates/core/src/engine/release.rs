@@ -74,12 +74,15 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     });
     let sent_at = Instant::now();
     let released = unlock(services, kind, field, lease).await;
-    // Waiters elsewhere hear the unlock about when its reply comes back: the local head waits for
-    // the same message (or as long again as the unlock took) before it tries.
+    // Waiters elsewhere hear the unlock about when its reply comes back, and need half a round
+    // trip more to reach Redis: the local head holds back a round trip, and until the message is
+    // back (a second round trip at most).
     let now = Instant::now();
+    let round_trip = now - sent_at;
     let yielding = (yielding && released.is_ok()).then(|| Yield {
         messages,
-        until: now + (now - sent_at),
+        not_before: now + round_trip,
+        at_latest: now + round_trip * 2,
     });
     services.cohorts.released(key, queue, field, yielding);
     released
