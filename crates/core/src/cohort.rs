@@ -407,8 +407,9 @@ impl Ticket {
         }
     }
 
-    /// What the head does next; `messages` is the lock channel's message count now.
-    pub(crate) fn step(&self, messages: u64) -> Step {
+    /// What the head does next; `messages` reads the lock channel's message count (only while the
+    /// queue yields).
+    pub(crate) fn step(&self, messages: impl FnOnce() -> u64) -> Step {
         let mut state = self.queue.state.lock();
         let mut slot = self.waiter.slot.lock();
         match *slot {
@@ -424,7 +425,7 @@ impl Ticket {
             return Step::Held(until);
         }
         if let Some(yielding) = state.yielding {
-            if let Some(left) = yielding.left(messages, Instant::now()) {
+            if let Some(left) = yielding.left(messages(), Instant::now()) {
                 return Step::Yield(left);
             }
             state.yielding = None;
@@ -644,7 +645,7 @@ mod tests {
         let cohorts = Cohorts::default();
         let ticket = cohorts.join(KEY, KIND, "a", LEASE);
         assert!(!ticket.joined_behind());
-        assert_eq!(ticket.step(0), Step::Try);
+        assert_eq!(ticket.step(|| 0), Step::Try);
         let (expiry, _lost) = watchdog();
         ticket.tried(Some(expiry));
         drop(ticket);
@@ -661,16 +662,16 @@ mod tests {
         let (cohorts, tickets, _lost) = held_by("h", &["a", "b"]);
         assert!(tickets.iter().all(Ticket::joined_behind));
         assert!(tickets[0].until_head(None).await);
-        assert_eq!(tickets[0].step(0), Step::Held(None), "no doomed try");
+        assert_eq!(tickets[0].step(|| 0), Step::Held(None), "no doomed try");
         let claim = hand_off(&cohorts, "h");
         assert_eq!(claim.field(), "a");
-        assert_eq!(tickets[0].step(0), Step::Claimed);
+        assert_eq!(tickets[0].step(|| 0), Step::Claimed);
         let sent_at = Instant::now();
         assert!(claim.passed(1, sent_at));
-        assert_eq!(tickets[0].step(0), Step::Passed { reply: 1, sent_at });
+        assert_eq!(tickets[0].step(|| 0), Step::Passed { reply: 1, sent_at });
         // `b` heads the queue now, behind the new holder `a`.
         assert!(tickets[1].until_head(Some(Instant::now())).await);
-        assert_eq!(tickets[1].step(0), Step::Held(None));
+        assert_eq!(tickets[1].step(|| 0), Step::Held(None));
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
@@ -706,7 +707,7 @@ mod tests {
         cohorts.released(KEY, KIND, &from, Some(yielding));
         let head = &tickets[LIMIT as usize];
         assert!(
-            matches!(head.step(8), Step::Yield(_)),
+            matches!(head.step(|| 8), Step::Yield(_)),
             "too soon, message or not"
         );
         assert_eq!(
@@ -742,7 +743,7 @@ mod tests {
     fn a_head_with_a_try_on_the_wire_is_not_claimed() {
         let cohorts = Cohorts::default();
         let ticket = cohorts.join(KEY, KIND, "a", LEASE);
-        assert_eq!(ticket.step(0), Step::Try);
+        assert_eq!(ticket.step(|| 0), Step::Try);
         // A one-shot try of another owner took the lock meanwhile.
         let (expiry, _lost) = watchdog();
         cohorts.held(KEY, KIND, "t", expiry);
@@ -751,24 +752,24 @@ mod tests {
             Next::Release { yielding: false }
         ));
         ticket.tried(None);
-        assert_eq!(ticket.step(0), Step::Held(None));
+        assert_eq!(ticket.step(|| 0), Step::Held(None));
     }
 
     #[test]
     fn a_lost_lease_lets_the_head_try() {
         let (_cohorts, tickets, lost) = held_by("h", &["a"]);
-        assert_eq!(tickets[0].step(0), Step::Held(None));
+        assert_eq!(tickets[0].step(|| 0), Step::Held(None));
         lost.cancel();
-        assert_eq!(tickets[0].step(0), Step::Try);
+        assert_eq!(tickets[0].step(|| 0), Step::Try);
     }
 
     #[test]
     fn a_failed_hand_off_puts_the_head_back_to_wait_for_the_release() {
         let (cohorts, tickets, _lost) = held_by("h", &["a"]);
         hand_off(&cohorts, "h").failed();
-        assert_eq!(tickets[0].step(0), Step::Held(None));
+        assert_eq!(tickets[0].step(|| 0), Step::Held(None));
         cohorts.released(KEY, KIND, "h", None);
-        assert_eq!(tickets[0].step(0), Step::Try);
+        assert_eq!(tickets[0].step(|| 0), Step::Try);
     }
 
     #[test]
@@ -778,7 +779,7 @@ mod tests {
         drop(tickets.remove(0));
         assert!(!claim.passed(1, Instant::now()), "the releaser releases it");
         // The lock is `a`'s now, and `b` heads the queue behind it.
-        assert_eq!(tickets[0].step(0), Step::Held(None));
+        assert_eq!(tickets[0].step(|| 0), Step::Held(None));
         assert!(matches!(
             cohorts.releasing(KEY, KIND, "a", LIMIT, WINDOW),
             Next::HandOff(_)

@@ -193,9 +193,11 @@ impl<K: Kind> Queued<K> {
     ) -> Option<Attempt<(K::Token, Expiry)>> {
         let hand_off = kind.hand_off()?;
         loop {
-            let messages = kind.channel(field).map_or(0, |(channel, _)| {
-                services.subscriber.registry().messages(&channel)
-            });
+            let messages = || {
+                kind.channel(field).map_or(0, |(channel, _)| {
+                    services.subscriber.registry().messages(&channel)
+                })
+            };
             match self.ticket.step(messages) {
                 Step::Try => return None,
                 Step::Claimed => self.ticket.settled().await,

@@ -69,9 +69,10 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         },
         Next::Release { yielding } => yielding,
     };
-    let messages = kind.channel(field).map_or(0, |(channel, _)| {
-        services.subscriber.registry().messages(&channel)
-    });
+    let messages = match kind.channel(field) {
+        Some((channel, _)) if yielding => services.subscriber.registry().messages(&channel),
+        _ => 0,
+    };
     let sent_at = Instant::now();
     let released = unlock(services, kind, field, lease).await;
     // Waiters elsewhere hear the unlock about when its reply comes back, and need half a round
