@@ -14,6 +14,12 @@
 //! 3. **Hold** ([`Guard`]): registered with the watchdog (under the kind's renewal) unless it has a
 //!    fixed lease; the guard carries the lease-lost signal and releases on drop, in the background.
 //! 4. **Release** ([`release`]): the kind's unlock script, idempotent under an unlock latch.
+//! 5. **Local queue and hand-off** ([`crate::cohort`]), for the kinds that name a [`HandOff`]: a
+//!    caller that holds nothing and is prepared to wait queues behind this client's other waiters
+//!    and holder; as the head it runs the wait loop, where the queue answers for the attempt while a
+//!    local owner holds (no doomed try) and nudges it on local events. A release of the last hold
+//!    passes the lock to the head in one script when the queue says so, else unlocks (and the queue
+//!    yields, so that other clients get their turn).
 //!
 //! # Outcomes that are not known
 //!
