@@ -34,6 +34,9 @@ pub(crate) type Scripts = Vec<Vec<String>>;
 /// Every phase with its invocations, in order.
 pub(crate) type Trace = Vec<(String, Scripts)>;
 
+/// A [`Trace`] with the time each invocation ran at (the server's clock, in seconds).
+pub(crate) type TimedTrace = Vec<(String, Vec<(f64, Vec<String>)>)>;
+
 /// Records, through `MONITOR`, the commands scripts run and the commands sent outside scripts on
 /// the keys it traces, phase by phase. Its own connection ([`Tracer::redis`]) marks the phases and
 /// pokes the server between them; its commands are left out.
@@ -120,9 +123,25 @@ impl Tracer {
 
     /// Ends the trace: every phase with its invocations (script runs that ran no command, such as
     /// a `NOSCRIPT` before the script was loaded, are left out), and the latch TTLs seen.
-    pub(crate) async fn finish(mut self, node: &str) -> (Trace, Vec<u64>) {
+    pub(crate) async fn finish(self, node: &str) -> (Trace, Vec<u64>) {
+        let (timed, ttls) = self.finish_timed(node).await;
+        let untimed = |invocations: Vec<(f64, Vec<String>)>| {
+            invocations
+                .into_iter()
+                .map(|(_, commands)| commands)
+                .collect()
+        };
+        let trace = timed
+            .into_iter()
+            .map(|(phase, invocations)| (phase, untimed(invocations)))
+            .collect();
+        (trace, ttls)
+    }
+
+    /// [`Tracer::finish`], with the time each invocation ran at.
+    pub(crate) async fn finish_timed(mut self, node: &str) -> (TimedTrace, Vec<u64>) {
         self.mark("end").await;
-        let mut phases: Trace = Vec::new();
+        let mut phases: TimedTrace = Vec::new();
         let mut ttls = Vec::new();
         // The call of the script invocation whose commands come next, until its first one.
         let mut script_call = None;
@@ -151,27 +170,35 @@ impl Tracer {
             let command = args.first().map(|c| c.to_lowercase()).unwrap_or_default();
             let client = monitor_client(&line);
             if client == Some("lua") {
-                if let Some(script) = scripts.last_mut() {
+                if let Some((_, script)) = scripts.last_mut() {
                     script.extend(script_call.take());
                     script.push(normalize(args, node, &mut ttls));
                 }
             } else if command == "evalsha" || command == "eval" {
-                scripts.push(Vec::new());
+                scripts.push((monitor_time(&line), Vec::new()));
                 if self.script_calls {
                     script_call = Some(call_line(&args, node));
                 }
             } else if client != Some(self.own_address.as_str())
                 && args.get(1).is_some_and(|key| self.keys.contains(key))
             {
-                scripts.push(vec![normalize(args, node, &mut ttls)]);
+                let invocation = vec![normalize(args, node, &mut ttls)];
+                scripts.push((monitor_time(&line), invocation));
             }
         }
         self.forward.abort();
         for (_, scripts) in &mut phases {
-            scripts.retain(|script| !script.is_empty());
+            scripts.retain(|(_, script)| !script.is_empty());
         }
         (phases, ttls)
     }
+}
+
+/// When the server ran the command of a `MONITOR` line (`<seconds>.<micros> [...] ...`), in
+/// seconds.
+fn monitor_time(line: &str) -> f64 {
+    let time = line.split_whitespace().next().and_then(|t| t.parse().ok());
+    time.expect("a MONITOR line starts with its time")
 }
 
 /// An `EVAL`/`EVALSHA` (`<command> <script> <numkeys> <key>… <arg>…`) as the line
