@@ -12,17 +12,20 @@
 //!   error, or was cancelled on purpose — none hung.
 //!
 //! [`record`] defines the log format and writer, [`checker`] the proof (its module docs explain the
-//! reasoning: logged intervals inside real holds, a shared monotonic clock, fences from `INCR`), and
-//! [`fleet`] the worker processes and fault hooks.
+//! reasoning: logged intervals inside real holds, a shared monotonic clock, fences from `INCR`),
+//! [`fleet`] the worker processes and fault hooks, and [`monitor`] what a scenario watches in Redis
+//! itself (acquires applied twice, local hand-offs).
 
 pub mod checker;
 pub mod fleet;
+pub mod monitor;
 pub mod record;
 
 pub use checker::{
     AttemptId, Handoff, History, Hold, Overlap, Overtake, PermitExcess, Report, Summary,
 };
 pub use fleet::{Fleet, WorkerSpec};
+pub use monitor::{DoubleApplies, local_hand_offs};
 pub use record::{Event, FaultKind, LogWriter, Mode, Record, error_kind, now_ns, read_log};
 
 /// How long a fault scenario runs: `default`, or `$RLOCK_SOAK_SECS` under `scripts/soak.sh` if

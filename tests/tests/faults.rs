@@ -23,8 +23,8 @@ use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, eventually, raw};
 use rlock_tests::history::fleet::Kind;
 use rlock_tests::history::{
-    Event, FaultKind, Fleet, Report, Summary, WorkerSpec, now_ns, publish,
-    scenario_length as length,
+    DoubleApplies, Event, FaultKind, Fleet, Report, Summary, WorkerSpec, local_hand_offs, now_ns,
+    publish, scenario_length as length,
 };
 
 const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
@@ -141,6 +141,9 @@ over_kinds! {
     cancellation_storms_leave_no_stray_field_in_any_lock: [
         lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
     ];
+    // The kinds whose hand-offs can be counted (`HDEL`, see `local_hand_offs`); the write lock's
+    // are in `faults_proxy.rs`'s and `lost_replies.rs`'s scripts' cases.
+    hand_offs_survive_killed_holders_and_cancellation_storms: [lock: Lock, fenced: Fenced];
 }
 
 /// A scenario's name in the figures, with the kind it ran on.
@@ -659,6 +662,94 @@ fn cancellation_storms_leave_no_stray_field_in_any_lock(kind: Kind) {
     assert_eq!(report.lease_losses(), 0);
 }
 
+/// Local hand-offs (rlock's default) under fire. Processes of four tasks pass two locks among their
+/// tasks (2 ms holds, well inside the 10 ms hand-off window), next to a process whose tasks race in
+/// Redis without hand-off (`--no-local-handoff`); 40 % of the acquisitions are dropped at random:
+/// while queued locally, while claimed by a releasing holder, mid-script. And again and again a
+/// process is killed with `SIGKILL` in the middle of a streak, while it holds. Hand-offs must really
+/// happen, no acquire may be applied twice, a killed holder's lock must free within its lease, and
+/// the history must be sound.
+fn hand_offs_survive_killed_holders_and_cancellation_storms(kind: Kind) {
+    const WATCHDOG: Duration = Duration::from_secs(1);
+    const NAMES: [&str; 2] = ["streak:a", "streak:b"];
+    let server = RedisServer::start();
+    let mut redis = admin(&server);
+    let hand_offs_before = local_hand_offs(&mut redis);
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(4));
+    let storming = WorkerSpec {
+        run_for: run,
+        tasks: 4,
+        watchdog: WATCHDOG,
+        hold: Duration::from_millis(2),
+        think: Duration::from_millis(1),
+        cancel_percent: 40,
+        cancel_within: Duration::from_millis(5),
+        kind,
+        ..WorkerSpec::new(&NAMES)
+    };
+    let racing = WorkerSpec {
+        tasks: 2,
+        local_handoff: false,
+        ..storming.clone()
+    };
+    for spec in [&storming, &storming, &racing] {
+        let _ = fleet.spawn(spec);
+    }
+    fleet.record_fault("redis", FaultKind::CancellationStorm);
+    let doubles = DoubleApplies::watch(admin(&server), &NAMES);
+    // Each cycle a fresh victim's four tasks queue for one lock and, once it has it, pass it among
+    // themselves: 200 ms holds, in a streak that may last a minute, so that it is killed in the
+    // middle of a hold (the kill is seen ~5 ms after the hold) and of a streak (after three holds,
+    // at least two of them handed off). Its lock must pass to a contender once its lease runs out.
+    let victim = WorkerSpec {
+        names: vec![NAMES[0].to_owned()],
+        hold: Duration::from_millis(200),
+        cancel_percent: 0,
+        local_handoff_window: Some(Duration::from_secs(60)),
+        ..storming.clone()
+    };
+    let cycle = WATCHDOG * 2 + Duration::from_millis(500);
+    let started = Instant::now();
+    let mut kills = 0;
+    while kills == 0 || started.elapsed() + cycle < run {
+        let index = fleet.spawn(&WorkerSpec {
+            run_for: run.saturating_sub(started.elapsed()),
+            ..victim.clone()
+        });
+        let held = fleet.wait_holding_again(index, Duration::from_secs(5), 3);
+        assert!(held.is_some(), "the victim holds in a streak");
+        fleet.kill(index);
+        kills += 1;
+        thread::sleep(WATCHDOG + Duration::from_millis(300));
+    }
+    let report = fleet.finish(WATCHDOG + Duration::from_secs(1));
+    let doubles = doubles.stop();
+    let mut summary = report.summary(&scenario("hand-offs, kill -9 and cancellations", kind));
+    summary.double_applies = doubles.len();
+    summary.hand_offs =
+        usize::try_from(local_hand_offs(&mut redis) - hand_offs_before).expect("a count that fits");
+    publish(&summary);
+    report.assert_sound();
+    assert!(doubles.is_empty(), "acquires applied twice: {doubles:?}");
+    assert!(summary.hand_offs > 0, "locks were handed off locally");
+    assert!(kills >= 1);
+    assert_eq!(report.faults[&FaultKind::KillHolder], kills);
+    assert!(
+        report.cancelled >= 50,
+        "{} acquires dropped",
+        report.cancelled
+    );
+    assert_eq!(report.lease_losses(), 0, "nobody else lost a lease");
+    let freed = report
+        .max_handoff(true)
+        .expect("a waiter took over a killed holder's lock");
+    assert!(
+        freed <= WATCHDOG + Duration::from_millis(500),
+        "a killed holder's lock freed after {freed:?}, watchdog timeout {WATCHDOG:?}"
+    );
+}
+
 #[test]
 fn a_holder_frozen_past_its_lease_is_told_and_the_overlap_is_a_known_window() {
     const WATCHDOG: Duration = Duration::from_secs(1);
@@ -836,6 +927,10 @@ async fn an_exhausted_pool_gives_bounded_waits_and_clear_errors() {
     let client = client_with(&server, |config| {
         config.pool_size = 1;
         config.command_timeout = COMMAND_TIMEOUT;
+        // Every waiter races in Redis: in the local queue (the default) only one waiter per lock
+        // uses a connection, the others wait out their deadline without one, and the operations
+        // are over before the pause that should find them queued for the connection.
+        config.local_handoff = false;
         config.retry_delay = Duration::from_millis(50);
         config.retry_max_delay = Duration::from_millis(100);
     })

@@ -7,18 +7,20 @@
 //! workers never re-enter, so a hold count of 2 is an acquire applied twice (what a client that
 //! re-sends a script after a lost reply does), and must never be seen.
 //!
+//! The workers' tasks hand locks to each other locally (rlock's default); `hand_off_replies_lost_*`
+//! loses the replies of exactly those hand-offs, next to a worker that races without hand-off.
+//!
 //! Each scenario runs a few seconds in the default suite; `scripts/soak.sh` runs them longer
 //! (`RLOCK_SOAK_SECS`) and adds up their figures.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::Commands;
-use rlock_tests::history::{FaultKind, Fleet, WorkerSpec, publish, scenario_length};
+use rlock_tests::history::{
+    DoubleApplies, FaultKind, Fleet, Report, Summary, WorkerSpec, local_hand_offs, publish,
+    scenario_length,
+};
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::{FaultProxy, Match};
 use rlock_tests::topology::{SentinelSetup, connect};
@@ -59,56 +61,90 @@ fn client_args(proxied: &Proxied) -> (String, Vec<String>) {
     (config.url, args)
 }
 
-/// Reads the lock hashes every 2 ms until stopped; returns the fields seen with a count above 1.
-fn watch_for_double_applies(
-    proxied: &Proxied,
-    stop: Arc<AtomicBool>,
-) -> thread::JoinHandle<BTreeSet<String>> {
-    let mut conn = connect(proxied.master_of(NAMES[0]));
-    thread::spawn(move || {
-        let mut seen = BTreeSet::new();
-        while !stop.load(Ordering::Relaxed) {
-            for name in NAMES {
-                let holds: Vec<(String, String)> = conn.hgetall(name).unwrap_or_default();
-                for (field, count) in holds {
-                    if count.parse::<u64>().is_ok_and(|count| count > 1) {
-                        let _ = seen.insert(format!("{name} {field}"));
-                    }
-                }
-            }
-            thread::sleep(Duration::from_millis(2));
-        }
-        seen
-    })
-}
-
-/// Injects random proxy faults into `proxy` until `until`, recording them in the fleet's history
-/// (lost replies once they fired).
-fn inject(proxy: &FaultProxy, until: Instant, fleet: &Mutex<Fleet>) {
+/// Injects proxy faults into `proxy` with `fault` until `until`, then records the lost replies
+/// that fired as `lost` in the fleet's history (the other faults record themselves).
+fn inject(
+    proxy: &FaultProxy,
+    until: Instant,
+    fleet: &Mutex<Fleet>,
+    lost: FaultKind,
+    mut fault: impl FnMut(&FaultProxy, &Mutex<Fleet>),
+) {
     let lost_before = proxy.lost_replies();
     while Instant::now() < until {
-        thread::sleep(Duration::from_millis(fastrand::u64(100..300)));
-        match fastrand::u8(0..4) {
-            0 | 1 => proxy.lose_reply(Match::command("EVALSHA"), fastrand::usize(1..=5)),
-            2 => {
-                proxy.delay_replies(Duration::from_millis(fastrand::u64(20..200)));
-                thread::sleep(Duration::from_millis(300));
-                proxy.delay_replies(Duration::ZERO);
-                fleet
-                    .lock()
-                    .record_fault("proxy", FaultKind::DelayedReplies);
-            }
-            _ => {
-                proxy.reset();
-                fleet
-                    .lock()
-                    .record_fault("proxy", FaultKind::ConnectionReset);
-            }
-        }
+        fault(proxy, fleet);
     }
     for _ in lost_before..proxy.lost_replies() {
-        fleet.lock().record_fault("proxy", FaultKind::LostReply);
+        fleet.lock().record_fault("proxy", lost);
     }
+}
+
+/// One random fault after a pause: a lost reply of any script (armed for one of the next five),
+/// replies held back for a while, or every connection reset.
+fn random_fault(proxy: &FaultProxy, fleet: &Mutex<Fleet>) {
+    thread::sleep(Duration::from_millis(fastrand::u64(100..300)));
+    match fastrand::u8(0..4) {
+        0 | 1 => proxy.lose_reply(Match::command("EVALSHA"), fastrand::usize(1..=5)),
+        2 => {
+            proxy.delay_replies(Duration::from_millis(fastrand::u64(20..200)));
+            thread::sleep(Duration::from_millis(300));
+            proxy.delay_replies(Duration::ZERO);
+            fleet
+                .lock()
+                .record_fault("proxy", FaultKind::DelayedReplies);
+        }
+        _ => {
+            proxy.reset();
+            fleet
+                .lock()
+                .record_fault("proxy", FaultKind::ConnectionReset);
+        }
+    }
+}
+
+/// Runs `workers` (one process each) on `proxied` for `run_for` while `fault` keeps injecting
+/// faults into the proxy of the locks' master (lost replies recorded as `lost`), and a monitor
+/// looks for acquires applied twice. Publishes the figures of `scenario`, with the double applies
+/// and the local hand-offs (every worker contends for reentrant locks) counted in, asserts that no
+/// acquire was applied twice, and returns the checked history and its figures.
+fn under_faults(
+    scenario: &str,
+    proxied: &Proxied,
+    url: &str,
+    workers: &[WorkerSpec],
+    run_for: Duration,
+    lost: FaultKind,
+    fault: impl FnMut(&FaultProxy, &Mutex<Fleet>),
+) -> (Report, Summary) {
+    let master = proxied.master_of(NAMES[0]);
+    let mut admin = connect(master);
+    let hand_offs_before = local_hand_offs(&mut admin);
+    let fleet = Mutex::new(Fleet::new(TORTURE, &master.url()));
+    for spec in workers {
+        let _ = fleet.lock().spawn_on(url, spec);
+    }
+    let doubles = DoubleApplies::watch(connect(master), &NAMES);
+    inject(
+        proxied.proxy_of(NAMES[0]),
+        Instant::now() + run_for,
+        &fleet,
+        lost,
+        fault,
+    );
+    let report = fleet.into_inner().finish(Duration::from_secs(3));
+    let doubles = doubles.stop();
+    let mut summary = report.summary(scenario);
+    summary.double_applies = doubles.len();
+    summary.hand_offs =
+        usize::try_from(local_hand_offs(&mut admin) - hand_offs_before).expect("a count that fits");
+    publish(&summary);
+    assert!(doubles.is_empty(), "acquires applied twice: {doubles:?}");
+    (report, summary)
+}
+
+/// How many lost replies of `kind` the figures show.
+fn lost(summary: &Summary, kind: FaultKind) -> usize {
+    summary.faults.get(kind.label()).copied().unwrap_or(0)
 }
 
 fn scenario(deployment: Deployment) {
@@ -122,25 +158,18 @@ fn scenario(deployment: Deployment) {
         client_args: args,
         ..WorkerSpec::new(&NAMES)
     };
-    let fleet = Mutex::new(Fleet::new(TORTURE, &proxied.master_of(NAMES[0]).url()));
-    for _ in 0..3 {
-        let _ = fleet.lock().spawn_on(&url, &spec);
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let monitor = watch_for_double_applies(&proxied, stop.clone());
-    inject(proxied.proxy_of(NAMES[0]), Instant::now() + run_for, &fleet);
-    let report = fleet.into_inner().finish(Duration::from_secs(3));
-    stop.store(true, Ordering::Relaxed);
-    let doubles = monitor.join().expect("the monitor did not panic");
-    let mut summary = report.summary(&format!("proxy_faults::{deployment:?}"));
-    summary.double_applies = doubles.len();
-    publish(&summary);
-    assert!(doubles.is_empty(), "acquires applied twice: {doubles:?}");
+    let workers = vec![spec; 3];
+    let (report, summary) = under_faults(
+        &format!("proxy_faults::{deployment:?}"),
+        &proxied,
+        &url,
+        &workers,
+        run_for,
+        FaultKind::LostReply,
+        random_fault,
+    );
     assert!(
-        summary
-            .faults
-            .get(FaultKind::LostReply.label())
-            .is_some_and(|lost| *lost > 0),
+        lost(&summary, FaultKind::LostReply) > 0,
         "some replies were lost: {:?}",
         summary.faults
     );
@@ -165,4 +194,76 @@ fn proxy_faults_sentinel() {
 #[test]
 fn proxy_faults_cluster() {
     scenario(Deployment::Cluster);
+}
+
+/// The SHA1 that `EVALSHA` names the reentrant lock's hand-off script by (one file, no prelude).
+fn hand_off_sha() -> String {
+    let script = include_str!("../../crates/core/lua/lock_hand_off.lua");
+    redis::Script::new(script).get_hash().to_owned()
+}
+
+/// Replies of the hand-off script lost again and again: processes of four tasks pass the locks
+/// among their tasks (short holds, well inside the 10 ms hand-off window), next to a process whose
+/// tasks race in Redis without hand-off (`--no-local-handoff`). A hand-off whose reply is lost is
+/// never re-sent but undone (both owners' holds), and its waiter takes the lock in Redis: no hold
+/// may be counted twice, left behind or overlap another.
+fn hand_off_replies_lost(deployment: Deployment) {
+    let proxied = Proxied::start(deployment);
+    let (url, args) = client_args(&proxied);
+    let run_for = scenario_length(Duration::from_secs(3));
+    let handing_off = WorkerSpec {
+        run_for,
+        tasks: 4,
+        hold: Duration::from_millis(2),
+        think: Duration::from_millis(1),
+        command_timeout: Duration::from_millis(500),
+        client_args: args,
+        ..WorkerSpec::new(&NAMES)
+    };
+    let racing = WorkerSpec {
+        tasks: 2,
+        local_handoff: false,
+        ..handing_off.clone()
+    };
+    let workers = [handing_off.clone(), handing_off, racing];
+    let hand_off = Match::command("EVALSHA").with_arg(hand_off_sha());
+    let (report, summary) = under_faults(
+        &format!("lost hand-off replies::{deployment:?}"),
+        &proxied,
+        &url,
+        &workers,
+        run_for,
+        FaultKind::LostHandOffReply,
+        |proxy, _| {
+            thread::sleep(Duration::from_millis(fastrand::u64(50..150)));
+            proxy.lose_reply(hand_off.clone(), fastrand::usize(1..=3));
+        },
+    );
+    assert!(summary.hand_offs > 0, "locks were handed off locally");
+    assert!(
+        lost(&summary, FaultKind::LostHandOffReply) > 0,
+        "some hand-offs' replies were lost: {:?}",
+        summary.faults
+    );
+    report.assert_sound();
+}
+
+#[test]
+fn hand_off_replies_lost_single() {
+    hand_off_replies_lost(Deployment::Single);
+}
+
+#[test]
+fn hand_off_replies_lost_master_replica() {
+    hand_off_replies_lost(Deployment::MasterReplica);
+}
+
+#[test]
+fn hand_off_replies_lost_sentinel() {
+    hand_off_replies_lost(Deployment::Sentinel);
+}
+
+#[test]
+fn hand_off_replies_lost_cluster() {
+    hand_off_replies_lost(Deployment::Cluster);
 }

@@ -6,6 +6,10 @@
 //! `Timeout`/`Backend` error or success; for counters nothing can reconcile (a semaphore's permits,
 //! a latch's count) `OutcomeUnknown`, with the count applied once, never twice.
 //!
+//! The local hand-off between two tasks of one client (`*.hand_off`) is the one script rlock never
+//! re-sends: whatever it did is undone (both owners' holds) and the waiter then takes the lock in
+//! Redis as any waiter would.
+//!
 //! The default suite runs the representative cases of every topology (`representative_*`, among
 //! them the regression test of the cluster client's own re-send: an acquire that ran twice);
 //! `scripts/lost-replies.sh` runs every script of every kind in every topology (the ignored
@@ -13,12 +17,12 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use rlock::kind::LockKind;
-use rlock::{Client, Error, Lock, Owner};
+use rlock::{Client, Error, Guard, Lock, Owner};
 use rlock_tests::harness::eventually;
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::Match;
@@ -29,12 +33,26 @@ struct Ctx {
     client: Client,
 }
 
-/// The client's settings: prompt retries, so a re-sent unlock does not wait a second.
+/// The client's settings: prompt retries, so a re-sent unlock does not wait a second; and a local
+/// hand-off streak that may last a minute (default 10 ms), so that whether a release hands off
+/// does not depend on how fast this machine runs the test.
 fn quick(config: &mut rlock::Config) {
     config.command_timeout = Duration::from_millis(1000);
     config.replicas_sync_timeout = Duration::from_millis(300);
     config.retry_delay = Duration::from_millis(50);
     config.retry_max_delay = Duration::from_millis(100);
+    config.local_handoff_window = Duration::from_secs(60);
+}
+
+/// The hand-off scripts, as rlock embeds them.
+const LOCK_HAND_OFF: &str = include_str!("../../crates/core/lua/lock_hand_off.lua");
+const FENCED_HAND_OFF: &str = include_str!("../../crates/core/lua/fenced_hand_off.lua");
+const WRITE_HAND_OFF: &str = include_str!("../../crates/core/lua/rw_write_hand_off.lua");
+
+/// The SHA1 that `EVALSHA` names `script` by. A hand-off script is one file without a prelude, so
+/// its text is the file's.
+fn sha1_of(script: &str) -> String {
+    redis::Script::new(script).get_hash().to_owned()
 }
 
 impl Ctx {
@@ -56,9 +74,22 @@ impl Ctx {
     /// Arms the loss of the reply of the next script call that names `name` (as a key or an
     /// argument), or of the `nth` one.
     fn lose_script_reply(&self, name: &str, nth: usize) -> Armed<'_> {
+        self.lose_reply(name, Match::command("EVALSHA").with_arg(name), nth)
+    }
+
+    /// Arms the loss of the reply of the next call of `script` (its source) on `name`: a script
+    /// told apart by its SHA1, whatever else names the lock meanwhile (renewals).
+    fn lose_reply_of(&self, script: &str, name: &str) -> Armed<'_> {
+        let matching = Match::command("EVALSHA")
+            .with_arg(sha1_of(script))
+            .with_arg(name);
+        self.lose_reply(name, matching, 1)
+    }
+
+    fn lose_reply(&self, name: &str, matching: Match, nth: usize) -> Armed<'_> {
         let proxy = self.proxied.proxy_of(name);
         let before = proxy.lost_replies();
-        proxy.lose_reply(Match::command("EVALSHA").with_arg(name), nth);
+        proxy.lose_reply(matching, nth);
         Armed { proxy, before }
     }
 
@@ -178,6 +209,7 @@ const CASES: &[(&str, Case)] = cases![
     "lock.unlock" => lock_unlock,
     "lock.force_unlock" => lock_force_unlock,
     "lock.renew" => lock_renew,
+    "lock.hand_off" => lock_hand_off,
     "fair.acquire" => fair_acquire,
     "fair.unlock" => fair_unlock,
     "fair.give_up" => fair_give_up,
@@ -185,7 +217,9 @@ const CASES: &[(&str, Case)] = cases![
     "read.unlock" => read_unlock,
     "write.acquire" => write_acquire,
     "write.unlock" => write_unlock,
+    "write.hand_off" => write_hand_off,
     "fenced.acquire" => fenced_acquire,
+    "fenced.hand_off" => fenced_hand_off,
     "spin.acquire" => spin_acquire,
     "spin.unlock" => spin_unlock,
     "semaphore.acquire" => semaphore_acquire,
@@ -196,7 +230,13 @@ const CASES: &[(&str, Case)] = cases![
 ];
 
 /// The cases the default suite runs in every topology.
-const REPRESENTATIVE: &[&str] = &["lock.acquire", "lock.unlock", "semaphore.acquire"];
+const REPRESENTATIVE: &[&str] = &[
+    "lock.acquire",
+    "lock.unlock",
+    "lock.hand_off",
+    "fenced.hand_off",
+    "semaphore.acquire",
+];
 
 async fn run(deployment: Deployment, only: Option<&[&str]>) {
     let ctx = Ctx::start(deployment).await;
@@ -306,6 +346,94 @@ async fn lock_renew(ctx: &Ctx, name: &str) {
     assert!(!guard.is_lease_lost(), "the renewal was sent again in time");
     ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
     guard.unlock().await.expect("unlock");
+    ctx.settles(name, &[]).await;
+}
+
+/// Task A of the client holds `lock`, task B waits for it in the client's local queue, and A's
+/// release hands the lock to B with `script`, whose reply is lost. The hand-off ran (the proxy
+/// forwarded it) but is never re-sent: both owners' holds are undone on its connection, which
+/// releases the lock, and B takes it in Redis like any waiter. A's unlock succeeds: both undos'
+/// replies were seen, so the release is settled. Returns A's token and B's guard.
+async fn hand_off_reply_lost<K: LockKind>(
+    ctx: &Ctx,
+    name: &str,
+    script: &str,
+    lock: Lock<K>,
+) -> (K::Token, Guard<K::Token>)
+where
+    K::Token: Clone,
+{
+    let (first, second) = (
+        lock.clone().with_owner(Owner::new()),
+        lock.with_owner(Owner::new()),
+    );
+    let held = first.lock().await.expect("A locks");
+    let token = held.token().clone();
+    let mut waiting = pin!(second.lock());
+    // The acquire joins the local queue before its first await: from now on A's release finds B
+    // waiting behind it, and hands off.
+    assert!(futures::poll!(&mut waiting).is_pending(), "B waits for A");
+    let armed = ctx.lose_reply_of(script, name);
+    let (unlocked, acquired) = tokio::join!(
+        held.unlock(),
+        tokio::time::timeout(Duration::from_secs(5), &mut waiting)
+    );
+    armed.fired().await;
+    unlocked.expect("A's unlock: the hand-off was undone, and the undos' replies seen");
+    let guard = acquired
+        .expect("B acquires within seconds of the undo")
+        .expect("B's acquire");
+    (token, guard)
+}
+
+/// The lock hash of `name` on its master, field by field.
+async fn hash(ctx: &Ctx, name: &str) -> BTreeMap<String, String> {
+    ctx.master(name).await.hgetall(name).await.expect("HGETALL")
+}
+
+/// `{field: value}`.
+fn fields<const N: usize>(entries: [(&str, &str); N]) -> BTreeMap<String, String> {
+    entries
+        .into_iter()
+        .map(|(field, value)| (field.to_owned(), value.to_owned()))
+        .collect()
+}
+
+async fn lock_hand_off(ctx: &Ctx, name: &str) {
+    let (_, guard) = hand_off_reply_lost(ctx, name, LOCK_HAND_OFF, ctx.client.lock(name)).await;
+    // B's own hold, once: nothing of A's, no second count of B's from the hand-off that ran.
+    assert_eq!(hash(ctx, name).await, fields([(guard.field(), "1")]));
+    ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
+    guard.unlock().await.expect("B unlocks");
+    ctx.settles(name, &[]).await;
+}
+
+async fn fenced_hand_off(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.fenced_lock(name);
+    let (first, guard) = hand_off_reply_lost(ctx, name, FENCED_HAND_OFF, lock).await;
+    let token = *guard.token();
+    // The hand-off that ran took a token for B, unused; B's own acquisition took the next one.
+    assert_eq!(token, first + 2, "B's token moved past the lost hand-off's");
+    assert_eq!(hash(ctx, name).await, fields([(guard.field(), "1")]));
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    let latest = token.to_string();
+    ctx.settles(
+        name,
+        &[(name, "hash[\"1\"]"), (counter.as_str(), latest.as_str())],
+    )
+    .await;
+    guard.unlock().await.expect("B unlocks");
+    ctx.settles(name, &[(counter.as_str(), latest.as_str())])
+        .await;
+}
+
+async fn write_hand_off(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.read_write_lock(name).write();
+    let (_, guard) = hand_off_reply_lost(ctx, name, WRITE_HAND_OFF, lock).await;
+    let held = fields([("mode", "write"), (guard.field(), "1")]);
+    assert_eq!(hash(ctx, name).await, held);
+    ctx.settles(name, &[(name, "hash[\"1\", \"write\"]")]).await;
+    guard.unlock().await.expect("B unlocks");
     ctx.settles(name, &[]).await;
 }
 

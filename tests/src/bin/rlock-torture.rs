@@ -7,6 +7,7 @@
 //!                    [--kind lock|fair|spin|fenced|read|write|rw] [--fair-wait-timeout-ms 5000]
 //!                    [--topology single|master-replica|sentinel|cluster] [--nodes URL,...]
 //!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
+//!                    [--no-local-handoff] [--local-handoff-window-ms MS]
 //! rlock-torture summarize FILE...
 //! ```
 //!
@@ -17,6 +18,9 @@
 //! `--hold-ms`, stops early if the lease is lost, reads the fence back and unlocks. Read holds are
 //! logged as such, and a fair-lock waiter logs when it is seen in the lock's queue. A share of
 //! attempts (`--cancel-percent`) is dropped after a random delay, to storm the cancellation paths.
+//! The tasks of one process hand exclusive locks to each other locally (rlock's default) unless
+//! `--no-local-handoff` is given, so that a fleet can mix both behaviours on one lock;
+//! `--local-handoff-window-ms` lets a streak of hand-offs last longer than the default 10 ms.
 //! When done it logs `finished` and keeps its client alive until its standard input closes, so the
 //! harness can check Redis for left-over holds while the client could still be renewing them.
 //!
@@ -111,6 +115,13 @@ struct WorkArgs {
     /// The client's `fair_lock_wait_timeout`.
     #[arg(long, default_value_t = 5000)]
     fair_wait_timeout_ms: u64,
+    /// Turns the client's local queue and hand-off off (`Config::local_handoff`): every task races
+    /// in Redis on its own, as Redisson's threads do.
+    #[arg(long)]
+    no_local_handoff: bool,
+    /// The client's `local_handoff_window` (default: the client's).
+    #[arg(long)]
+    local_handoff_window_ms: Option<u64>,
 }
 
 /// `--topology`: which [`Config`] constructor the client is built with.
@@ -205,6 +216,10 @@ impl Worker {
         config.retry_delay = Duration::from_millis(100);
         config.retry_max_delay = Duration::from_millis(200);
         config.fair_lock_wait_timeout = Duration::from_millis(args.fair_wait_timeout_ms);
+        config.local_handoff = !args.no_local_handoff;
+        if let Some(window) = args.local_handoff_window_ms {
+            config.local_handoff_window = Duration::from_millis(window);
+        }
         let client = match Client::with_config(config).await {
             Ok(client) => client,
             Err(e) => {
@@ -363,6 +378,16 @@ impl Worker {
         };
         let fence_after = K::fence_out(&self.fences, lock).await;
         let released_at = now_ns();
+        // Logged before the unlock is sent: if this process is killed during the unlock, its hold
+        // ended here, not at its death (the unlock may have run and the lock passed on).
+        let _ = self.log.write(
+            released_at,
+            Event::Releasing {
+                task,
+                seq,
+                fence_after,
+            },
+        );
         let lost_before = lost_inside || guard.is_lease_lost();
         let unlocking = Instant::now();
         let unlocked = guard.unlock().await;
@@ -607,6 +632,7 @@ fn render(total: &Summary) -> String {
     row("inconsistent histories", total.inconsistencies.to_string());
     row("leaked holds", total.leaked_holds.to_string());
     row("double-applied acquires", total.double_applies.to_string());
+    row("local hand-offs counted", total.hand_offs.to_string());
     for (name, ms) in &total.figures {
         row(name, format!("{ms:.1}"));
     }

@@ -75,7 +75,9 @@
 //!
 //! A process killed with `SIGKILL` stops executing at the kill: its open hold ends there (its key
 //! lives on in Redis until its lease runs out, which only delays the others), and its open attempts
-//! are counted as crashed, not starved.
+//! are counted as crashed, not starved. A hold whose holder was killed while it unlocked ends where
+//! it left its critical section (its `Releasing` record): the unlock may have run, and the lock
+//! passed on, before the process died.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -152,7 +154,7 @@ pub struct Hold {
     pub acquired_ns: u64,
     /// When the critical section ended: released, or the holder was killed.
     pub end_ns: u64,
-    /// The holder was killed while holding.
+    /// The holder was killed before its unlock returned: the lock may have been left to expire.
     pub crashed: bool,
     /// The fence taken on entry.
     pub fence: Option<i64>,
@@ -489,6 +491,7 @@ impl Report {
             inconsistencies: self.inconsistencies.len(),
             leaked_holds: self.leaked.len(),
             double_applies: 0,
+            hand_offs: 0,
             figures: [
                 ("max wait for a lock", Some(self.max_wait_ns)),
                 (
@@ -551,6 +554,10 @@ pub struct Summary {
     /// from older summaries).
     #[serde(default)]
     pub double_applies: usize,
+    /// Local hand-offs between the tasks of one process, where the scenario counted them (absent
+    /// from older summaries).
+    #[serde(default)]
+    pub hand_offs: usize,
     /// Named maxima in milliseconds.
     pub figures: BTreeMap<String, f64>,
 }
@@ -582,6 +589,7 @@ impl Summary {
         self.inconsistencies += other.inconsistencies;
         self.leaked_holds += other.leaked_holds;
         self.double_applies += other.double_applies;
+        self.hand_offs += other.hand_offs;
         for (name, value) in &other.figures {
             let max = self.figures.entry(name.clone()).or_insert(*value);
             *max = max.max(*value);
@@ -607,6 +615,7 @@ struct Attempt {
     permits: u32,
     queued: Option<u64>,
     acquired: Option<(u64, Option<i64>)>,
+    releasing: Option<(u64, Option<i64>)>,
     released: Option<(u64, Option<i64>, bool)>,
     ended: Option<u64>,
     gave_up: bool,
@@ -733,6 +742,11 @@ impl<'a> Checker<'a> {
                     attempt.acquired = Some((record.at_ns, *fence));
                     attempt.started.is_some() && !outcome_seen
                 }
+                Event::Releasing { fence_after, .. } => {
+                    let fresh = attempt.releasing.is_none() && attempt.released.is_none();
+                    attempt.releasing = Some((record.at_ns, *fence_after));
+                    attempt.acquired.is_some() && fresh
+                }
                 Event::Released {
                     fence_after,
                     lease_lost,
@@ -799,7 +813,10 @@ impl<'a> Checker<'a> {
                 (Some((released, fence_after, lost)), _) => (released, fence_after, lost, false),
                 (None, Some(killed)) => {
                     self.report.crashed += 1;
-                    (killed.max(acquired), None, false, true)
+                    match attempt.releasing {
+                        Some((left, fence_after)) => (left, fence_after, false, true),
+                        None => (killed.max(acquired), None, false, true),
+                    }
                 }
                 (None, None) => {
                     self.report.unfinished.push(id.clone());
@@ -1144,6 +1161,18 @@ mod tests {
             );
         }
 
+        fn releasing(&mut self, process: &str, seq: u64, at_ms: u64, fence_after: i64) {
+            self.record(
+                process,
+                at_ms,
+                Event::Releasing {
+                    task: 0,
+                    seq,
+                    fence_after: Some(fence_after),
+                },
+            );
+        }
+
         /// A whole hold of a plain lock: started, acquired with `fence`, released with
         /// `fence_after`.
         fn hold(
@@ -1353,6 +1382,39 @@ mod tests {
         assert_eq!(report.max_handoff(true), Some(Duration::from_millis(1_000)));
         assert_eq!(report.faults.get(&FaultKind::KillHolder), Some(&1));
         assert_eq!(report.crashed, 1);
+    }
+
+    #[test]
+    fn a_holder_killed_during_its_unlock_ends_where_it_left_its_critical_section() {
+        let mut s = clean();
+        let victim = s.start("w3", "a", 100);
+        s.acquire("w3", victim, 101, 4);
+        s.releasing("w3", victim, 110, 4);
+        // Its unlock ran and the next holder took the lock before the victim could log it.
+        s.hold("w1", "a", [105, 111, 120], 5, 5, false);
+        s.kill("w3", 112);
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(report.crashed, 1);
+        assert_eq!(report.max_handoff(true), Some(Duration::from_millis(1)));
+
+        // Without the record, the victim would have held until its death.
+        let mut s = clean();
+        let victim = s.start("w3", "a", 100);
+        s.acquire("w3", victim, 101, 4);
+        s.hold("w1", "a", [105, 111, 120], 5, 5, false);
+        s.kill("w3", 112);
+        assert_eq!(s.check().overlaps.len(), 1);
+    }
+
+    #[test]
+    fn a_releasing_record_alone_is_not_a_release() {
+        let mut s = clean();
+        let seq = s.start("w1", "b", 100);
+        s.acquire("w1", seq, 101, 2);
+        s.releasing("w1", seq, 110, 2);
+        let report = s.check();
+        assert_eq!(report.unfinished.len(), 1, "the unlock never returned");
     }
 
     #[test]

@@ -82,13 +82,19 @@ pub struct WorkerSpec {
     /// The client's `fair_lock_wait_timeout`: how long a fair-lock waiter that stopped polling (its
     /// process was killed) blocks the queue before it is purged as stale.
     pub fair_wait_timeout: Duration,
+    /// Whether the process's tasks hand exclusive locks to each other locally (rlock's default);
+    /// `false` passes `--no-local-handoff`.
+    pub local_handoff: bool,
+    /// How long a streak of hand-offs may last (`None`: the client's default, 10 ms).
+    pub local_handoff_window: Option<Duration>,
     /// More `rlock-torture work` flags, e.g. the topology (`--topology cluster --nodes ...`).
     pub client_args: Vec<String>,
 }
 
 impl WorkerSpec {
     /// Three tasks contending for `names` of the reentrant lock for two seconds, 5 ms holds, a 1 s
-    /// watchdog; fair-lock waiters that die go stale after 5 s (rlock's default is 5 min).
+    /// watchdog, local hand-off on (rlock's default); fair-lock waiters that die go stale after 5 s
+    /// (rlock's default is 5 min).
     pub fn new(names: &[&str]) -> Self {
         Self {
             names: names.iter().map(|n| (*n).to_owned()).collect(),
@@ -104,6 +110,8 @@ impl WorkerSpec {
             cancel_within: Duration::from_millis(3),
             kind: Kind::Lock,
             fair_wait_timeout: Duration::from_secs(5),
+            local_handoff: true,
+            local_handoff_window: None,
             client_args: Vec::new(),
         }
     }
@@ -138,6 +146,12 @@ impl WorkerSpec {
         ];
         if let Some(wait) = self.wait {
             args.extend(["--wait-ms".to_owned(), ms(wait)]);
+        }
+        if !self.local_handoff {
+            args.push("--no-local-handoff".to_owned());
+        }
+        if let Some(window) = self.local_handoff_window {
+            args.extend(["--local-handoff-window-ms".to_owned(), ms(window)]);
         }
         args.extend(self.client_args.iter().cloned());
         args
@@ -264,6 +278,27 @@ impl Fleet {
         let mut held = None;
         let _ = self.wait_until(index, limit, |records| {
             held = holding(records);
+            held.is_some()
+        });
+        held
+    }
+
+    /// Waits until worker `index` holds a lock and has acquired `times` times at least (at most
+    /// `limit`); returns the lock's name. A worker whose tasks hand a lock to each other is then in
+    /// the middle of a streak, most likely.
+    pub fn wait_holding_again(
+        &self,
+        index: usize,
+        limit: Duration,
+        times: usize,
+    ) -> Option<String> {
+        let mut held = None;
+        let _ = self.wait_until(index, limit, |records| {
+            let acquired = records
+                .iter()
+                .filter(|r| matches!(r.event, Event::Acquired { .. }))
+                .count();
+            held = holding(records).filter(|_| acquired >= times);
             held.is_some()
         });
         held
@@ -460,7 +495,7 @@ fn describe(conn: &mut redis::Connection, key: &str) -> String {
     format!("{key} ({kind}, pttl {pttl} ms): {contents:?}")
 }
 
-/// The lock an attempt in `records` has acquired and not yet released.
+/// The lock an attempt in `records` has acquired and not yet started to release.
 fn holding(records: &[Record]) -> Option<String> {
     let mut open: Vec<((u32, u64), &str)> = Vec::new();
     let mut names = std::collections::HashMap::new();
@@ -476,7 +511,9 @@ fn holding(records: &[Record]) -> Option<String> {
                     open.push(((*task, *seq), name));
                 }
             }
-            Event::Released { task, seq, .. } => open.retain(|(id, _)| *id != (*task, *seq)),
+            Event::Releasing { task, seq, .. } | Event::Released { task, seq, .. } => {
+                open.retain(|(id, _)| *id != (*task, *seq));
+            }
             _ => {}
         }
     }

@@ -84,6 +84,18 @@ pub enum Event {
         /// The hold's hash field.
         field: String,
     },
+    /// The holder left the critical section and is about to send its unlock: written before it,
+    /// with the `at_ns` and `fence_after` of the `Released` record that follows once the unlock
+    /// returned. A holder killed during its unlock is known to have left by then, not at its
+    /// death: its lock may well have passed on before it died (absent from older logs).
+    Releasing {
+        /// The worker task.
+        task: u32,
+        /// The attempt.
+        seq: u64,
+        /// As `Released`'s.
+        fence_after: Option<i64>,
+    },
     /// The holder left the critical section. `at_ns` is taken before the unlock is sent, so it also
     /// lies inside the hold.
     Released {
@@ -196,6 +208,7 @@ impl Event {
             Self::Started { task, seq, .. }
             | Self::Queued { task, seq }
             | Self::Acquired { task, seq, .. }
+            | Self::Releasing { task, seq, .. }
             | Self::Released { task, seq, .. }
             | Self::Cancelled { task, seq }
             | Self::GaveUp { task, seq }
@@ -234,6 +247,8 @@ pub enum FaultKind {
     PoolExhaustion,
     /// A fault proxy forwarded a script and cut the connection before its reply.
     LostReply,
+    /// The same, for the script of a local hand-off (which is never re-sent, but undone).
+    LostHandOffReply,
     /// A fault proxy held every reply back for a while.
     DelayedReplies,
     /// A fault proxy reset every connection through it.
@@ -254,6 +269,7 @@ impl FaultKind {
             Self::CancellationStorm => "cancellation storm",
             Self::PoolExhaustion => "pool exhaustion",
             Self::LostReply => "lost reply (proxy)",
+            Self::LostHandOffReply => "lost reply of a hand-off (proxy)",
             Self::DelayedReplies => "delayed replies (proxy)",
             Self::ConnectionReset => "connection reset (proxy)",
         }

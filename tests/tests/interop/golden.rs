@@ -15,6 +15,7 @@
 //! synchronizers'.
 
 use std::ops::RangeInclusive;
+use std::pin::pin;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -24,7 +25,7 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel, prefix_name};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::support::{Hold, Kind, Party, PartyLock, Redis, Side, Unlocked};
+use crate::support::{Hold, Kind, Party, PartyLock, Redis, Side, Unlocked, woken};
 use crate::wire::lock_expected;
 
 /// The invocations of one phase, normalized.
@@ -32,6 +33,9 @@ pub(crate) type Scripts = Vec<Vec<String>>;
 
 /// Every phase with its invocations, in order.
 pub(crate) type Trace = Vec<(String, Scripts)>;
+
+/// A [`Trace`] with the time each invocation ran at (the server's clock, in seconds).
+pub(crate) type TimedTrace = Vec<(String, Vec<(f64, Vec<String>)>)>;
 
 /// Records, through `MONITOR`, the commands scripts run and the commands sent outside scripts on
 /// the keys it traces, phase by phase. Its own connection ([`Tracer::redis`]) marks the phases and
@@ -119,9 +123,25 @@ impl Tracer {
 
     /// Ends the trace: every phase with its invocations (script runs that ran no command, such as
     /// a `NOSCRIPT` before the script was loaded, are left out), and the latch TTLs seen.
-    pub(crate) async fn finish(mut self, node: &str) -> (Trace, Vec<u64>) {
+    pub(crate) async fn finish(self, node: &str) -> (Trace, Vec<u64>) {
+        let (timed, ttls) = self.finish_timed(node).await;
+        let untimed = |invocations: Vec<(f64, Vec<String>)>| {
+            invocations
+                .into_iter()
+                .map(|(_, commands)| commands)
+                .collect()
+        };
+        let trace = timed
+            .into_iter()
+            .map(|(phase, invocations)| (phase, untimed(invocations)))
+            .collect();
+        (trace, ttls)
+    }
+
+    /// [`Tracer::finish`], with the time each invocation ran at.
+    pub(crate) async fn finish_timed(mut self, node: &str) -> (TimedTrace, Vec<u64>) {
         self.mark("end").await;
-        let mut phases: Trace = Vec::new();
+        let mut phases: TimedTrace = Vec::new();
         let mut ttls = Vec::new();
         // The call of the script invocation whose commands come next, until its first one.
         let mut script_call = None;
@@ -150,27 +170,35 @@ impl Tracer {
             let command = args.first().map(|c| c.to_lowercase()).unwrap_or_default();
             let client = monitor_client(&line);
             if client == Some("lua") {
-                if let Some(script) = scripts.last_mut() {
+                if let Some((_, script)) = scripts.last_mut() {
                     script.extend(script_call.take());
                     script.push(normalize(args, node, &mut ttls));
                 }
             } else if command == "evalsha" || command == "eval" {
-                scripts.push(Vec::new());
+                scripts.push((monitor_time(&line), Vec::new()));
                 if self.script_calls {
                     script_call = Some(call_line(&args, node));
                 }
             } else if client != Some(self.own_address.as_str())
                 && args.get(1).is_some_and(|key| self.keys.contains(key))
             {
-                scripts.push(vec![normalize(args, node, &mut ttls)]);
+                let invocation = vec![normalize(args, node, &mut ttls)];
+                scripts.push((monitor_time(&line), invocation));
             }
         }
         self.forward.abort();
         for (_, scripts) in &mut phases {
-            scripts.retain(|script| !script.is_empty());
+            scripts.retain(|(_, script)| !script.is_empty());
         }
         (phases, ttls)
     }
+}
+
+/// When the server ran the command of a `MONITOR` line (`<seconds>.<micros> [...] ...`), in
+/// seconds.
+fn monitor_time(line: &str) -> f64 {
+    let time = line.split_whitespace().next().and_then(|t| t.parse().ok());
+    time.expect("a MONITOR line starts with its time")
 }
 
 /// An `EVAL`/`EVALSHA` (`<command> <script> <numkeys> <key>… <arg>…`) as the line
@@ -383,9 +411,7 @@ async fn compare_every_side(
             tracer = tracer.with_script_calls();
         }
         tour(&mut tracer, &party).await;
-        let node = party.field(1);
-        let node = node.strip_suffix(":1").expect("an owner field");
-        let (mut trace, ttls) = tracer.finish(node).await;
+        let (mut trace, ttls) = tracer.finish(&node_of(&party)).await;
         adjust(&mut trace);
         let label = label(&party);
         assert_same_trace(&label, &trace, &expected(party.side()));
@@ -393,8 +419,15 @@ async fn compare_every_side(
     }
 }
 
+/// The client id of `party`, which traces show as `<node>`.
+pub(crate) fn node_of(party: &Party) -> String {
+    let field = party.field(1);
+    let node = field.strip_suffix(":1").expect("an owner field");
+    node.to_owned()
+}
+
 /// Asserts that `actual` is `expected`, listing every phase that differs.
-fn assert_same_trace(label: &str, actual: &Trace, expected: &Trace) {
+pub(crate) fn assert_same_trace(label: &str, actual: &Trace, expected: &Trace) {
     let phases = actual.len().max(expected.len());
     let differences: Vec<String> = (0..phases)
         .filter(|&i| actual.get(i) != expected.get(i))
@@ -1064,4 +1097,159 @@ async fn write_lock_scripts_follow_the_protocol() {
         );
     };
     check_every_side(&[RW, &first], write_tour, adjust, write_expected).await;
+}
+
+// ===== the local hand-off (rlock alone, README) =====
+
+/// The reentrant lock of the hand-off trace.
+const HAND_OFF: &str = "golden:hand-off";
+
+/// Thread `n`'s owner field, as thread 1's is [`FIELD`].
+pub(crate) fn owner(n: u64) -> String {
+    format!("<node>:{n}")
+}
+
+/// The thread of a Java waiter, and its owner field once aliased ([`Tracer::alias`]).
+pub(crate) const JAVA_THREAD: u64 = 7;
+pub(crate) const JAVA_FIELD: &str = "<java>:7";
+
+/// The lock name of the hand-off tour of `kind`, and the keys to trace: the names the kind's other
+/// traces use, so that its acquire and unlock are theirs.
+fn hand_off_keys(kind: Kind) -> (&'static str, Vec<String>) {
+    match kind {
+        Kind::Reentrant => (HAND_OFF, vec![HAND_OFF.to_owned()]),
+        Kind::Fenced => (FENCED, vec![FENCED.to_owned(), token_key()]),
+        Kind::Write => (RW, vec![RW.to_owned()]),
+        other => panic!("{other} does not hand off"),
+    }
+}
+
+/// Thread 1 of an rlock client holds the `kind` lock; a Java (HEAD) waiter and then rlock's thread
+/// 2 wait for it, before anything is traced. Phases:
+///
+/// - "hand-off": thread 1 releases, and its hold passes to thread 2 (queued behind it in the
+///   client's local queue) in one script: no instant without a holder, nothing published. The
+///   Java waiter is not woken (it runs no script) and still waits at the end of the phase.
+/// - "unlock": thread 2 releases for real, publishing the unlock message; the Java waiter wakes
+///   and acquires.
+async fn hand_off_tour(kind: Kind) -> Trace {
+    let (name, keys) = hand_off_keys(kind);
+    let server = RedisServer::start();
+    // A streak may last a minute (default 10 ms): the release hands off however slow this run is.
+    let rlock = Party::Rlock(
+        rlock_tests::harness::client_with(&server, |config| {
+            config.local_handoff_window = Duration::from_secs(60);
+        })
+        .await,
+    );
+    let java = Party::connect(Side::Java, &server).await;
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mut tracer = Tracer::start(&server, &keys).await;
+    let java_field = kind.field(&java.field(JAVA_THREAD));
+    tracer.alias(java_field.as_bytes(), &kind.field(JAVA_FIELD));
+
+    let lock = rlock.get(kind, name);
+    let first = lock.lock(1).await;
+    let java_waiting = java.get(kind, name).spawn_lock(JAVA_THREAD);
+    tracer.redis().wait_waiting(kind, name, &java_field).await;
+    let mut second = pin!(lock.lock(2));
+    // The acquire joins the local queue before its first await: thread 1's release finds it there.
+    assert!(futures::poll!(&mut second).is_pending(), "thread 2 waits");
+
+    tracer.mark("hand-off").await;
+    first.release().await;
+    let second = tokio::time::timeout(Duration::from_secs(5), second)
+        .await
+        .expect("thread 2 is handed the lock");
+    let held = tracer.redis().hash(name).await;
+    assert_eq!(held, kind.holds(&rlock.field(2), 1), "thread 2 holds alone");
+    assert!(!java_waiting.is_finished(), "the Java waiter still waits");
+
+    tracer.mark("unlock").await;
+    second.release().await;
+    let (_, java_hold) = woken(java_waiting).await;
+
+    let (trace, _) = tracer.finish(&node_of(&rlock)).await;
+    java_hold.release().await;
+    trace
+}
+
+/// What a hand-off of `kind` from owner `from` to owner `to` runs (`lua/*_hand_off.lua`): the
+/// releasing owner's count read (a write lock's mode first), the hash's size (the owner alone,
+/// besides a write lock's `mode`), the next owner's field set, the releasing owner's deleted, the
+/// next owner's lease applied; a fenced lock also takes the next owner's token, as every
+/// acquisition does.
+pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> Vec<String> {
+    let (from, to) = (kind.field(from), kind.field(to));
+    let mut script = match kind {
+        Kind::Write => commands(&[&["hget", name, "mode"]]),
+        _ => Vec::new(),
+    };
+    script.extend(commands(&[&["hget", name, &from], &["hlen", name]]));
+    if kind == Kind::Fenced {
+        script.push(format!("incr {}", token_key()));
+    }
+    script.extend(commands(&[
+        &["hset", name, &to, "1"],
+        &["hdel", name, &from],
+        &["pexpire", name, "30000"],
+    ]));
+    script
+}
+
+/// The one script of `phase` in `trace`, run by owner `field` instead of thread 1.
+pub(crate) fn script_of(trace: &Trace, phase: &str, field: &str) -> Vec<String> {
+    let (_, scripts) = trace
+        .iter()
+        .find(|(name, _)| name == phase)
+        .unwrap_or_else(|| panic!("no {phase:?} phase"));
+    let [script] = scripts.as_slice() else {
+        panic!("{phase:?} has one script");
+    };
+    script.iter().map(|c| c.replace(FIELD, field)).collect()
+}
+
+/// The hand-off tour's trace: the hand-off script alone, then thread 2's full unlock and the Java
+/// waiter's acquire, both as the kind's own trace has them.
+fn hand_off_expected(kind: Kind) -> Trace {
+    let (name, _) = hand_off_keys(kind);
+    let own = match kind {
+        Kind::Reentrant => lock_expected(name, Side::Rlock),
+        Kind::Fenced => fenced_expected(Side::Rlock),
+        _ => write_expected(Side::Rlock),
+    };
+    let second = owner(2);
+    trace(vec![
+        (
+            "hand-off",
+            vec![hand_off_script(kind, name, FIELD, &second)],
+        ),
+        (
+            "unlock",
+            vec![
+                script_of(&own, "full unlock", &second),
+                script_of(&own, "acquire", JAVA_FIELD),
+            ],
+        ),
+    ])
+}
+
+async fn hand_off_follows_its_script(kind: Kind) {
+    let trace = hand_off_tour(kind).await;
+    assert_same_trace(&format!("rlock {kind}"), &trace, &hand_off_expected(kind));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_hand_off_runs_one_script_and_publishes_nothing() {
+    hand_off_follows_its_script(Kind::Reentrant).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_hand_off_runs_one_script_and_publishes_nothing() {
+    hand_off_follows_its_script(Kind::Fenced).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_hand_off_runs_one_script_and_publishes_nothing() {
+    hand_off_follows_its_script(Kind::Write).await;
 }

@@ -33,6 +33,9 @@
 //! - [`messages`]: raw messages (`0`, `1`, garbage) and subscriber reconnects;
 //! - [`versions`]: one handshake per emulated Redisson version;
 //! - [`differences`]: the known differences, pinned down;
+//! - [`local_hand_off`]: rlock's tasks hand the lock to each other in bounded streaks, and a
+//!   Java waiter still gets its turn; a Java unlock wakes rlock's queue head, which hands on in
+//!   queue order;
 //! - [`cluster`]: the same in a Redis Cluster, with sharded pub/sub as Redisson picks it (and, for
 //!   every kind, wake-ups both ways; the rest of the kind × direction × topology matrix is the
 //!   ignored `…::cluster::…` tests, run by `scripts/interop-matrix.sh`);
@@ -65,6 +68,7 @@ mod golden;
 mod golden_synchronizers;
 mod latch;
 mod lease;
+mod local_hand_off;
 mod messages;
 mod names;
 mod reentrancy;

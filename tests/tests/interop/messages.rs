@@ -79,11 +79,12 @@ async fn only_integer_zero_or_one_wakes(side: Side) {
     hold.release().await;
 }
 
-/// Three waiters of `side` (one client): `1` makes all three retry, `0` only one; on a free lock
-/// a `1` lets exactly one of them win while the others go back to sleep.
+/// Three waiters of `side` (one client, racing: rlock without its local queue): `1` makes all three
+/// retry, `0` only one; on a free lock a `1` lets exactly one of them win while the others go back
+/// to sleep.
 async fn one_wakes_every_local_waiter(side: Side) {
     let server = RedisServer::start();
-    let party = Party::connect(side, &server).await;
+    let party = Party::racing(side, &server).await;
     let mut redis = Redis::connect(&server).await;
     let name = "interop:wake-all";
     let channel = lock_channel(name);

@@ -214,6 +214,18 @@ impl Party {
         Self::connect_with(side, server, None).await
     }
 
+    /// A client of `side` whose waiters all race in Redis, each on its own, as Redisson's threads
+    /// do: rlock without its local queue (`Config::local_handoff`), where only the queue's head
+    /// tries. For the scenarios about the wake rule itself.
+    pub(crate) async fn racing(side: Side, server: &RedisServer) -> Self {
+        match side {
+            Side::Java => Self::connect(side, server).await,
+            Side::Rlock => Self::Rlock(
+                harness::client_with(server, |config| config.local_handoff = false).await,
+            ),
+        }
+    }
+
     /// A client of `side` whose watchdog lease (Java's `lockWatchdogTimeout`, rlock's
     /// `Config.watchdog_timeout`) is `watchdog` instead of 30 s.
     pub(crate) async fn connect_with(
