@@ -1177,7 +1177,7 @@ async fn hand_off_tour(kind: Kind) -> Trace {
 /// What a hand-off of `kind` from owner `from` to owner `to` runs (`lua/*_hand_off.lua`): the
 /// releasing owner's count read (a write lock's mode first), the hash's size (the owner alone,
 /// besides a write lock's `mode`), the next owner's field set, the releasing owner's deleted, the
-/// next owner's lease applied; a fenced lock also takes the next owner's token, as every
+/// next owner's lease applied; a fenced lock then takes the next owner's token, as every
 /// acquisition does.
 pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> Vec<String> {
     let (from, to) = (kind.field(from), kind.field(to));
@@ -1185,15 +1185,16 @@ pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> V
         Kind::Write => commands(&[&["hget", name, "mode"]]),
         _ => Vec::new(),
     };
-    script.extend(commands(&[&["hget", name, &from], &["hlen", name]]));
-    if kind == Kind::Fenced {
-        script.push(format!("incr {}", token_key()));
-    }
     script.extend(commands(&[
+        &["hget", name, &from],
+        &["hlen", name],
         &["hset", name, &to, "1"],
         &["hdel", name, &from],
         &["pexpire", name, "30000"],
     ]));
+    if kind == Kind::Fenced {
+        script.push(format!("incr {}", token_key()));
+    }
     script
 }
 
