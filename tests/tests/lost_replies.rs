@@ -24,9 +24,12 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock::kind::LockKind;
 use rlock::{Client, Error, Guard, Lock, Owner};
-use rlock_tests::harness::{command_calls, eventually};
+use rlock_tests::harness::eventually;
+use rlock_tests::history::monitor::{FENCED_HAND_OFF, LOCK_HAND_OFF, WRITE_HAND_OFF};
+use rlock_tests::history::{local_hand_offs, script_sha1};
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::Match;
+use rlock_tests::topology::connect;
 
 /// A deployment behind proxies and a client of it.
 struct Ctx {
@@ -43,17 +46,6 @@ fn quick(config: &mut rlock::Config) {
     config.retry_delay = Duration::from_millis(50);
     config.retry_max_delay = Duration::from_millis(100);
     config.local_handoff_window = Duration::from_secs(60);
-}
-
-/// The hand-off scripts, as rlock embeds them.
-const LOCK_HAND_OFF: &str = include_str!("../../crates/core/lua/lock_hand_off.lua");
-const FENCED_HAND_OFF: &str = include_str!("../../crates/core/lua/fenced_hand_off.lua");
-const WRITE_HAND_OFF: &str = include_str!("../../crates/core/lua/rw_write_hand_off.lua");
-
-/// The SHA1 that `EVALSHA` names `script` by. A hand-off script is one file without a prelude, so
-/// its text is the file's.
-fn sha1_of(script: &str) -> String {
-    redis::Script::new(script).get_hash().to_owned()
 }
 
 impl Ctx {
@@ -82,7 +74,7 @@ impl Ctx {
     /// told apart by its SHA1, whatever else names the lock meanwhile (renewals).
     fn lose_reply_of(&self, script: &str, name: &str) -> Armed<'_> {
         let matching = Match::command("EVALSHA")
-            .with_arg(sha1_of(script))
+            .with_arg(script_sha1(script))
             .with_arg(name);
         self.lose_reply(name, matching, 1)
     }
@@ -659,7 +651,7 @@ async fn a_waiter_dropped_while_handed_the_lock_passes_it_on() {
             assert!(futures::poll!(&mut next).is_pending(), "C waits behind B");
         }
         let proxy = ctx.proxied.proxy_of(&name);
-        let before = hand_offs(&ctx, &name).await;
+        let before = hand_offs(&ctx, &name);
         let requests = proxy.requests();
         proxy.delay_replies(Duration::from_millis(300));
         let (unlocked, ()) = tokio::join!(held.unlock(), async {
@@ -680,7 +672,7 @@ async fn a_waiter_dropped_while_handed_the_lock_passes_it_on() {
             guard.unlock().await.expect("C unlocks");
         }
         ctx.settles(&name, &[]).await;
-        let passed = hand_offs(&ctx, &name).await - before;
+        let passed = hand_offs(&ctx, &name) - before;
         assert_eq!(
             passed,
             1 + u64::from(third),
@@ -689,9 +681,8 @@ async fn a_waiter_dropped_while_handed_the_lock_passes_it_on() {
     }
 }
 
-/// The hand-offs run so far on the master of `name`: its `HDEL` calls, which of the lock's
-/// scripts only the hand-off makes.
-async fn hand_offs(ctx: &Ctx, name: &str) -> u64 {
-    let calls = command_calls(&mut ctx.master(name).await).await;
-    calls.get("hdel").copied().unwrap_or(0)
+/// The hand-offs run so far on the master of `name`.
+fn hand_offs(ctx: &Ctx, name: &str) -> u64 {
+    let master = ctx.proxied.master_of(name);
+    tokio::task::block_in_place(|| local_hand_offs(&mut connect(master)))
 }
