@@ -25,7 +25,7 @@ pub use checker::{
     AttemptId, Handoff, History, Hold, Overlap, Overtake, PermitExcess, Report, Summary,
 };
 pub use fleet::{Fleet, WorkerSpec};
-pub use monitor::{DoubleApplies, local_hand_offs};
+pub use monitor::{DoubleApplies, local_hand_offs, script_sha1};
 pub use record::{Event, FaultKind, LogWriter, Mode, Record, error_kind, now_ns, read_log};
 
 /// How long a fault scenario runs: `default`, or `$RLOCK_SOAK_SECS` under `scripts/soak.sh` if

@@ -17,9 +17,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use rlock_tests::history::monitor::LOCK_HAND_OFF;
 use rlock_tests::history::{
     DoubleApplies, FaultKind, Fleet, Report, Summary, WorkerSpec, local_hand_offs, publish,
-    scenario_length,
+    scenario_length, script_sha1,
 };
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::{FaultProxy, Match};
@@ -196,12 +197,6 @@ fn proxy_faults_cluster() {
     scenario(Deployment::Cluster);
 }
 
-/// The SHA1 that `EVALSHA` names the reentrant lock's hand-off script by (one file, no prelude).
-fn hand_off_sha() -> String {
-    let script = include_str!("../../crates/core/lua/lock_hand_off.lua");
-    redis::Script::new(script).get_hash().to_owned()
-}
-
 /// Replies of the hand-off script lost again and again: processes of four tasks pass the locks
 /// among their tasks (short holds, well inside the 10 ms hand-off window), next to a process whose
 /// tasks race in Redis without hand-off (`--no-local-handoff`). A hand-off whose reply is lost is
@@ -226,7 +221,7 @@ fn hand_off_replies_lost(deployment: Deployment) {
         ..handing_off.clone()
     };
     let workers = [handing_off.clone(), handing_off, racing];
-    let hand_off = Match::command("EVALSHA").with_arg(hand_off_sha());
+    let hand_off = Match::command("EVALSHA").with_arg(script_sha1(LOCK_HAND_OFF));
     let (report, summary) = under_faults(
         &format!("lost hand-off replies::{deployment:?}"),
         &proxied,

@@ -8,7 +8,8 @@
 //!
 //! The local hand-off between two tasks of one client (`*.hand_off`) is the one script rlock never
 //! re-sends: whatever it did is undone (both owners' holds) and the waiter then takes the lock in
-//! Redis as any waiter would.
+//! Redis as any waiter would. A hand-off whose reply is only late, to a waiter dropped meanwhile, is
+//! in `a_waiter_dropped_while_handed_the_lock_passes_it_on`.
 //!
 //! The default suite runs the representative cases of every topology (`representative_*`, among
 //! them the regression test of the cluster client's own re-send: an acquire that ran twice);
@@ -24,8 +25,11 @@ use redis::AsyncCommands;
 use rlock::kind::LockKind;
 use rlock::{Client, Error, Guard, Lock, Owner};
 use rlock_tests::harness::eventually;
+use rlock_tests::history::monitor::{FENCED_HAND_OFF, LOCK_HAND_OFF, WRITE_HAND_OFF};
+use rlock_tests::history::{local_hand_offs, script_sha1};
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::Match;
+use rlock_tests::topology::connect;
 
 /// A deployment behind proxies and a client of it.
 struct Ctx {
@@ -42,17 +46,6 @@ fn quick(config: &mut rlock::Config) {
     config.retry_delay = Duration::from_millis(50);
     config.retry_max_delay = Duration::from_millis(100);
     config.local_handoff_window = Duration::from_secs(60);
-}
-
-/// The hand-off scripts, as rlock embeds them.
-const LOCK_HAND_OFF: &str = include_str!("../../crates/core/lua/lock_hand_off.lua");
-const FENCED_HAND_OFF: &str = include_str!("../../crates/core/lua/fenced_hand_off.lua");
-const WRITE_HAND_OFF: &str = include_str!("../../crates/core/lua/rw_write_hand_off.lua");
-
-/// The SHA1 that `EVALSHA` names `script` by. A hand-off script is one file without a prelude, so
-/// its text is the file's.
-fn sha1_of(script: &str) -> String {
-    redis::Script::new(script).get_hash().to_owned()
 }
 
 impl Ctx {
@@ -81,7 +74,7 @@ impl Ctx {
     /// told apart by its SHA1, whatever else names the lock meanwhile (renewals).
     fn lose_reply_of(&self, script: &str, name: &str) -> Armed<'_> {
         let matching = Match::command("EVALSHA")
-            .with_arg(sha1_of(script))
+            .with_arg(script_sha1(script))
             .with_arg(name);
         self.lose_reply(name, matching, 1)
     }
@@ -634,4 +627,62 @@ async fn every_script_sentinel() {
 #[ignore = "the full matrix: scripts/lost-replies.sh"]
 async fn every_script_cluster() {
     run(Deployment::Cluster, None).await;
+}
+
+/// Not a lost reply but a late one: the hand-off's reply is held back while the waiter it passes
+/// the lock to is dropped (its acquisition cancelled while claimed). The hand-off ran, so the
+/// dropped waiter's hold is released in its stead: passed on to the next waiter (C, when one
+/// queues: a second hand-off), or released for real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_dropped_while_handed_the_lock_passes_it_on() {
+    let ctx = Ctx::start(Deployment::Single).await;
+    for third in [false, true] {
+        let name = format!("lost:dropped-while-claimed:{third}");
+        let lock = ctx.client.lock(name.as_str());
+        let owners: Vec<Lock<_>> = (0..3)
+            .map(|_| lock.clone().with_owner(Owner::new()))
+            .collect();
+        let held = owners[0].lock().await.expect("A locks");
+        // The acquires join the local queue before their first await: B heads it, C follows.
+        let mut dropped = Box::pin(owners[1].lock());
+        assert!(futures::poll!(&mut dropped).is_pending(), "B waits for A");
+        let mut next = pin!(owners[2].lock());
+        if third {
+            assert!(futures::poll!(&mut next).is_pending(), "C waits behind B");
+        }
+        let proxy = ctx.proxied.proxy_of(&name);
+        let before = hand_offs(&ctx, &name);
+        let requests = proxy.requests();
+        proxy.delay_replies(Duration::from_millis(300));
+        let (unlocked, ()) = tokio::join!(held.unlock(), async {
+            // The hand-off to B went through the proxy (B was claimed before it was sent); its
+            // reply is held back.
+            let sent = eventually(Duration::from_secs(5), async || proxy.requests() > requests);
+            assert!(sent.await, "A's release sends the hand-off");
+            drop(dropped);
+            proxy.delay_replies(Duration::ZERO);
+        });
+        unlocked.expect("A's unlock: the hand-off ran");
+        if third {
+            let guard = tokio::time::timeout(Duration::from_secs(5), &mut next)
+                .await
+                .expect("C is passed B's hold")
+                .expect("C's acquire");
+            assert_eq!(hash(&ctx, &name).await, fields([(guard.field(), "1")]));
+            guard.unlock().await.expect("C unlocks");
+        }
+        ctx.settles(&name, &[]).await;
+        let passed = hand_offs(&ctx, &name) - before;
+        assert_eq!(
+            passed,
+            1 + u64::from(third),
+            "A to B, then B to C if C queued"
+        );
+    }
+}
+
+/// The hand-offs run so far on the master of `name`.
+fn hand_offs(ctx: &Ctx, name: &str) -> u64 {
+    let master = ctx.proxied.master_of(name);
+    tokio::task::block_in_place(|| local_hand_offs(&mut connect(master)))
 }

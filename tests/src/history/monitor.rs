@@ -1,5 +1,6 @@
 //! What a fault scenario watches in Redis itself, next to the histories: acquires applied twice,
-//! and how many times locks were handed off locally.
+//! and how many times locks were handed off locally (and the hand-off scripts, to lose their
+//! replies on purpose).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -84,4 +85,17 @@ pub fn local_hand_offs(conn: &mut redis::Connection) -> u64 {
         .find_map(|line| line.strip_prefix("cmdstat_hdel:"))
         .and_then(|stats| stats.split(',').find_map(|kv| kv.strip_prefix("calls=")))
         .map_or(0, |calls| calls.parse().expect("a call count"))
+}
+
+/// The hand-off scripts of the exclusive kinds, as rlock embeds them.
+pub const LOCK_HAND_OFF: &str = include_str!("../../../crates/core/lua/lock_hand_off.lua");
+/// The fenced lock's.
+pub const FENCED_HAND_OFF: &str = include_str!("../../../crates/core/lua/fenced_hand_off.lua");
+/// The write lock's.
+pub const WRITE_HAND_OFF: &str = include_str!("../../../crates/core/lua/rw_write_hand_off.lua");
+
+/// The SHA1 that `EVALSHA` names `script` by, for a fault that must hit that script alone. A
+/// hand-off script is one file without a prelude, so its text is the file's.
+pub fn script_sha1(script: &str) -> String {
+    redis::Script::new(script).get_hash().to_owned()
 }

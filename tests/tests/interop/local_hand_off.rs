@@ -3,8 +3,9 @@
 //! a Java waiter still gets its turn. Traced with `MONITOR` ([`Tracer`]), script by script:
 //!
 //! - while a Java waiter waits, rlock never hands off more than `local_handoff_limit` times in a
-//!   row: then the lock is released for real, its unlock message wakes the Java waiter, and the Java
-//!   waiter races rlock's queue head on equal terms (each real release is one such race);
+//!   row, nor for longer than `local_handoff_window` (and one more hold): then the lock is released
+//!   for real, its unlock message wakes the Java waiter, and the Java waiter races rlock's queue
+//!   head, which waited for the same message (each real release is one such race);
 //! - an unlock by Java wakes rlock's queue head alone, which then hands the lock on to the tasks
 //!   queued behind it, in their order.
 
