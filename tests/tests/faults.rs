@@ -582,20 +582,12 @@ async fn a_reply_within_the_command_timeout_is_waited_for() {
 
 /// An unlock is bounded by the retry policy even when Redis does not answer: every try waits for
 /// the command (or connect) timeout, then it gives up with `Timeout` or `Backend` (the hold expires
-/// with its lease). A release
-/// that hands off must be bounded alike: its hand-off times out, and the undos sent after it must
-/// not keep the caller past the same bound.
+/// with its lease). A release that hands off must be bounded alike: its hand-off times out, and the
+/// undos sent after it must not keep the caller past the same bound.
 ///
-/// KNOWN BUG (issue 13, local hand-off): the undos of a hand-off whose reply did not come are
-/// awaited on the caller's task, each for as long as the hold it undoes could live (its lease: 30 s
-/// with the watchdog, any fixed lease otherwise), on a connection without a response timeout. While
-/// Redis is frozen, `guard.unlock()` of a holder with a local waiter blocks until Redis answers
-/// again, or for twice the lease. Reproduction: this test (`cargo test -p rlock-tests --test faults
-/// -- --ignored a_hand_off_unlock_is_bounded_while_redis_is_frozen`): the control unlock gives up
-/// within its bound (0.7 s), the hand-off's unlock returns `Ok` only when the server is resumed, 6 s
-/// later.
+/// (Found by this test: the undos used to be awaited on the caller's task for up to their holds'
+/// leases, so the unlock returned only when Redis answered again, 6 s later.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug: a hand-off's unlock waits up to twice the lease for its undos (see docs)"]
 async fn a_hand_off_unlock_is_bounded_while_redis_is_frozen() {
     const COMMAND_TIMEOUT: Duration = Duration::from_millis(200);
     const FROZEN: Duration = Duration::from_secs(6);

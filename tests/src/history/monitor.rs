@@ -87,15 +87,25 @@ pub fn local_hand_offs(conn: &mut redis::Connection) -> u64 {
         .map_or(0, |calls| calls.parse().expect("a call count"))
 }
 
-/// The hand-off scripts of the exclusive kinds, as rlock embeds them.
-pub const LOCK_HAND_OFF: &str = include_str!("../../../crates/core/lua/lock_hand_off.lua");
-/// The fenced lock's.
-pub const FENCED_HAND_OFF: &str = include_str!("../../../crates/core/lua/fenced_hand_off.lua");
-/// The write lock's.
-pub const WRITE_HAND_OFF: &str = include_str!("../../../crates/core/lua/rw_write_hand_off.lua");
+/// The hand-off scripts of the exclusive kinds, as rlock embeds them: the shared prelude, then the
+/// kind's file.
+macro_rules! hand_off_script {
+    ($file:literal) => {
+        concat!(
+            include_str!("../../../crates/core/lua/hand_off_prelude.lua"),
+            include_str!(concat!("../../../crates/core/lua/", $file))
+        )
+    };
+}
 
-/// The SHA1 that `EVALSHA` names `script` by, for a fault that must hit that script alone. A
-/// hand-off script is one file without a prelude, so its text is the file's.
+/// The reentrant lock's hand-off script.
+pub const LOCK_HAND_OFF: &str = hand_off_script!("lock_hand_off.lua");
+/// The fenced lock's.
+pub const FENCED_HAND_OFF: &str = hand_off_script!("fenced_hand_off.lua");
+/// The write lock's.
+pub const WRITE_HAND_OFF: &str = hand_off_script!("rw_write_hand_off.lua");
+
+/// The SHA1 that `EVALSHA` names `script` by, for a fault that must hit that script alone.
 pub fn script_sha1(script: &str) -> String {
     redis::Script::new(script).get_hash().to_owned()
 }

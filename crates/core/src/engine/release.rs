@@ -226,9 +226,20 @@ async fn pass<K: Kind + ?Sized>(
         Written::Unknown(unknown) => unknown.into_error(Operation::Unlock, name),
     };
     // Whatever the script did is undone; then the lock is free (or another client's), and the
-    // waiter tries.
+    // waiter tries. The undos run in the background until they are done (or the holds they undo
+    // have expired); the caller waits for them no longer than for an unlock and its re-sends. The
+    // waiter may try before they are done: an undo takes one hold away if its owner has one, so a
+    // waiter that took the passed hold again (a re-entry) ends with one hold, as it should.
     claim.failed();
-    let reconciled = undo_to.finish().await & undo_from.finish().await;
+    let undos = [undo_to, undo_from].map(|undo| services.background.spawn(undo.finish()));
+    let budget = services
+        .config
+        .command_timeout
+        .saturating_mul(services.config.retry_attempts.saturating_add(1));
+    let reconciled = matches!(
+        tokio::time::timeout(budget, futures::future::join_all(undos)).await,
+        Ok(undone) if undone.iter().all(|undo| matches!(undo, Ok(true)))
+    );
     services.cohorts.released(key, queue, from, None);
     let outcome = match failure {
         Error::Timeout { .. } | Error::Backend { .. } if reconciled => Ok(Released::Fully),
