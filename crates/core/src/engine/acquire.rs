@@ -78,9 +78,7 @@ pub(crate) async fn acquire<K: Kind>(
     let acquired = wait_on(services, listen, patience, move || {
         Box::pin(async move {
             if let Some(queued) = queued_ref
-                && let Some(local) = queued
-                    .local_step(services, kind_ref, field_ref, lease)
-                    .await
+                && let Some(local) = queued.local_step(lease).await
             {
                 return Ok(local);
             }
@@ -184,13 +182,8 @@ impl<K: Kind> Queued<K> {
     /// What the queue decides before the head tries in Redis: `None` to try; else the lock was
     /// passed to it, or it waits (for a local holder, or after a real release for the unlock
     /// message) without a try.
-    async fn local_step(
-        &self,
-        services: &Services,
-        kind: &K,
-        field: &str,
-        lease: Lease,
-    ) -> Option<Attempt<(K::Token, Expiry)>> {
+    async fn local_step(&self, lease: Lease) -> Option<Attempt<(K::Token, Expiry)>> {
+        let (services, kind, field) = (&*self.services, &*self.kind, self.field.as_str());
         let hand_off = kind.hand_off()?;
         loop {
             let messages = || {

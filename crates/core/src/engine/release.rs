@@ -151,7 +151,8 @@ enum Passing {
 /// Passes the last hold of `from` (renewal stopped, `lease` its lease) to the claimed local waiter,
 /// in one script. A reply that is lost is never re-sent: both owners' holds are undone on the same
 /// connection after it (whatever it did, the lock ends up released, and published), then the waiter
-/// tries as usual.
+/// tries as usual. (It runs inside a [`Releasing`], which is never dropped half-way, so the undos
+/// need arming only once the reply is known to be missing.)
 async fn pass<K: Kind + ?Sized>(
     services: &Services,
     kind: &K,
@@ -161,24 +162,11 @@ async fn pass<K: Kind + ?Sized>(
     claim: Claim,
 ) -> Passing {
     let (name, key, queue) = (kind.name(), kind.key(), hand_off.queue());
-    let Ok(conn) = services.commands.get(Operation::Unlock, name).await else {
+    let Ok(mut conn) = services.commands.get(Operation::Unlock, name).await else {
         claim.failed();
         return Passing::Unlock;
     };
     let (to, to_lease) = (claim.field().to_owned(), claim.lease());
-    let undo_to = Undo::arm(
-        services,
-        conn,
-        kind.undo_acquire_call(&to, 0, to_lease, Wait::Forever),
-        to_lease,
-    );
-    let undo_from = Undo::arm(
-        services,
-        undo_to.conn.clone(),
-        kind.undo_acquire_call(from, 0, lease, Wait::Forever),
-        lease,
-    );
-    let mut conn = undo_to.conn.clone();
     let sent_at = Instant::now();
     let written = services
         .commands
@@ -186,7 +174,6 @@ async fn pass<K: Kind + ?Sized>(
         .await;
     let failure = match written {
         Written::Ran(Value::Int(passed)) if passed > 0 => {
-            disarm([undo_to, undo_from]);
             if !claim.passed(passed.unsigned_abs(), sent_at) {
                 // The waiter is gone: release its hold (to the next waiter, or for real).
                 let released = Box::pin(release(services, kind, &to)).await;
@@ -198,12 +185,10 @@ async fn pass<K: Kind + ?Sized>(
         }
         // Held more than once (a local count behind Redis'), or a writer that also reads.
         Written::Ran(Value::Int(0)) => {
-            disarm([undo_to, undo_from]);
             claim.failed();
             return Passing::Unlock;
         }
         Written::Ran(Value::Nil) => {
-            disarm([undo_to, undo_from]);
             claim.failed();
             services.cohorts.released(key, queue, from, None);
             return Passing::Done(Err(Error::NotOwner {
@@ -212,7 +197,6 @@ async fn pass<K: Kind + ?Sized>(
             }));
         }
         Written::Refused(e) => {
-            disarm([undo_to, undo_from]);
             claim.failed();
             services.cohorts.released(key, queue, from, None);
             return Passing::Done(Err(Error::from_redis(Operation::Unlock, key, e)));
@@ -231,7 +215,11 @@ async fn pass<K: Kind + ?Sized>(
     // waiter may try before they are done: an undo takes one hold away if its owner has one, so a
     // waiter that took the passed hold again (a re-entry) ends with one hold, as it should.
     claim.failed();
-    let undos = [undo_to, undo_from].map(|undo| services.background.spawn(undo.finish()));
+    let undos = [(to.as_str(), to_lease), (from, lease)].map(|(owner, lease)| {
+        let call = kind.undo_acquire_call(owner, 0, lease, Wait::Forever);
+        let undo = Undo::arm(services, conn.clone(), call, lease);
+        services.background.spawn(undo.finish())
+    });
     let budget = services
         .config
         .command_timeout
@@ -251,12 +239,6 @@ async fn pass<K: Kind + ?Sized>(
         "reconciled a hand-off whose outcome was unknown"
     );
     Passing::Done(outcome)
-}
-
-fn disarm<const N: usize>(undos: [Undo; N]) {
-    for mut undo in undos {
-        undo.disarm();
-    }
 }
 
 /// Deletes the lock `kind` whoever holds it (the kind's force-unlock script, which also wakes a
