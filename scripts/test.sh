@@ -7,7 +7,7 @@
 # redis-server with apt-get if it is missing. Tests start their own private
 # redis-server instances (see tests/src/server.rs), so nothing else has to
 # run. Extra arguments go to `cargo test --workspace`, e.g.
-#   scripts/test.sh -p rlock
+#   scripts/test.sh -p rlock-redisson
 #   scripts/test.sh -- --nocapture
 set -euo pipefail
 

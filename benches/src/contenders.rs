@@ -95,24 +95,24 @@ impl Kind {
 /// rlock, used as an application would.
 #[derive(Debug, Clone)]
 pub(crate) struct Rlock {
-    pub(crate) client: rlock::Client,
+    pub(crate) client: rlock_redisson::Client,
 }
 
 impl Rlock {
     /// A client with the default configuration.
     pub(crate) async fn connect(url: &str) -> Result<Self> {
-        Self::with_config(rlock::Config::new(url)).await
+        Self::with_config(rlock_redisson::Config::new(url)).await
     }
 
-    pub(crate) async fn with_config(config: rlock::Config) -> Result<Self> {
+    pub(crate) async fn with_config(config: rlock_redisson::Config) -> Result<Self> {
         Ok(Self {
-            client: rlock::Client::with_config(config).await?,
+            client: rlock_redisson::Client::with_config(config).await?,
         })
     }
 }
 
 impl Contender for Rlock {
-    type Held = rlock::LockGuard;
+    type Held = rlock_redisson::LockGuard;
 
     fn acquire(&self, name: &str) -> impl Future<Output = Result<Self::Held>> + Send {
         let lock = self.client.lock(name);

@@ -146,7 +146,7 @@ impl Workers {
 pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
     match task.kind {
         Kind::Rlock => {
-            let mut config = rlock::Config::new(task.url.as_str());
+            let mut config = rlock_redisson::Config::new(task.url.as_str());
             if let Some(on) = task.local_handoff {
                 config.local_handoff = on;
             }

@@ -7,25 +7,25 @@ use std::time::Duration;
 use crate::RedisServer;
 
 /// An rlock client on `server` with the default configuration.
-pub async fn client(server: &RedisServer) -> rlock::Client {
+pub async fn client(server: &RedisServer) -> rlock_redisson::Client {
     client_with(server, |_| {}).await
 }
 
 /// An rlock client on `server` whose configuration `tweak` adjusted first.
 pub async fn client_with(
     server: &RedisServer,
-    tweak: impl FnOnce(&mut rlock::Config),
-) -> rlock::Client {
-    let mut config = rlock::Config::new(server.url());
+    tweak: impl FnOnce(&mut rlock_redisson::Config),
+) -> rlock_redisson::Client {
+    let mut config = rlock_redisson::Config::new(server.url());
     tweak(&mut config);
-    rlock::Client::with_config(config)
+    rlock_redisson::Client::with_config(config)
         .await
         .expect("rlock client connects")
 }
 
 /// An rlock client on `server` whose requests time out after 100 ms (and retry within 200 ms), for
 /// tests that make replies late on purpose.
-pub async fn fast_timeouts(server: &RedisServer) -> rlock::Client {
+pub async fn fast_timeouts(server: &RedisServer) -> rlock_redisson::Client {
     client_with(server, |config| {
         config.command_timeout = Duration::from_millis(100);
         config.retry_delay = Duration::from_millis(100);
@@ -109,8 +109,8 @@ pub async fn lock_channel_subscribers(
 
 /// A task waiting for `lock`; it yields when it acquired, and the guard.
 pub fn spawn_waiter(
-    lock: rlock::Lock,
-) -> tokio::task::JoinHandle<(tokio::time::Instant, rlock::LockGuard)> {
+    lock: rlock_redisson::Lock,
+) -> tokio::task::JoinHandle<(tokio::time::Instant, rlock_redisson::LockGuard)> {
     tokio::spawn(async move {
         let guard = lock.lock().await.expect("the waiter acquires");
         (tokio::time::Instant::now(), guard)
@@ -120,10 +120,10 @@ pub fn spawn_waiter(
 /// Awaits a [`spawn_waiter`] task for at most `limit`; returns how long after `since` it acquired
 /// (zero if before), and its guard.
 pub async fn acquired_after(
-    waiter: tokio::task::JoinHandle<(tokio::time::Instant, rlock::LockGuard)>,
+    waiter: tokio::task::JoinHandle<(tokio::time::Instant, rlock_redisson::LockGuard)>,
     since: tokio::time::Instant,
     limit: Duration,
-) -> (Duration, rlock::LockGuard) {
+) -> (Duration, rlock_redisson::LockGuard) {
     let (at, guard) = tokio::time::timeout(limit, waiter)
         .await
         .expect("the waiter acquired in time")
@@ -133,9 +133,9 @@ pub async fn acquired_after(
 
 /// [`spawn_waiter`] on a single server, returning once the waiter's subscription is live there.
 pub async fn park_subscribed_waiter(
-    lock: rlock::Lock,
+    lock: rlock_redisson::Lock,
     conn: &mut redis::aio::MultiplexedConnection,
-) -> tokio::task::JoinHandle<(tokio::time::Instant, rlock::LockGuard)> {
+) -> tokio::task::JoinHandle<(tokio::time::Instant, rlock_redisson::LockGuard)> {
     let name = lock.name().to_owned();
     let waiting = spawn_waiter(lock);
     let subscribed = eventually(Duration::from_secs(5), async || {

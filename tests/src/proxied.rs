@@ -6,7 +6,7 @@
 //! - [`Deployment::Sentinel`]: sentinels that watch the master's proxy, so the master address they
 //!   give rlock is the proxy's (the replica replicates through it too).
 //! - [`Deployment::Cluster`]: three masters, each behind its proxy; the nodes announce their own
-//!   addresses, and rlock maps them to the proxies with [`rlock::Config::nat_map`], so redirects go
+//!   addresses, and rlock maps them to the proxies with [`rlock_redisson::Config::nat_map`], so redirects go
 //!   through the proxies as well.
 //!
 //! Inspection goes around the proxies: [`Proxied::master_of`] is the real server.
@@ -102,15 +102,15 @@ impl Proxied {
     }
 
     /// An rlock configuration that reaches every node through its proxy.
-    pub fn config(&self) -> rlock::Config {
+    pub fn config(&self) -> rlock_redisson::Config {
         let proxy = &self.proxies[0].1;
         match &self.servers {
-            Servers::Single(_) => rlock::Config::new(proxy.url()),
-            Servers::MasterReplica { .. } => rlock::Config::master_replica(proxy.url()),
+            Servers::Single(_) => rlock_redisson::Config::new(proxy.url()),
+            Servers::MasterReplica { .. } => rlock_redisson::Config::master_replica(proxy.url()),
             Servers::Sentinel(setup) => setup.config(),
             Servers::Cluster(_) => {
                 let mut config =
-                    rlock::Config::cluster(self.proxies.iter().map(|(_, proxy)| proxy.url()));
+                    rlock_redisson::Config::cluster(self.proxies.iter().map(|(_, proxy)| proxy.url()));
                 config.nat_map = self
                     .proxies
                     .iter()

@@ -149,8 +149,8 @@ impl Cluster {
     }
 
     /// An rlock configuration for this cluster.
-    pub fn config(&self) -> rlock::Config {
-        rlock::Config::cluster(self.seeds())
+    pub fn config(&self) -> rlock_redisson::Config {
+        rlock_redisson::Config::cluster(self.seeds())
     }
 
     /// The master that owns `key`'s slot.
@@ -347,8 +347,8 @@ impl SentinelSetup {
     }
 
     /// An rlock configuration that finds the master through the sentinels.
-    pub fn config(&self) -> rlock::Config {
-        rlock::Config::sentinel(Self::MASTER_NAME, self.sentinel_urls())
+    pub fn config(&self) -> rlock_redisson::Config {
+        rlock_redisson::Config::sentinel(Self::MASTER_NAME, self.sentinel_urls())
     }
 
     /// The port of the master the first reachable sentinel names now.

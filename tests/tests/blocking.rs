@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use rlock::{Error, Owner, blocking};
+use rlock_redisson::{Error, Owner, blocking};
 use rlock_tests::RedisServer;
 
 #[test]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{Error, Owner};
+use rlock_redisson::{Error, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client, eventually, fast_timeouts, pause_clients, raw};
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rlock::{Error, Owner};
+use rlock_redisson::{Error, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, eventually, raw};
 use rlock_tests::history::fleet::Kind;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rlock::kind::LockKind;
-use rlock::{Config, Lock};
+use rlock_redisson::kind::LockKind;
+use rlock_redisson::{Config, Lock};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::client_with;
 use rlock_tests::history::fleet::Kind;
@@ -116,7 +116,7 @@ async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock(kind:
     let proxy = Proxy::start(server.port()).await;
     let mut config = Config::new(proxy.url());
     fast(&mut config);
-    let holder = rlock::Client::with_config(config)
+    let holder = rlock_redisson::Client::with_config(config)
         .await
         .expect("holder connects through the proxy");
     let other = client_with(&server, fast).await;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{Owner, SpinBackoff};
+use rlock_redisson::{Owner, SpinBackoff};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{self, command_calls};
 

@@ -1,5 +1,5 @@
 //! Bad input, property-tested: odd names, odd durations, foreign values at the lock key and garbage
-//! on the lock channel. Every call must end in a value or a typed [`rlock::Error`], nothing may panic
+//! on the lock channel. Every call must end in a value or a typed [`rlock_redisson::Error`], nothing may panic
 //! (not even in rlock's background tasks), and a failed call must leave Redis exactly as it was
 //! (compared by a snapshot of every key's `TYPE`, `DUMP` and `PEXPIRETIME`).
 //!
@@ -13,7 +13,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use redis::aio::MultiplexedConnection;
-use rlock::{Error, Owner, RemainingTtl};
+use rlock_redisson::{Error, Owner, RemainingTtl};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, eventually, raw};
 
@@ -26,7 +26,7 @@ struct Env {
     thread_name: &'static str,
     runtime: tokio::runtime::Runtime,
     server: RedisServer,
-    client: rlock::Client,
+    client: rlock_redisson::Client,
     redis: MultiplexedConnection,
 }
 
@@ -309,13 +309,13 @@ fn any_wait_on_a_held_lock_ends_in_time_and_any_config_is_checked() {
                 "a failed wait changes nothing"
             );
 
-            let mut config = rlock::Config::new(env.server.url());
+            let mut config = rlock_redisson::Config::new(env.server.url());
             config.watchdog_timeout = watchdog;
             config.command_timeout = timeout;
             let valid = watchdog >= Duration::from_millis(30)
                 && valid_lease(watchdog)
                 && !timeout.is_zero();
-            match rlock::Client::with_config(config).await {
+            match rlock_redisson::Client::with_config(config).await {
                 Err(Error::InvalidArgument(_)) => {
                     assert!(!valid, "{watchdog:?}/{timeout:?} rejected")
                 }
@@ -428,9 +428,9 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 }
 
 /// Runs `op` and describes the outcome; `Err` only for errors.
-async fn run(lock: &rlock::Lock, owner: Owner, op: Op) -> Result<String, Error> {
+async fn run(lock: &rlock_redisson::Lock, owner: Owner, op: Op) -> Result<String, Error> {
     let short = Duration::from_millis(20);
-    let acquired = |guard: Option<rlock::LockGuard>| format!("acquired: {}", guard.is_some());
+    let acquired = |guard: Option<rlock_redisson::LockGuard>| format!("acquired: {}", guard.is_some());
     Ok(match op {
         // `lock()` waits forever for a foreign hold: it is only called on non-hash values.
         Op::Lock => acquired(Some(lock.lock().await?)),

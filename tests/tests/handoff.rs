@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use rlock::{Client, Guard};
+use rlock_redisson::{Client, Guard};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client, client_with, command_calls, eventually, raw};
 use tokio::sync::oneshot;
@@ -47,14 +47,14 @@ struct Holder<T: std::fmt::Debug + Send + 'static> {
 }
 
 /// `lock.lock()`, owning the lock handle (for a task of its own).
-async fn locking<K: rlock::kind::LockKind>(lock: rlock::Lock<K>) -> rlock::Result<Guard<K::Token>> {
+async fn locking<K: rlock_redisson::kind::LockKind>(lock: rlock_redisson::Lock<K>) -> rlock_redisson::Result<Guard<K::Token>> {
     lock.lock().await
 }
 
 fn spawn_holder<T, F>(take: F) -> Holder<T>
 where
     T: std::fmt::Debug + Send + Clone + 'static,
-    F: Future<Output = rlock::Result<Guard<T>>> + Send + 'static,
+    F: Future<Output = rlock_redisson::Result<Guard<T>>> + Send + 'static,
 {
     let (acquired_tx, acquired) = oneshot::channel();
     let (release, release_rx) = oneshot::channel();
@@ -354,7 +354,7 @@ async fn a_holder_whose_fixed_lease_ran_out_does_not_hold_up_local_waiters() {
     assert!(expired.is_lease_lost());
     assert!(matches!(
         expired.unlock().await,
-        Err(rlock::Error::LeaseLost { .. })
+        Err(rlock_redisson::Error::LeaseLost { .. })
     ));
     next.guard().await.unlock().await.expect("unlocks");
 }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::kind::LockKind;
-use rlock::{Error, Lock, Owner};
+use rlock_redisson::kind::LockKind;
+use rlock_redisson::{Error, Lock, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{eventually, fast_timeouts, pause_clients, raw};
 

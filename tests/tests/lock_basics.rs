@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{Error, Owner, RemainingTtl};
+use rlock_redisson::{Error, Owner, RemainingTtl};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client, raw};
 
@@ -273,13 +273,13 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
         .expect("free");
     guard.unlock().await.expect("unlock");
 
-    let mut config = rlock::Config::new(server.url());
+    let mut config = rlock_redisson::Config::new(server.url());
     config.watchdog_timeout = Duration::ZERO;
     assert!(matches!(
-        rlock::Client::with_config(config).await,
+        rlock_redisson::Client::with_config(config).await,
         Err(Error::InvalidArgument(_))
     ));
-    assert!(rlock::Client::connect("not a url").await.is_err());
+    assert!(rlock_redisson::Client::connect("not a url").await.is_err());
 
     // The unlock above deletes its latch in the background: wait for that, then nothing is left.
     client.close().await;

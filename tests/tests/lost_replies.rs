@@ -22,8 +22,8 @@ use std::pin::{Pin, pin};
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::kind::LockKind;
-use rlock::{Client, Error, Guard, Lock, Owner};
+use rlock_redisson::kind::LockKind;
+use rlock_redisson::{Client, Error, Guard, Lock, Owner};
 use rlock_tests::harness::eventually;
 use rlock_tests::history::monitor::{FENCED_HAND_OFF, LOCK_HAND_OFF, WRITE_HAND_OFF};
 use rlock_tests::history::{local_hand_offs, script_sha1};
@@ -40,7 +40,7 @@ struct Ctx {
 /// The client's settings: prompt retries, so a re-sent unlock does not wait a second; and a local
 /// hand-off streak that may last a minute (default 10 ms), so that whether a release hands off
 /// does not depend on how fast this machine runs the test.
-fn quick(config: &mut rlock::Config) {
+fn quick(config: &mut rlock_redisson::Config) {
     config.command_timeout = Duration::from_millis(1000);
     config.replicas_sync_timeout = Duration::from_millis(300);
     config.retry_delay = Duration::from_millis(50);
@@ -57,7 +57,7 @@ impl Ctx {
         Self { proxied, client }
     }
 
-    async fn client_of(proxied: &Proxied, tweak: impl FnOnce(&mut rlock::Config)) -> Client {
+    async fn client_of(proxied: &Proxied, tweak: impl FnOnce(&mut rlock_redisson::Config)) -> Client {
         let mut config = proxied.config();
         quick(&mut config);
         tweak(&mut config);
@@ -170,7 +170,7 @@ impl Armed<'_> {
 }
 
 /// An error that says the outcome was reconciled by rlock: the call failed and left nothing behind.
-fn reconciled<T: std::fmt::Debug>(result: rlock::Result<T>, what: &str) {
+fn reconciled<T: std::fmt::Debug>(result: rlock_redisson::Result<T>, what: &str) {
     match result {
         Err(Error::Timeout { .. } | Error::Backend { .. }) => {}
         other => panic!("{what}: expected a reconciled failure, got {other:?}"),
@@ -178,7 +178,7 @@ fn reconciled<T: std::fmt::Debug>(result: rlock::Result<T>, what: &str) {
 }
 
 /// The error of a counter whose lost reply nothing can reconcile.
-fn outcome_unknown<T: std::fmt::Debug>(result: rlock::Result<T>, what: &str) {
+fn outcome_unknown<T: std::fmt::Debug>(result: rlock_redisson::Result<T>, what: &str) {
     match result {
         Err(Error::OutcomeUnknown { .. }) => {}
         other => panic!("{what}: expected OutcomeUnknown, got {other:?}"),

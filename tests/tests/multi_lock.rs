@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{AnyLock, MultiLock, Owner, RedLock};
+use rlock_redisson::{AnyLock, MultiLock, Owner, RedLock};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
 use tokio::time::Instant;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{Owner, blocking};
+use rlock_redisson::{Owner, blocking};
 use rlock_tests::redisson::{JavaClient, RedissonVersion};
 use rlock_tests::{RedisServer, harness};
 
@@ -69,7 +69,7 @@ async fn outside_a_scope_every_acquisition_is_a_new_owner() {
     );
     assert!(matches!(
         lock.hold_count().await,
-        Err(rlock::Error::InvalidArgument(_))
+        Err(rlock_redisson::Error::InvalidArgument(_))
     ));
     assert_eq!(
         lock.hold_count_of(guard.owner())

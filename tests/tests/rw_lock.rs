@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{Error, Owner};
+use rlock_redisson::{Error, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{self, eventually};
 

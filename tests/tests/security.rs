@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 use std::time::Duration;
 
-use rlock::{Client, Config, Error};
+use rlock_redisson::{Client, Config, Error};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{acquired_after, spawn_waiter};
 use tokio::time::Instant;

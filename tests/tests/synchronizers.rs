@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{Error, PermitId};
+use rlock_redisson::{Error, PermitId};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{self, command_calls};
 use tokio::time::Instant;
@@ -220,7 +220,7 @@ async fn a_lost_semaphore_reply_is_an_outcome_unknown_error_never_a_resend() {
         matches!(
             outcome,
             Err(Error::OutcomeUnknown {
-                operation: rlock::Operation::Acquire,
+                operation: rlock_redisson::Operation::Acquire,
                 ..
             })
         ),

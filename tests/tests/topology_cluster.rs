@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use redis::Commands;
-use rlock::{Client, ShardedPubSub};
+use rlock_redisson::{Client, ShardedPubSub};
 use rlock_tests::harness::{acquired_after, eventually, spawn_waiter};
 use rlock_tests::topology::{Cluster, connect};
 use tokio::time::Instant;
@@ -36,7 +36,7 @@ fn shard_subscribers(cluster: &Cluster, channel: &str) -> i64 {
     counts.first().map_or(0, |(_, n)| *n)
 }
 
-async fn cluster_client(cluster: &Cluster, tweak: impl FnOnce(&mut rlock::Config)) -> Client {
+async fn cluster_client(cluster: &Cluster, tweak: impl FnOnce(&mut rlock_redisson::Config)) -> Client {
     let mut config = cluster.config();
     tweak(&mut config);
     Client::with_config(config).await.expect("cluster client")
@@ -113,7 +113,7 @@ async fn cluster_locks_wake_over_sharded_pubsub() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_pubsub_off_uses_classic_publish() {
     let cluster = Cluster::start(3, 0);
-    let off = |config: &mut rlock::Config| config.sharded_pubsub = ShardedPubSub::Off;
+    let off = |config: &mut rlock_redisson::Config| config.sharded_pubsub = ShardedPubSub::Off;
     let holder = cluster_client(&cluster, off).await;
     let waiter = cluster_client(&cluster, off).await;
     assert!(!holder.sharded_pubsub());
@@ -240,7 +240,7 @@ async fn cluster_lock_writes_wait_for_replicas_and_roll_back_without_them() {
     assert!(
         matches!(
             outcome,
-            Err(rlock::Error::NoSyncedReplicas { replicas: 1, .. })
+            Err(rlock_redisson::Error::NoSyncedReplicas { replicas: 1, .. })
         ),
         "{outcome:?}"
     );

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::Commands;
-use rlock::{Client, Config, Error};
+use rlock_redisson::{Client, Config, Error};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::eventually;
 use rlock_tests::topology::{SentinelSetup, connect};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::Client;
+use rlock_redisson::Client;
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{
     acquired_after, client, client_with, evalsha_calls, eventually, lock_channel_subscribers,

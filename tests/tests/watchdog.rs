@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::{Error, Owner};
+use rlock_redisson::{Error, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, evalsha_calls, raw};
 use tokio::time::Instant;
 
 const WATCHDOG: Duration = Duration::from_millis(600);
 
-async fn short_watchdog(server: &RedisServer) -> rlock::Client {
+async fn short_watchdog(server: &RedisServer) -> rlock_redisson::Client {
     client_with(server, |config| {
         config.watchdog_timeout = WATCHDOG;
         config.command_timeout = Duration::from_millis(150);

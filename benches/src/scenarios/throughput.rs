@@ -31,7 +31,7 @@ pub(crate) struct Measured {
 }
 
 pub(crate) async fn run(url: &str, params: Params) -> Result<Vec<Measured>> {
-    let connections = rlock::Config::new(url).pool_size;
+    let connections = rlock_redisson::Config::new(url).pool_size;
     let contenders: Vec<(Kind, Arc<dyn Cycle>)> = vec![
         (Kind::Rlock, Arc::new(Rlock::connect(url).await?)),
         (

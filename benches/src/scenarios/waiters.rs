@@ -86,7 +86,7 @@ struct ReadMemory;
 
 pub(crate) async fn run(url: &str, probe: &mut Probe, params: Params) -> Result<Measured> {
     let prefix = format!("bench:waiters:{}", uuid::Uuid::new_v4().simple());
-    let holder = rlock::Client::connect(url).await?;
+    let holder = rlock_redisson::Client::connect(url).await?;
     let mut holds = Vec::with_capacity(params.names);
     for name in 0..params.names {
         holds.push(holder.lock(format!("{prefix}:{name}")).lock().await?);
@@ -116,7 +116,7 @@ pub(crate) async fn run(url: &str, probe: &mut Probe, params: Params) -> Result<
     };
 
     let released_ns = epoch_ns();
-    try_join_all(holds.into_iter().map(rlock::LockGuard::unlock)).await?;
+    try_join_all(holds.into_iter().map(rlock_redisson::LockGuard::unlock)).await?;
     let FromWorker::Done {
         acquired,
         last_acquired_ns,
@@ -178,7 +178,7 @@ async fn settle(
 
 /// The worker process: `waiters` tasks, each acquiring its name once and unlocking at once.
 pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
-    let client = rlock::Client::connect(&task.url).await?;
+    let client = rlock_redisson::Client::connect(&task.url).await?;
     let lock_future_bytes = std::mem::size_of_val(&client.lock("unused").lock());
     let mut task_future_bytes = 0;
     let waiters: Vec<_> = (0..task.waiters)
@@ -214,7 +214,7 @@ pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
 }
 
 /// One waiter: acquires once, notes when, unlocks at once.
-async fn waiter(lock: rlock::Lock) -> Result<i64> {
+async fn waiter(lock: rlock_redisson::Lock) -> Result<i64> {
     let guard = lock.lock().await?;
     let acquired_ns = epoch_ns();
     guard.unlock().await?;

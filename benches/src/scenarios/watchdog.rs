@@ -49,7 +49,7 @@ impl Params {
     /// The goal: one script per `watchdog_batch_size` (100) locks.
     pub(crate) fn target_scripts_per_period(self) -> usize {
         self.locks
-            .div_ceil(rlock::Config::new("redis://unused/").watchdog_batch_size)
+            .div_ceil(rlock_redisson::Config::new("redis://unused/").watchdog_batch_size)
     }
 }
 
@@ -231,18 +231,18 @@ fn rounds(samples: &[(Instant, CommandStats)], quiet: Duration) -> Vec<Round> {
 /// The worker process: holds the locks for the window and measures its CPU time.
 pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
     let params = task.params;
-    let mut config = rlock::Config::new(task.url);
+    let mut config = rlock_redisson::Config::new(task.url);
     config.watchdog_timeout = Duration::from_millis(params.watchdog_timeout_ms);
-    let client = rlock::Client::with_config(config).await?;
+    let client = rlock_redisson::Client::with_config(config).await?;
     let prefix = format!("bench:watchdog:{}", uuid::Uuid::new_v4().simple());
     let names: Vec<String> = (0..params.locks).map(|i| format!("{prefix}:{i}")).collect();
 
     let start = Instant::now();
-    let locks: Vec<rlock::Lock> = names
+    let locks: Vec<rlock_redisson::Lock> = names
         .iter()
         .map(|name| client.lock(name.as_str()))
         .collect();
-    let guards: Vec<rlock::LockGuard> = futures::stream::iter(locks)
+    let guards: Vec<rlock_redisson::LockGuard> = futures::stream::iter(locks)
         .map(|lock| async move { lock.lock().await })
         .buffer_unordered(IN_FLIGHT)
         .try_collect()
@@ -264,7 +264,7 @@ pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
         .step_by(names.len().div_ceil(PTTL_SAMPLE).max(1))
     {
         min_pttl = min_pttl.min(match client.lock(name.as_str()).remaining_ttl().await? {
-            rlock::RemainingTtl::Expires(ttl) => ttl,
+            rlock_redisson::RemainingTtl::Expires(ttl) => ttl,
             _ => Duration::ZERO,
         });
     }

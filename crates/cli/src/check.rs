@@ -7,8 +7,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use rlock::kind::LockKind;
-use rlock::{Client, Lock};
+use rlock_redisson::kind::LockKind;
+use rlock_redisson::{Client, Lock};
 use serde::Serialize;
 use tokio::task::JoinSet;
 

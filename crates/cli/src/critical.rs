@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use rlock::Client;
+use rlock_redisson::Client;
 
 /// The counter key of lock `name`.
 pub(crate) fn counter_key(name: &str) -> String {
@@ -14,7 +14,7 @@ pub(crate) fn counter_key(name: &str) -> String {
 
 /// Reads the counter, optionally sleeps, and writes it back plus one. Two of these overlapping lose an
 /// increment, which is how a broken lock shows.
-pub(crate) async fn increment(client: &Client, counter: &str, hold: Duration) -> rlock::Result<()> {
+pub(crate) async fn increment(client: &Client, counter: &str, hold: Duration) -> rlock_redisson::Result<()> {
     let value = read(client, counter).await?;
     if !hold.is_zero() {
         tokio::time::sleep(hold).await;
@@ -25,13 +25,13 @@ pub(crate) async fn increment(client: &Client, counter: &str, hold: Duration) ->
 }
 
 /// The counter's value; 0 when unset.
-pub(crate) async fn read(client: &Client, counter: &str) -> rlock::Result<u64> {
+pub(crate) async fn read(client: &Client, counter: &str) -> rlock_redisson::Result<u64> {
     let value: Option<u64> = client.query(redis::cmd("GET").arg(counter)).await?;
     Ok(value.unwrap_or(0))
 }
 
 /// Deletes the counters, one by one: in a cluster they may live on different nodes.
-pub(crate) async fn reset(client: &Client, counters: &[String]) -> rlock::Result<()> {
+pub(crate) async fn reset(client: &Client, counters: &[String]) -> rlock_redisson::Result<()> {
     for counter in counters {
         client.query::<()>(redis::cmd("DEL").arg(counter)).await?;
     }

@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use rlock::Lock;
-use rlock::kind::LockKind;
+use rlock_redisson::Lock;
+use rlock_redisson::kind::LockKind;
 use serde::Serialize;
 
 use crate::kinds::{Kind, OnLock, Token};
@@ -36,9 +36,9 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
 struct ForceUnlock;
 
 impl OnLock for ForceUnlock {
-    type Output = rlock::Result<bool>;
+    type Output = rlock_redisson::Result<bool>;
 
-    async fn on<K: LockKind>(self, lock: Lock<K>) -> rlock::Result<bool>
+    async fn on<K: LockKind>(self, lock: Lock<K>) -> rlock_redisson::Result<bool>
     where
         K::Token: Token,
     {

@@ -13,7 +13,7 @@
 
 use std::process::ExitCode;
 
-use rlock::{Client, RemainingTtl};
+use rlock_redisson::{Client, RemainingTtl};
 use serde::Serialize;
 
 use crate::kinds::Object;
@@ -84,8 +84,8 @@ struct Holder {
     count: u64,
 }
 
-impl From<rlock::Holder> for Holder {
-    fn from(holder: rlock::Holder) -> Self {
+impl From<rlock_redisson::Holder> for Holder {
+    fn from(holder: rlock_redisson::Holder) -> Self {
         Self {
             node: holder.node,
             owner: holder.owner,

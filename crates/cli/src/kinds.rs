@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 
 use clap::ValueEnum;
 use clap::builder::PossibleValue;
-use rlock::kind::LockKind;
-use rlock::{Client, Lock};
+use rlock_redisson::kind::LockKind;
+use rlock_redisson::{Client, Lock};
 
 /// A lock kind, as named on the command line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rlock::Lock;
-use rlock::kind::LockKind;
+use rlock_redisson::Lock;
+use rlock_redisson::kind::LockKind;
 use serde::Serialize;
 
 use crate::kinds::{Kind, OnLock, Token};
@@ -62,7 +62,7 @@ impl OnLock for Hold<'_> {
 
 /// Holds `guard` for `hold_ms`, then releases it, reporting how it ended.
 async fn hold_lock<T: std::fmt::Debug + Send + 'static>(
-    guard: rlock::Guard<T>,
+    guard: rlock_redisson::Guard<T>,
     hold_ms: u64,
 ) -> Result<ExitCode> {
     // Ctrl-C ends the hold early but still releases it, rather than leaving it to expire.
@@ -83,7 +83,7 @@ async fn hold_lock<T: std::fmt::Debug + Send + 'static>(
             Ok(finished)
         }
         // Lost between the last renewal check and the unlock (e.g. force-unlocked meanwhile).
-        Err(rlock::Error::LeaseLost { .. }) => {
+        Err(rlock_redisson::Error::LeaseLost { .. }) => {
             output::event("lease_lost", ())?;
             Ok(ExitCode::FAILURE)
         }

@@ -120,10 +120,10 @@ async fn wait_ready(child: &mut Child, port: u16, dir: &Path) -> Result<Option<S
 
 /// Whether the server at `url` answers and is process `pid`, not one that took the port first.
 async fn is_ours(url: &str, pid: u32) -> Result<bool> {
-    let mut config = rlock::Config::new(url);
+    let mut config = rlock_redisson::Config::new(url);
     config.connect_timeout = PROBE_TIMEOUT;
     config.command_timeout = PROBE_TIMEOUT;
-    let client = rlock::Client::with_config(config).await?;
+    let client = rlock_redisson::Client::with_config(config).await?;
     let info: String = client.query(redis::cmd("INFO").arg("server")).await?;
     Ok(info
         .lines()

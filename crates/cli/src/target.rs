@@ -57,7 +57,7 @@ impl Target {
     }
 
     /// The rlock configuration of these options.
-    pub(crate) fn config(&self) -> Result<rlock::Config> {
+    pub(crate) fn config(&self) -> Result<rlock_redisson::Config> {
         let urls = self.urls();
         if urls.is_empty() {
             return Err(format!("no Redis URL: pass --url or set {URL_ENV}").into());
@@ -69,8 +69,8 @@ impl Target {
     }
 
     /// An rlock client of [`Target::config`].
-    pub(crate) async fn client(&self) -> Result<rlock::Client> {
-        Ok(rlock::Client::with_config(self.config()?).await?)
+    pub(crate) async fn client(&self) -> Result<rlock_redisson::Client> {
+        Ok(rlock_redisson::Client::with_config(self.config()?).await?)
     }
 
     /// These options again, for a child process of this binary (the URLs, which may hold passwords,
@@ -90,7 +90,7 @@ impl Target {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use rlock::{ShardedPubSub, Topology};
+    use rlock_redisson::{ShardedPubSub, Topology};
 
     use super::*;
 

@@ -53,7 +53,7 @@ enum ShardedPubSub {
     Off,
 }
 
-impl From<ShardedPubSub> for rlock::ShardedPubSub {
+impl From<ShardedPubSub> for rlock_redisson::ShardedPubSub {
     fn from(mode: ShardedPubSub) -> Self {
         match mode {
             ShardedPubSub::Auto => Self::Auto,
@@ -78,7 +78,7 @@ impl Topology {
     }
 
     /// The configuration of the deployment at `urls` (at least one).
-    pub(crate) fn config(&self, urls: &[String]) -> Result<rlock::Config> {
+    pub(crate) fn config(&self, urls: &[String]) -> Result<rlock_redisson::Config> {
         self.check()?;
         let mut config = self.deployment(urls)?;
         if let Some(mode) = self.sharded_pubsub {
@@ -114,13 +114,13 @@ impl Topology {
     }
 
     /// The configuration of the topology alone.
-    fn deployment(&self, urls: &[String]) -> Result<rlock::Config> {
+    fn deployment(&self, urls: &[String]) -> Result<rlock_redisson::Config> {
         if self.cluster {
-            return Ok(rlock::Config::cluster(urls));
+            return Ok(rlock_redisson::Config::cluster(urls));
         }
         if let Some(master_name) = &self.sentinel_master {
-            let mut config = rlock::Config::sentinel(master_name, urls);
-            config.topology = rlock::Topology::Sentinel {
+            let mut config = rlock_redisson::Config::sentinel(master_name, urls);
+            config.topology = rlock_redisson::Topology::Sentinel {
                 master_name: master_name.clone(),
                 username: self.sentinel_user.clone(),
                 password: self.sentinel_password.clone(),
@@ -131,9 +131,9 @@ impl Topology {
             return Err("several URLs need --cluster or --sentinel-master".into());
         };
         Ok(if self.master_replica {
-            rlock::Config::master_replica(url)
+            rlock_redisson::Config::master_replica(url)
         } else {
-            rlock::Config::new(url)
+            rlock_redisson::Config::new(url)
         })
     }
 

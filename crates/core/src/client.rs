@@ -28,9 +28,9 @@ use crate::spin_lock::{Spin, SpinBackoff, SpinLock};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-/// let client = rlock::Client::connect(&url).await?;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let lock = client.lock("doc:client:example");
 /// let guard = lock.lock().await?;
 /// // ... the critical section ...
@@ -171,9 +171,9 @@ impl Client {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> rlock::Result<()> {
+    /// # async fn main() -> rlock_redisson::Result<()> {
     /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-    /// let client = rlock::Client::connect(&url).await?;
+    /// let client = rlock_redisson::Client::connect(&url).await?;
     /// let pong: String = client.query(&redis::cmd("PING")).await?;
     /// assert_eq!(pong, "PONG");
     /// # Ok(())

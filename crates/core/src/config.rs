@@ -55,7 +55,7 @@ pub enum ShardedPubSub {
 /// ```
 /// use std::time::Duration;
 ///
-/// let mut config = rlock::Config::new("redis://127.0.0.1:6379/");
+/// let mut config = rlock_redisson::Config::new("redis://127.0.0.1:6379/");
 /// config.watchdog_timeout = Duration::from_secs(15);
 /// config.pool_size = 32;
 /// assert_eq!(config.renewal_interval(), Duration::from_secs(5));
@@ -168,8 +168,8 @@ impl Config {
     /// A Redis Cluster reached through `seeds` (at least one).
     ///
     /// ```
-    /// let config = rlock::Config::cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]);
-    /// assert_eq!(config.topology, rlock::Topology::Cluster);
+    /// let config = rlock_redisson::Config::cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]);
+    /// assert_eq!(config.topology, rlock_redisson::Topology::Cluster);
     /// ```
     pub fn cluster<I: IntoIterator<Item = S>, S: Into<String>>(seeds: I) -> Self {
         let mut seeds = seeds.into_iter().map(Into::into);

@@ -47,10 +47,10 @@ const CLOSE: &str = "1";
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
 /// use std::time::Duration;
-/// let client = rlock::Client::connect(&url).await?;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let shards_done = client.count_down_latch("doc:latch:nightly-batch");
 /// # shards_done.delete().await?;
 /// assert!(shards_done.try_set_count(2).await?);

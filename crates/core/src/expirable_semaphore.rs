@@ -111,10 +111,10 @@ impl FromStr for PermitId {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
 /// use std::time::Duration;
-/// let client = rlock::Client::connect(&url).await?;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let slots = client.permit_expirable_semaphore("doc:expirable:render-slots");
 /// # slots.delete().await?;
 /// slots.try_set_permits(2).await?;

@@ -193,10 +193,10 @@ impl Kind for Fair {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
 /// use std::time::Duration;
-/// let client = rlock::Client::connect(&url).await?;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let lock = client.fair_lock("doc:fair:example");
 /// let guard = lock.lock().await?;
 /// // A waiter that gives up leaves the queue again.

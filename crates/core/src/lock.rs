@@ -76,10 +76,10 @@ pub type LockGuard = Guard<()>;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
 /// use std::time::Duration;
-/// let client = rlock::Client::connect(&url).await?;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let lock = client.lock("doc:lock:example");
 ///
 /// let guard = lock.lock().await?;
@@ -145,10 +145,10 @@ impl<K: LockKind> Lock<K> {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> rlock::Result<()> {
+    /// # async fn main() -> rlock_redisson::Result<()> {
     /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-    /// # let client = rlock::Client::connect(&url).await?;
-    /// let owner = rlock::Owner::new();
+    /// # let client = rlock_redisson::Client::connect(&url).await?;
+    /// let owner = rlock_redisson::Owner::new();
     /// let lock = client.lock("doc:lock:reentrant").with_owner(owner);
     /// let outer = lock.lock().await?;
     /// let inner = lock.lock().await?; // re-enters

@@ -180,11 +180,11 @@ impl Quorum {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
 /// use std::time::Duration;
-/// use rlock::MultiLock;
-/// let client = rlock::Client::connect(&url).await?;
+/// use rlock_redisson::MultiLock;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let transfer = MultiLock::new([
 ///     client.lock("doc:multi:account:1"),
 ///     client.lock("doc:multi:account:2"),

@@ -42,7 +42,7 @@ tokio::task_local! {
 /// # Examples
 ///
 /// ```
-/// use rlock::Owner;
+/// use rlock_redisson::Owner;
 ///
 /// let a = Owner::new();
 /// let b = Owner::new();
@@ -74,7 +74,7 @@ impl Owner {
     /// other thread's. The blocking API uses it, as Java uses the thread id.
     ///
     /// ```
-    /// use rlock::Owner;
+    /// use rlock_redisson::Owner;
     ///
     /// let here = Owner::thread();
     /// assert_eq!(here, Owner::thread());
@@ -90,7 +90,7 @@ impl Owner {
     /// `None`: async code outside a scope gets a fresh owner per acquisition.
     ///
     /// ```
-    /// use rlock::Owner;
+    /// use rlock_redisson::Owner;
     ///
     /// assert_eq!(Owner::current(), Some(Owner::thread()));
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -117,10 +117,10 @@ impl Owner {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> rlock::Result<()> {
+    /// # async fn main() -> rlock_redisson::Result<()> {
     /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-    /// # let client = rlock::Client::connect(&url).await?;
-    /// use rlock::Owner;
+    /// # let client = rlock_redisson::Client::connect(&url).await?;
+    /// use rlock_redisson::Owner;
     ///
     /// let lock = client.lock("doc:owner:scope");
     /// Owner::scope(Owner::new(), async {

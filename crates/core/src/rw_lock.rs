@@ -298,9 +298,9 @@ pub type WriteLock = Lock<Write>;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-/// let client = rlock::Client::connect(&url).await?;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let rw = client.read_write_lock("doc:rw:example");
 /// let a = rw.read().lock().await?;
 /// let b = rw.read().lock().await?; // readers share

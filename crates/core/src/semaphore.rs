@@ -54,9 +54,9 @@ static DRAIN: LazyLock<Script> = lua!("semaphore_drain.lua");
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-/// let client = rlock::Client::connect(&url).await?;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let partner_api = client.semaphore("doc:semaphore:partner-api");
 /// # partner_api.delete().await?;
 /// partner_api.try_set_permits(3).await?; // at most 3 calls at once, fleet-wide

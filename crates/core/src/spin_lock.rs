@@ -56,10 +56,10 @@ impl Default for SpinBackoff {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
 /// use std::time::Duration;
-/// let client = rlock::Client::connect(&url).await?;
+/// let client = rlock_redisson::Client::connect(&url).await?;
 /// let lock = client.spin_lock("doc:spin:example");
 /// let guard = lock.lock().await?;
 /// assert!(lock.try_lock_for(Duration::from_millis(20)).await?.is_none());

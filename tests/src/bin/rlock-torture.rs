@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use redis::aio::MultiplexedConnection;
-use rlock::kind::{self, LockKind};
-use rlock::{Client, Config, Error, Guard, Lock, Owner};
+use rlock_redisson::kind::{self, LockKind};
+use rlock_redisson::{Client, Config, Error, Guard, Lock, Owner};
 use rlock_tests::history::fleet::Kind;
 use rlock_tests::history::{Event, LogWriter, Mode, Summary, error_kind, now_ns};
 use tokio::sync::Mutex;

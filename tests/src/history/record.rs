@@ -277,16 +277,16 @@ impl FaultKind {
 }
 
 /// The kind of an rlock error, for counting: `timeout`, `backend`, `wrong_type`...
-pub fn error_kind(error: &rlock::Error) -> &'static str {
+pub fn error_kind(error: &rlock_redisson::Error) -> &'static str {
     match error {
-        rlock::Error::NotOwner { .. } => "not_owner",
-        rlock::Error::Timeout { .. } => "timeout",
-        rlock::Error::LeaseLost { .. } => "lease_lost",
-        rlock::Error::InvalidArgument(_) => "invalid_argument",
-        rlock::Error::WrongType { .. } => "wrong_type",
-        rlock::Error::UnexpectedReply { .. } => "unexpected_reply",
-        rlock::Error::Backend { .. } => "backend",
-        rlock::Error::Closed => "closed",
+        rlock_redisson::Error::NotOwner { .. } => "not_owner",
+        rlock_redisson::Error::Timeout { .. } => "timeout",
+        rlock_redisson::Error::LeaseLost { .. } => "lease_lost",
+        rlock_redisson::Error::InvalidArgument(_) => "invalid_argument",
+        rlock_redisson::Error::WrongType { .. } => "wrong_type",
+        rlock_redisson::Error::UnexpectedReply { .. } => "unexpected_reply",
+        rlock_redisson::Error::Backend { .. } => "backend",
+        rlock_redisson::Error::Closed => "closed",
         _ => "other",
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use rlock::ShardedPubSub;
+use rlock_redisson::ShardedPubSub;
 use rlock_tests::redisson::{RedissonVersion, lock_channel};
 use rlock_tests::topology::Cluster;
 use tokio::time::Instant;

@@ -259,7 +259,7 @@ const EXPIRED: &[u8; 16] = b"expired-permit!!";
 
 /// The raw bytes of a hex permit id.
 fn id_bytes(hex: &str) -> Vec<u8> {
-    hex.parse::<rlock::PermitId>()
+    hex.parse::<rlock_redisson::PermitId>()
         .expect("a hex permit id")
         .as_bytes()
         .to_vec()

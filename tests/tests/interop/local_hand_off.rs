@@ -100,7 +100,7 @@ fn step(script: &[String]) -> Step {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rlock_streaks_are_bounded_and_a_java_waiter_gets_its_turn() {
     let server = RedisServer::start();
-    let defaults = rlock::Config::new(server.url());
+    let defaults = rlock_redisson::Config::new(server.url());
     let (limit, window) = (defaults.local_handoff_limit, defaults.local_handoff_window);
     let rlock = Party::connect(Side::Rlock, &server).await;
     let java = Party::connect(Side::Java, &server).await;

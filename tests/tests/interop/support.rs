@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use rlock::kind::LockKind;
-use rlock::{Owner, ShardedPubSub};
+use rlock_redisson::kind::LockKind;
+use rlock_redisson::{Owner, ShardedPubSub};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
 use rlock_tests::redisson::{
@@ -205,7 +205,7 @@ impl fmt::Display for Kind {
 #[derive(Clone, Debug)]
 pub(crate) enum Party {
     Java(JavaClient),
-    Rlock(rlock::Client),
+    Rlock(rlock_redisson::Client),
 }
 
 impl Party {
@@ -279,7 +279,7 @@ impl Party {
             Side::Rlock => {
                 let mut config = cluster.config();
                 config.sharded_pubsub = sharded;
-                let client = rlock::Client::with_config(config).await;
+                let client = rlock_redisson::Client::with_config(config).await;
                 Self::Rlock(client.expect("rlock cluster client connects"))
             }
         }
@@ -359,12 +359,12 @@ pub(crate) enum JavaObject {
 /// An rlock lock handle, one variant per kind.
 #[derive(Clone, Debug)]
 pub(crate) enum RlockObject {
-    Reentrant(rlock::Lock),
-    Fair(rlock::FairLock),
-    Spin(rlock::SpinLock),
-    Fenced(rlock::FencedLock),
-    Read(rlock::ReadLock),
-    Write(rlock::WriteLock),
+    Reentrant(rlock_redisson::Lock),
+    Fair(rlock_redisson::FairLock),
+    Spin(rlock_redisson::SpinLock),
+    Fenced(rlock_redisson::FencedLock),
+    Read(rlock_redisson::ReadLock),
+    Write(rlock_redisson::WriteLock),
 }
 
 /// `$body` with `$lock` bound to the object inside a [`JavaObject`], whatever its type: the
@@ -381,7 +381,7 @@ macro_rules! java_object {
     };
 }
 
-/// `$body` with `$lock` bound to the `rlock::Lock<K>` inside an [`RlockObject`], whatever its
+/// `$body` with `$lock` bound to the `rlock_redisson::Lock<K>` inside an [`RlockObject`], whatever its
 /// kind.
 macro_rules! rlock_object {
     ($object:expr, $lock:ident => $body:expr) => {
@@ -545,7 +545,7 @@ impl PartyLock {
     }
 }
 
-fn owned<K: LockKind>(lock: &rlock::Lock<K>, thread: ThreadId) -> rlock::Lock<K> {
+fn owned<K: LockKind>(lock: &rlock_redisson::Lock<K>, thread: ThreadId) -> rlock_redisson::Lock<K> {
     lock.clone().with_owner(Owner::from_id(thread))
 }
 
@@ -567,10 +567,10 @@ fn java_unlocked(reply: redis::RedisResult<Option<i64>>) -> Unlocked {
     }
 }
 
-fn rlock_unlocked(result: rlock::Result<()>) -> Unlocked {
+fn rlock_unlocked(result: rlock_redisson::Result<()>) -> Unlocked {
     match result {
         Ok(()) => Unlocked::Released,
-        Err(rlock::Error::NotOwner { .. } | rlock::Error::LeaseLost { .. }) => Unlocked::NotOwner,
+        Err(rlock_redisson::Error::NotOwner { .. } | rlock_redisson::Error::LeaseLost { .. }) => Unlocked::NotOwner,
         Err(e) => panic!("rlock unlock failed: {e}"),
     }
 }
@@ -582,19 +582,19 @@ pub(crate) enum Hold {
     /// A Java thread's hold, through the (Java) lock object that took it.
     Java { lock: PartyLock, thread: ThreadId },
     /// An rlock guard of every kind but the fenced lock.
-    Rlock(rlock::LockGuard),
+    Rlock(rlock_redisson::LockGuard),
     /// An rlock fenced lock's guard.
-    RlockFenced(rlock::FencedGuard),
+    RlockFenced(rlock_redisson::FencedGuard),
 }
 
-impl From<rlock::LockGuard> for Hold {
-    fn from(guard: rlock::LockGuard) -> Self {
+impl From<rlock_redisson::LockGuard> for Hold {
+    fn from(guard: rlock_redisson::LockGuard) -> Self {
         Self::Rlock(guard)
     }
 }
 
-impl From<rlock::FencedGuard> for Hold {
-    fn from(guard: rlock::FencedGuard) -> Self {
+impl From<rlock_redisson::FencedGuard> for Hold {
+    fn from(guard: rlock_redisson::FencedGuard) -> Self {
         Self::RlockFenced(guard)
     }
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock::Owner;
+use rlock_redisson::Owner;
 use rlock_tests::redisson::{JavaClient, RedissonVersion, lock_channel};
 use rlock_tests::{RedisServer, harness};
 use tokio::time::Instant;
@@ -72,7 +72,7 @@ async fn handshake(version: RedissonVersion) {
     assert_eq!(redis.hash(name).await, holds([(java.lock_name(2), 1)]));
     assert!(matches!(
         rlock.unlock(Owner::from_id(2)).await,
-        Err(rlock::Error::NotOwner { .. })
+        Err(rlock_redisson::Error::NotOwner { .. })
     ));
     assert_eq!(jlock.unlock(2).await.expect("java unlock"), Some(1));
     assert_eq!(messages.next(Duration::from_secs(1)).await, unlock_message);

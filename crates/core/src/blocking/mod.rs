@@ -11,7 +11,7 @@
 //!
 //! ```
 //! # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-//! let client = rlock::blocking::Client::connect(&url)?;
+//! let client = rlock_redisson::blocking::Client::connect(&url)?;
 //! let lock = client.lock("doc:blocking:example");
 //! let guard = lock.lock()?;
 //! assert!(lock.is_locked()?);
@@ -19,7 +19,7 @@
 //! assert_eq!(lock.hold_count()?, 2);
 //! nested.unlock()?;
 //! guard.unlock()?;
-//! # Ok::<(), rlock::Error>(())
+//! # Ok::<(), rlock_redisson::Error>(())
 //! ```
 
 use std::fmt;

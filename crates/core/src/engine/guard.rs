@@ -30,9 +30,9 @@ use crate::watchdog::Expiry;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> rlock::Result<()> {
+/// # async fn main() -> rlock_redisson::Result<()> {
 /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-/// # let client = rlock::Client::connect(&url).await?;
+/// # let client = rlock_redisson::Client::connect(&url).await?;
 /// # async fn do_work() {}
 /// let guard = client.lock("doc:guard:example").lock().await?;
 /// tokio::select! {

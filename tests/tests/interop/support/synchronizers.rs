@@ -5,12 +5,12 @@
 //! [`Party::count_down_latch`] a [`PartyLatch`].
 //!
 //! Permit ids travel between the sides as Redisson's API has them: 32 lower-case hex characters
-//! (rlock's [`rlock::PermitId`] prints and parses that form).
+//! (rlock's [`rlock_redisson::PermitId`] prints and parses that form).
 
 use std::fmt;
 use std::time::Duration;
 
-use rlock::PermitId;
+use rlock_redisson::PermitId;
 use rlock_tests::redisson::{JavaCountDownLatch, JavaPermitExpirableSemaphore, JavaSemaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -73,7 +73,7 @@ impl Party {
 #[derive(Clone, Debug)]
 pub(crate) enum PartySemaphore {
     Java(JavaSemaphore),
-    Rlock(rlock::Semaphore),
+    Rlock(rlock_redisson::Semaphore),
     Expirable(PartyExpirable),
 }
 
@@ -205,7 +205,7 @@ impl PartySemaphore {
 /// An `RSemaphore` of either side, borrowed from a [`PartySemaphore`].
 enum PlainSemaphore<'a> {
     Java(&'a JavaSemaphore),
-    Rlock(&'a rlock::Semaphore),
+    Rlock(&'a rlock_redisson::Semaphore),
 }
 
 /// Permits taken from a [`PartySemaphore`], given back together by [`Permits::release`].
@@ -218,7 +218,7 @@ pub(crate) enum Permits {
         permits: u32,
     },
     /// rlock's guard.
-    Rlock(rlock::SemaphorePermits),
+    Rlock(rlock_redisson::SemaphorePermits),
     /// Taken from a permit-expirable semaphore: their ids.
     Expirable {
         semaphore: PartyExpirable,
@@ -253,7 +253,7 @@ impl Permits {
 #[derive(Clone, Debug)]
 pub(crate) enum PartyExpirable {
     Java(JavaPermitExpirableSemaphore),
-    Rlock(rlock::PermitExpirableSemaphore),
+    Rlock(rlock_redisson::PermitExpirableSemaphore),
 }
 
 /// An id in hex, as rlock takes it.
@@ -398,7 +398,7 @@ impl PartyExpirable {
             Self::Rlock(semaphore) => match semaphore.lease_time(permit_id(id)).await {
                 Ok(None) => Some(-1),
                 Ok(Some(left)) => Some(i64::try_from(left.as_millis()).expect("ms")),
-                Err(rlock::Error::PermitNotFound { .. }) => None,
+                Err(rlock_redisson::Error::PermitNotFound { .. }) => None,
                 Err(e) => panic!("rlock lease_time: {e}"),
             },
         }
@@ -422,7 +422,7 @@ impl PartyExpirable {
 #[derive(Clone, Debug)]
 pub(crate) enum PartyLatch {
     Java(JavaCountDownLatch),
-    Rlock(rlock::CountDownLatch),
+    Rlock(rlock_redisson::CountDownLatch),
 }
 
 impl PartyLatch {
