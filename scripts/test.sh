@@ -40,4 +40,12 @@ if [ -z "${REDIS_URL:-}" ]; then
 fi
 cargo test --workspace "$@"
 
+section "examples"
+# Each example checks its own outcome against the same server and exits non-zero when it fails.
+for example in examples/*.rs; do
+    example=$(basename "$example" .rs)
+    echo "--- $example"
+    cargo run -q -p rlock-examples --example "$example"
+done
+
 section "all checks passed"
