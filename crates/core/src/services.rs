@@ -56,9 +56,8 @@ impl Services {
         config.validate()?;
         // TLS (`rediss://`) needs a process-wide crypto provider; another one may already be set.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            Error::InvalidArgument("rlock_redisson::Client needs a tokio runtime".into())
-        })?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::InvalidArgument("rlock_redisson::Client needs a tokio runtime".into()))?;
         let commands = Commands::new(&config)?;
         let shutdown = CancellationToken::new();
         let guard = shutdown.clone().drop_guard();
