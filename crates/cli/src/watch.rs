@@ -423,9 +423,7 @@ fn table(frame: &Frame) -> Vec<String> {
             .holders
             .iter()
             .map(|holder| (holder.field(), holder.count.to_string()));
-        let (holder, count) = holders
-            .next()
-            .unwrap_or_else(|| ("-".into(), String::new()));
+        let (holder, count) = holders.next().unwrap_or_else(|| ("-".into(), "-".into()));
         lines.push(format!(
             "{:<NAME$} {:<KIND$} {:>TTL$} {holder:<HOLDER$} {count:>COUNT$} {:>QUEUE$} \
              {:>SUBSCRIBERS$} {:.2}",
