@@ -1,6 +1,7 @@
 //! What an operator sees of the `rlock` binary: `rlock watch` (in a real terminal, under tmux, and
-//! as JSON lines) on a lock that an emulated Redisson client holds and an `rlock lock` process waits
-//! for, and the logs that `RUST_LOG` turns on (stderr only: stdout stays JSON lines).
+//! as JSON lines) on locks that an emulated Redisson client holds or queues for and `rlock lock`
+//! processes wait for, on one server and in a cluster with sharded pub/sub; and the logs that
+//! `RUST_LOG` turns on (stderr only: stdout stays JSON lines).
 
 mod support;
 
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
 use rlock_tests::redisson::{JavaClient, RedissonVersion};
+use rlock_tests::topology::Cluster;
 use serde_json::Value;
 use support::{assert_fails_cleanly, json_lines, rlock, run, run_ok};
 
@@ -100,7 +102,47 @@ impl Tmux {
             .status()
             .expect("tmux runs (scripts/test.sh installs it)");
         assert!(started.success(), "tmux new-session failed");
+        // Keep the pane after the command exits, to read its exit status.
+        let kept = tmux
+            .command()
+            .args(["set-option", "-t", "watch", "remain-on-exit", "on"])
+            .status()
+            .expect("tmux set-option");
+        assert!(kept.success(), "tmux set-option failed");
         tmux
+    }
+
+    /// Presses Ctrl-C in the session and returns the command's exit status once it has exited.
+    async fn interrupt(&self) -> i32 {
+        let sent = self
+            .command()
+            .args(["send-keys", "-t", "watch", "C-c"])
+            .status()
+            .expect("tmux send-keys");
+        assert!(sent.success(), "tmux send-keys failed");
+        let deadline = Instant::now() + SHOW_LIMIT;
+        loop {
+            let output = self
+                .command()
+                .args([
+                    "display-message",
+                    "-p",
+                    "-t",
+                    "watch",
+                    "#{pane_dead} #{pane_dead_status}",
+                ])
+                .output()
+                .expect("tmux display-message");
+            let status = String::from_utf8_lossy(&output.stdout);
+            if let Some(code) = status.trim().strip_prefix("1 ") {
+                return code.parse().expect("an exit status");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running after Ctrl-C: {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     fn command(&self) -> Command {
@@ -175,8 +217,9 @@ async fn watch_in_a_terminal_shows_the_java_holder_the_waiter_and_the_hand_over(
     let (java, mut waiter) = java_holds_and_rlock_waits(&server, name, 60_000).await;
     let java_field = java.lock_name(JAVA_THREAD);
 
+    // The caller's RUST_LOG would put logs (stderr) on the screen being read.
     let watch = format!(
-        "{} --url {} watch {name} --interval-ms 500",
+        "env -u RUST_LOG {} --url {} watch {name} --interval-ms 500",
         env!("CARGO_BIN_EXE_rlock"),
         server.url()
     );
@@ -221,8 +264,8 @@ async fn watch_in_a_terminal_shows_the_java_holder_the_waiter_and_the_hand_over(
     );
 }
 
-/// The samples of `lock` in `output`, after checking that every line is a sample of one of the
-/// watched locks with every field.
+/// The JSON lines of `rlock watch` in `output`, after checking that each one is a sample of one of
+/// the locks `names` with every field.
 fn samples(output: &Output, names: &[&str]) -> Vec<Value> {
     let lines = json_lines(output);
     for line in &lines {
@@ -510,4 +553,93 @@ async fn watch_json_follows_a_java_fair_locks_queue_and_its_waiters_channel() {
         releases, 1,
         "the unlock published to the queue head: {lines:#?}"
     );
+}
+
+/// Sharded subscribers of `channel` on `node` (`PUBSUB SHARDNUMSUB`).
+async fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
+    let mut conn = harness::raw(node).await;
+    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg(channel)
+        .query_async(&mut conn)
+        .await
+        .expect("PUBSUB SHARDNUMSUB");
+    counts.first().map_or(0, |(_, n)| *n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_counts_sharded_subscribers_and_releases_in_a_cluster() {
+    let cluster = Cluster::start(3, 0);
+    let name = "watch:cluster";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let node = cluster.master_of(name);
+    let mut flags = vec!["--cluster".to_owned()];
+    for seed in cluster.seeds() {
+        flags.extend(["--url".to_owned(), seed]);
+    }
+    let with = |args: &[&str]| -> Vec<String> {
+        let args = args.iter().map(|&arg| arg.to_owned());
+        flags.iter().cloned().chain(args).collect()
+    };
+    let holder = rlock(None, &with(&["lock", name, "--hold-ms", "3000"]))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the holder");
+    let _holder = Killed(holder);
+    let holding = harness::eventually(SHOW_LIMIT, async || {
+        let mut conn = harness::raw(node).await;
+        redis::cmd("EXISTS")
+            .arg(name)
+            .query_async::<bool>(&mut conn)
+            .await
+            .expect("EXISTS")
+    })
+    .await;
+    assert!(holding, "the holder holds the lock");
+    let waiter = rlock(None, &with(&["lock", name, "--hold-ms", "100"]))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the waiter");
+    let _waiter = Killed(waiter);
+    let subscribed = harness::eventually(SHOW_LIMIT, async || {
+        shard_subscribers(node, &channel).await == 1
+    })
+    .await;
+    assert!(
+        subscribed,
+        "the waiter subscribes with SSUBSCRIBE on the slot's node"
+    );
+
+    let watch = rlock(
+        None,
+        &with(&[
+            "watch",
+            name,
+            "--json",
+            "--interval-ms",
+            "250",
+            "--count",
+            "20",
+        ]),
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("spawn rlock watch");
+    let output = watch
+        .wait_with_output()
+        .expect("rlock watch ends after --count");
+    assert!(output.status.success(), "{output:?}");
+    let lines = samples(&output, &[name]);
+    assert_eq!(lines[0]["holders"][0]["count"], 1, "{}", lines[0]);
+    assert_eq!(lines[0]["subscribers"], 1, "the waiter: {}", lines[0]);
+    let releases: u64 = lines
+        .iter()
+        .filter_map(|line| line["releases"].as_u64())
+        .sum();
+    assert_eq!(
+        releases, 2,
+        "the holder's and the waiter's releases: {lines:#?}"
+    );
+    let last = lines.last().expect("samples");
+    assert_eq!(last["exists"], false, "{last}");
 }
