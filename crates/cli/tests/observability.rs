@@ -262,6 +262,8 @@ async fn watch_in_a_terminal_shows_the_java_holder_the_waiter_and_the_hand_over(
         waiter.0.try_wait().expect("poll rlock lock").is_none(),
         "still holding"
     );
+
+    assert_eq!(tmux.interrupt().await, 0, "Ctrl-C ends the watch cleanly");
 }
 
 /// The JSON lines of `rlock watch` in `output`, after checking that each one is a sample of one of
