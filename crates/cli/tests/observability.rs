@@ -76,16 +76,17 @@ async fn holder_field(server: &RedisServer, name: &str) -> Option<String> {
     }
 }
 
-/// A tmux server of its own (its own socket) running one session; killed when dropped.
+/// A tmux server of its own (its socket in a private directory) running one session; killed, and
+/// its socket removed, when dropped.
 struct Tmux {
-    socket: String,
+    directory: tempfile::TempDir,
 }
 
 impl Tmux {
     /// Starts `command` in a detached 160×40 session.
     fn start(command: &str) -> Self {
-        let socket = format!("rlock-watch-test-{}", std::process::id());
-        let tmux = Self { socket };
+        let directory = tempfile::tempdir().expect("a directory for the tmux socket");
+        let tmux = Self { directory };
         let started = tmux
             .command()
             .args([
@@ -147,7 +148,7 @@ impl Tmux {
 
     fn command(&self) -> Command {
         let mut command = Command::new("tmux");
-        command.args(["-L", &self.socket]);
+        command.arg("-S").arg(self.directory.path().join("socket"));
         command
     }
 
