@@ -52,6 +52,19 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
+    // Ctrl-C is how a watch normally ends, from the start on. Stopping the watch between two awaits
+    // is clean: it only reads, and prints each frame in one synchronous write.
+    tokio::select! {
+        stop = tokio::signal::ctrl_c() => {
+            stop?;
+            Ok(ExitCode::SUCCESS)
+        }
+        watched = watch(target, &args) => watched,
+    }
+}
+
+/// Refreshes until `--count` refreshes are shown.
+async fn watch(target: &Target, args: &Args) -> Result<ExitCode> {
     let client = target.client().await?;
     let mut locks: Vec<Watched> = args
         .names
@@ -69,25 +82,14 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
     let mut screen = Screen::new(args.json);
     let mut ticks = tokio::time::interval(Duration::from_millis(args.interval_ms));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let interrupted = tokio::signal::ctrl_c();
-    tokio::pin!(interrupted);
     let mut refresh = 0;
     let mut previous = Instant::now();
     while args.count.is_none_or(|count| refresh < count) {
-        let rows = tokio::select! {
-            stop = &mut interrupted => {
-                stop?;
-                break;
-            }
-            rows = async {
-                let _ = ticks.tick().await;
-                let mut rows = Vec::with_capacity(locks.len());
-                for lock in &mut locks {
-                    rows.push(lock.observe(&client).await);
-                }
-                rows
-            } => rows,
-        };
+        let _ = ticks.tick().await;
+        let mut rows = Vec::with_capacity(locks.len());
+        for lock in &mut locks {
+            rows.push(lock.observe(&client).await);
+        }
         refresh += 1;
         let now = Instant::now();
         let elapsed = now - previous;

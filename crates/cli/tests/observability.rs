@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rlock_tests::RedisServer;
@@ -83,23 +83,17 @@ struct Tmux {
 }
 
 impl Tmux {
-    /// Starts `command` in a detached 160×40 session.
-    fn start(command: &str) -> Self {
+    /// Starts `program` with `args` in a detached 160×40 session, directly (a shell in between
+    /// would get the Ctrl-C too, and could die of it first), with `RUST_LOG` at its default: the
+    /// caller's could put logs (stderr) on the screen being read.
+    fn start(program: &str, args: &[&str]) -> Self {
         let directory = tempfile::tempdir().expect("a directory for the tmux socket");
         let tmux = Self { directory };
         let started = tmux
             .command()
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                "watch",
-                "-x",
-                "160",
-                "-y",
-                "40",
-                command,
-            ])
+            .args(["new-session", "-d", "-s", "watch", "-x", "160", "-y", "40"])
+            .args(["-e", "RUST_LOG=warn", program])
+            .args(args)
             .status()
             .expect("tmux runs (scripts/test.sh installs it)");
         assert!(started.success(), "tmux new-session failed");
@@ -113,8 +107,9 @@ impl Tmux {
         tmux
     }
 
-    /// Presses Ctrl-C in the session and returns the command's exit status once it has exited.
-    async fn interrupt(&self) -> i32 {
+    /// Presses Ctrl-C in the session and returns how the command ended once it has: `exit N` or
+    /// `signal N`.
+    async fn interrupt(&self) -> String {
         let sent = self
             .command()
             .args(["send-keys", "-t", "watch", "C-c"])
@@ -123,24 +118,24 @@ impl Tmux {
         assert!(sent.success(), "tmux send-keys failed");
         let deadline = Instant::now() + SHOW_LIMIT;
         loop {
+            let format = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}";
             let output = self
                 .command()
-                .args([
-                    "display-message",
-                    "-p",
-                    "-t",
-                    "watch",
-                    "#{pane_dead} #{pane_dead_status}",
-                ])
+                .args(["display-message", "-p", "-t", "watch", format])
                 .output()
                 .expect("tmux display-message");
-            let status = String::from_utf8_lossy(&output.stdout);
-            if let Some(code) = status.trim().strip_prefix("1 ") {
-                return code.parse().expect("an exit status");
+            let pane = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+            // tmux may mark the pane dead (its terminal closed) before it has the exit status.
+            match pane.split('|').collect::<Vec<_>>().as_slice() {
+                ["1", "", ""] => {}
+                ["1", "", signal] => return format!("signal {signal}"),
+                ["1", status, _] => return format!("exit {status}"),
+                _ => {}
             }
             assert!(
                 Instant::now() < deadline,
-                "still running after Ctrl-C: {status}"
+                "no exit status after Ctrl-C: {pane}\n{}",
+                self.screen().join("\n")
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -218,13 +213,9 @@ async fn watch_in_a_terminal_shows_the_java_holder_the_waiter_and_the_hand_over(
     let (java, mut waiter) = java_holds_and_rlock_waits(&server, name, 60_000).await;
     let java_field = java.lock_name(JAVA_THREAD);
 
-    // The caller's RUST_LOG would put logs (stderr) on the screen being read.
-    let watch = format!(
-        "env -u RUST_LOG {} --url {} watch {name} --interval-ms 500",
-        env!("CARGO_BIN_EXE_rlock"),
-        server.url()
-    );
-    let tmux = Tmux::start(&watch);
+    let url = server.url();
+    let watch = ["--url", &url, "watch", name, "--interval-ms", "500"];
+    let tmux = Tmux::start(env!("CARGO_BIN_EXE_rlock"), &watch);
     let (held, screen) = screen_until(&tmux, name, |row| row[3] == java_field).await;
     println!("{}", screen.join("\n"));
     assert_eq!(held[1], "lock", "kind: {held:?}");
@@ -264,13 +255,21 @@ async fn watch_in_a_terminal_shows_the_java_holder_the_waiter_and_the_hand_over(
         "still holding"
     );
 
-    assert_eq!(tmux.interrupt().await, 0, "Ctrl-C ends the watch cleanly");
+    assert_eq!(
+        tmux.interrupt().await,
+        "exit 0",
+        "Ctrl-C ends the watch cleanly"
+    );
 }
 
-/// The JSON lines of `rlock watch` in `output`, after checking that each one is a sample of one of
-/// the locks `names` with every field.
-fn samples(output: &Output, names: &[&str]) -> Vec<Value> {
-    let lines = json_lines(output);
+/// The JSON lines of an `rlock watch --count` process once it has succeeded, after checking that
+/// each one is a sample of one of the locks `names` with every field.
+fn samples(watch: Child, names: &[&str]) -> Vec<Value> {
+    let output = watch
+        .wait_with_output()
+        .expect("rlock watch ends after --count");
+    assert!(output.status.success(), "{output:?}");
+    let lines = json_lines(&output);
     for line in &lines {
         let object = line.as_object().expect("a JSON object");
         for field in [
@@ -294,6 +293,14 @@ fn samples(output: &Output, names: &[&str]) -> Vec<Value> {
         );
     }
     lines
+}
+
+/// The releases that `samples` counted, all refreshes together.
+fn releases_in<'a>(samples: impl IntoIterator<Item = &'a Value>) -> u64 {
+    let counts = samples
+        .into_iter()
+        .filter_map(|line| line["releases"].as_u64());
+    counts.sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,11 +336,7 @@ async fn watch_json_reports_holders_waiters_and_releases_of_both_sides() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     let unlocked = java.get_lock(name).unlock(JAVA_THREAD).await;
     assert_eq!(unlocked.expect("java unlock"), Some(1));
-    let output = watch
-        .wait_with_output()
-        .expect("rlock watch ends after --count");
-    assert!(output.status.success(), "{output:?}");
-    let lines = samples(&output, &[name, idle]);
+    let lines = samples(watch, &[name, idle]);
     assert_eq!(lines.len(), 2 * 12, "one line per lock and refresh");
     for (index, line) in lines.iter().enumerate() {
         let refresh = u64::try_from(index / 2 + 1).expect("small");
@@ -380,10 +383,7 @@ async fn watch_json_reports_holders_waiters_and_releases_of_both_sides() {
         "the rlock process took it over: {watched:#?}"
     );
     // The Java unlock and the rlock process's own release were both published.
-    let releases: u64 = watched
-        .iter()
-        .filter_map(|line| line["releases"].as_u64())
-        .sum();
+    let releases = releases_in(watched.iter().copied());
     assert_eq!(releases, 2, "{watched:#?}");
     let last = watched.last().expect("samples");
     assert_eq!(last["exists"], false, "released at the end: {last}");
@@ -466,15 +466,16 @@ fn watch_refuses_bad_arguments_and_reports_unreadable_keys_per_refresh() {
     assert_eq!(lines[1]["exists"], false);
 }
 
-/// Subscribers of `channel` on `server` (`PUBSUB NUMSUB`).
-async fn channel_subscribers(server: &RedisServer, channel: &str) -> i64 {
+/// Subscribers of `channel` on `server`: `PUBSUB NUMSUB`, or with `count` = `SHARDNUMSUB` the
+/// sharded ones.
+async fn channel_subscribers(server: &RedisServer, count: &str, channel: &str) -> i64 {
     let mut conn = harness::raw(server).await;
     let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
+        .arg(count)
         .arg(channel)
         .query_async(&mut conn)
         .await
-        .expect("PUBSUB NUMSUB");
+        .expect("PUBSUB");
     counts.first().map_or(0, |(_, n)| *n)
 }
 
@@ -491,7 +492,7 @@ async fn watch_json_follows_a_java_fair_locks_queue_and_its_waiters_channel() {
     let waiting = tokio::spawn(async move { queued.lock(2).await });
     let waiter_channel = fair.thread_channel(2);
     let subscribed = harness::eventually(SHOW_LIMIT, async || {
-        channel_subscribers(&server, &waiter_channel).await == 1
+        channel_subscribers(&server, "NUMSUB", &waiter_channel).await == 1
     })
     .await;
     assert!(subscribed, "java thread 2 waits in the queue, subscribed");
@@ -513,7 +514,7 @@ async fn watch_json_follows_a_java_fair_locks_queue_and_its_waiters_channel() {
     .expect("spawn rlock watch");
     // The watcher follows the queue: after a refresh it listens on the waiter's channel too.
     let following = harness::eventually(SHOW_LIMIT, async || {
-        channel_subscribers(&server, &waiter_channel).await == 2
+        channel_subscribers(&server, "NUMSUB", &waiter_channel).await == 2
     })
     .await;
     assert!(
@@ -527,11 +528,7 @@ async fn watch_json_follows_a_java_fair_locks_queue_and_its_waiters_channel() {
         .expect("no panic")
         .expect("java thread 2 locks");
 
-    let output = watch
-        .wait_with_output()
-        .expect("rlock watch ends after --count");
-    assert!(output.status.success(), "{output:?}");
-    let lines = samples(&output, &[name]);
+    let lines = samples(watch, &[name]);
     let first = &lines[0];
     assert_eq!(first["kind"], "fair", "{first}");
     assert_eq!(first["holders"][0]["owner"], "1", "{first}");
@@ -548,26 +545,11 @@ async fn watch_json_follows_a_java_fair_locks_queue_and_its_waiters_channel() {
         last["kind"], "lock",
         "a fair lock without waiters looks like a lock: {last}"
     );
-    let releases: u64 = lines
-        .iter()
-        .filter_map(|line| line["releases"].as_u64())
-        .sum();
+    let releases = releases_in(&lines);
     assert_eq!(
         releases, 1,
         "the unlock published to the queue head: {lines:#?}"
     );
-}
-
-/// Sharded subscribers of `channel` on `node` (`PUBSUB SHARDNUMSUB`).
-async fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
-    let mut conn = harness::raw(node).await;
-    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg("SHARDNUMSUB")
-        .arg(channel)
-        .query_async(&mut conn)
-        .await
-        .expect("PUBSUB SHARDNUMSUB");
-    counts.first().map_or(0, |(_, n)| *n)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -605,7 +587,7 @@ async fn watch_counts_sharded_subscribers_and_releases_in_a_cluster() {
         .expect("spawn the waiter");
     let _waiter = Killed(waiter);
     let subscribed = harness::eventually(SHOW_LIMIT, async || {
-        shard_subscribers(node, &channel).await == 1
+        channel_subscribers(node, "SHARDNUMSUB", &channel).await == 1
     })
     .await;
     assert!(
@@ -628,17 +610,10 @@ async fn watch_counts_sharded_subscribers_and_releases_in_a_cluster() {
     .stdout(Stdio::piped())
     .spawn()
     .expect("spawn rlock watch");
-    let output = watch
-        .wait_with_output()
-        .expect("rlock watch ends after --count");
-    assert!(output.status.success(), "{output:?}");
-    let lines = samples(&output, &[name]);
+    let lines = samples(watch, &[name]);
     assert_eq!(lines[0]["holders"][0]["count"], 1, "{}", lines[0]);
     assert_eq!(lines[0]["subscribers"], 1, "the waiter: {}", lines[0]);
-    let releases: u64 = lines
-        .iter()
-        .filter_map(|line| line["releases"].as_u64())
-        .sum();
+    let releases = releases_in(&lines);
     assert_eq!(
         releases, 2,
         "the holder's and the waiter's releases: {lines:#?}"
