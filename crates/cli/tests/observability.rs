@@ -262,6 +262,19 @@ async fn watch_in_a_terminal_shows_the_java_holder_the_waiter_and_the_hand_over(
     );
 }
 
+/// `rlock [URL] FLAGS watch NAMES --json --interval-ms 250 --count COUNT`, started.
+fn watch_json(url: Option<&str>, flags: &[String], names: &[&str], count: u64) -> Child {
+    let mut args: Vec<String> = flags.to_vec();
+    args.push("watch".into());
+    args.extend(names.iter().map(|&name| name.to_owned()));
+    args.extend(["--json", "--interval-ms", "250", "--count"].map(str::to_owned));
+    args.push(count.to_string());
+    rlock(url, &args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn rlock watch")
+}
+
 /// The JSON lines of an `rlock watch --count` process once it has succeeded, after checking that
 /// each one is a sample of one of the locks `names` with every field.
 fn samples(watch: Child, names: &[&str]) -> Vec<Value> {
@@ -310,22 +323,7 @@ async fn watch_json_reports_holders_waiters_and_releases_of_both_sides() {
     let idle = "watch:json:idle";
     let (java, waiter) = java_holds_and_rlock_waits(&server, name, 300).await;
     let java_field = java.lock_name(JAVA_THREAD);
-    let watch = rlock(
-        Some(&server.url()),
-        &[
-            "watch",
-            name,
-            idle,
-            "--json",
-            "--interval-ms",
-            "250",
-            "--count",
-            "12",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .expect("spawn rlock watch");
+    let watch = watch_json(Some(&server.url()), &[], &[name, idle], 12);
     // Once the watcher listens too, its first refreshes see the Java hold.
     let mut conn = harness::raw(&server).await;
     let listening = harness::eventually(SHOW_LIMIT, async || {
@@ -497,21 +495,7 @@ async fn watch_json_follows_a_java_fair_locks_queue_and_its_waiters_channel() {
     .await;
     assert!(subscribed, "java thread 2 waits in the queue, subscribed");
 
-    let watch = rlock(
-        Some(&server.url()),
-        &[
-            "watch",
-            name,
-            "--json",
-            "--interval-ms",
-            "250",
-            "--count",
-            "8",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .expect("spawn rlock watch");
+    let watch = watch_json(Some(&server.url()), &[], &[name], 8);
     // The watcher follows the queue: after a refresh it listens on the waiter's channel too.
     let following = harness::eventually(SHOW_LIMIT, async || {
         channel_subscribers(&server, "NUMSUB", &waiter_channel).await == 2
@@ -595,21 +579,7 @@ async fn watch_counts_sharded_subscribers_and_releases_in_a_cluster() {
         "the waiter subscribes with SSUBSCRIBE on the slot's node"
     );
 
-    let watch = rlock(
-        None,
-        &with(&[
-            "watch",
-            name,
-            "--json",
-            "--interval-ms",
-            "250",
-            "--count",
-            "20",
-        ]),
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .expect("spawn rlock watch");
+    let watch = watch_json(None, &flags, &[name], 20);
     let lines = samples(watch, &[name]);
     assert_eq!(lines[0]["holders"][0]["count"], 1, "{}", lines[0]);
     assert_eq!(lines[0]["subscribers"], 1, "the waiter: {}", lines[0]);
