@@ -5,7 +5,9 @@
 #
 # Functions:
 #   section TITLE         print a visible section header (stderr)
+#   apt_install PKG...    install Debian packages, starting none of their services
 #   ensure_redis_server   install redis-server with apt-get if it is missing
+#   ensure_tmux           install tmux with apt-get if it is missing
 #   redis_server_bin      the redis-server binary to use ($RLOCK_REDIS_SERVER
 #                         or redis-server)
 #   free_port             print a loopback port nothing listens on
@@ -44,10 +46,30 @@ as_root() {
     fi
 }
 
+# Install Debian packages with apt-get, starting none of the services they
+# ship: a policy-rc.d forbids starting services during the install.
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 ||
+        { die "apt-get is not available: install $* yourself"; return 1; }
+    local policy=/usr/sbin/policy-rc.d created_policy=0 status=0
+    if [ ! -e "$policy" ]; then
+        # Exit code 101 = "action forbidden": invoke-rc.d / deb-systemd-invoke
+        # will not start the service the package ships.
+        printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null &&
+            as_root chmod 755 "$policy" && created_policy=1
+    fi
+    as_root apt-get update -q &&
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" ||
+        status=$?
+    if [ "$created_policy" -eq 1 ]; then
+        as_root rm -f "$policy"
+    fi
+    [ "$status" -eq 0 ] || die "apt-get install $* failed ($status)"
+}
+
 # Make sure a redis-server binary is available, installing Debian's package
 # if needed. The package's service must not keep a server running on 6379:
-# a policy-rc.d forbids starting services during the install, and any server
-# started anyway is stopped afterwards.
+# apt_install starts none, and any server started anyway is stopped afterwards.
 ensure_redis_server() {
     local bin
     bin=$(redis_server_bin)
@@ -58,30 +80,27 @@ ensure_redis_server() {
         die "RLOCK_REDIS_SERVER=$RLOCK_REDIS_SERVER is not an executable"
         return 1
     fi
-    command -v apt-get >/dev/null 2>&1 ||
-        { die "redis-server is missing and apt-get is not available: install redis-server (>= 6.2)"; return 1; }
-
-    echo "redis-server not found: installing it with apt-get" >&2
-    local policy=/usr/sbin/policy-rc.d created_policy=0 status=0
-    if [ ! -e "$policy" ]; then
-        # Exit code 101 = "action forbidden": invoke-rc.d / deb-systemd-invoke
-        # will not start the service the package ships.
-        printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null &&
-            as_root chmod 755 "$policy" && created_policy=1
-    fi
-    as_root apt-get update -q &&
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server ||
-        status=$?
-    if [ "$created_policy" -eq 1 ]; then
-        as_root rm -f "$policy"
-    fi
+    echo "redis-server not found: installing it with apt-get (>= 6.2 needed)" >&2
+    local status=0
+    apt_install redis-server || status=$?
     # Belt and braces: never leave the package's own server on 6379 behind.
     as_root service redis-server stop >/dev/null 2>&1 || true
     if command -v systemctl >/dev/null 2>&1; then
         as_root systemctl disable --now redis-server >/dev/null 2>&1 || true
     fi
-    [ "$status" -eq 0 ] || { die "apt-get install redis-server failed ($status)"; return 1; }
+    [ "$status" -eq 0 ] || return 1
     command -v "$bin" >/dev/null 2>&1 || { die "redis-server still not on PATH after install"; return 1; }
+}
+
+# Make sure tmux is available (the `rlock watch` terminal test runs it),
+# installing Debian's package if needed.
+ensure_tmux() {
+    if command -v tmux >/dev/null 2>&1; then
+        return 0
+    fi
+    echo "tmux not found: installing it with apt-get" >&2
+    apt_install tmux || return 1
+    command -v tmux >/dev/null 2>&1 || { die "tmux still not on PATH after install"; return 1; }
 }
 
 # Succeed if something accepts TCP connections on 127.0.0.1:PORT.

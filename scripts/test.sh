@@ -4,7 +4,8 @@
 #   scripts/test.sh [CARGO TEST ARGS...]
 #
 # Works on a fresh Debian machine with only the Rust toolchain: it installs
-# redis-server with apt-get if it is missing. Tests start their own private
+# redis-server and tmux (for the `rlock watch` terminal test) with apt-get if
+# they are missing. Tests start their own private
 # redis-server instances (see tests/src/server.rs), so nothing else has to
 # run. Extra arguments go to `cargo test --workspace`, e.g.
 #   scripts/test.sh -p rlock-redisson
@@ -18,6 +19,10 @@ source scripts/lib.sh
 section "redis-server"
 ensure_redis_server
 "$(redis_server_bin)" --version
+
+section "tmux"
+ensure_tmux
+tmux -V
 
 section "cargo fmt --check"
 cargo fmt --version >/dev/null 2>&1 ||

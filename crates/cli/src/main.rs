@@ -1,7 +1,8 @@
 //! The `rlock` command: a mutual-exclusion self-check, one-off operations on locks, semaphores and
 //! count-down latches, and a demo of several processes contending for the same locks.
 //!
-//! Machine-readable results are JSON objects, one per line, on stdout; progress and errors go to stderr.
+//! Machine-readable results are JSON objects, one per line, on stdout; progress, errors and logs
+//! (`RUST_LOG`, `warn` by default) go to stderr.
 //! Errors exit with code 1.
 
 mod check;
@@ -14,13 +15,16 @@ mod inspect;
 mod kinds;
 mod latch;
 mod lock;
+mod lock_state;
 mod output;
 mod semaphore;
 mod server;
 mod stats;
 mod target;
 mod topology;
+mod watch;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -50,6 +54,8 @@ enum Command {
     /// Show a lock's holders, or a synchronizer's state, as stored in Redis, whoever wrote them
     /// (Redisson included).
     Inspect(inspect::Args),
+    /// Watch locks live: kind, holders, TTL, queue, waiting subscribers, releases seen per second.
+    Watch(watch::Args),
     /// Delete a lock whoever holds it, and wake its waiters.
     ForceUnlock(force_unlock::Args),
     /// Set up a semaphore's permits, hold some for a while, give some back, count them.
@@ -79,11 +85,13 @@ async fn main() -> ExitCode {
             };
         }
     };
+    init_logging();
     let target = &cli.target;
     let outcome = match cli.command {
         Command::Check(args) => check::run(target, args).await,
         Command::Lock(args) => lock::run(target, args).await,
         Command::Inspect(args) => inspect::run(target, args).await,
+        Command::Watch(args) => watch::run(target, args).await,
         Command::ForceUnlock(args) => force_unlock::run(target, args).await,
         Command::Semaphore(args) => semaphore::run(target, args).await,
         Command::ExpirableSemaphore(args) => expirable_semaphore::run(target, args).await,
@@ -95,6 +103,18 @@ async fn main() -> ExitCode {
         eprintln!("error: {e}");
         ExitCode::FAILURE
     })
+}
+
+/// Sends the library's and the CLI's logs to stderr, filtered by `RUST_LOG` (`warn` without it):
+/// stdout carries the JSON lines and nothing else.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
 /// Parses the name of a lock or synchronizer: anything but empty.

@@ -20,6 +20,7 @@ mod error;
 mod expirable_semaphore;
 mod fair_lock;
 mod fenced_lock;
+mod listener;
 mod lock;
 mod multi_lock;
 mod names;
@@ -42,6 +43,7 @@ pub use error::{Error, Operation, Result};
 pub use expirable_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use fair_lock::{FairLock, QueuedWaiter};
 pub use fenced_lock::{FencedGuard, FencedLock};
+pub use listener::ChannelListener;
 pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
 #[allow(deprecated)]
 pub use multi_lock::{AnyLock, MultiGuard, MultiLock, RedLock};
