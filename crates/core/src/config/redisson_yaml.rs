@@ -233,9 +233,9 @@ impl Servers {
 
 /// A file's configuration, and the keys rlock did not know (each also logged as a warning).
 #[derive(Debug)]
-pub(super) struct Parsed {
-    pub(super) config: Config,
-    pub(super) unknown: Vec<String>,
+struct Parsed {
+    config: Config,
+    unknown: Vec<String>,
 }
 
 impl Config {
@@ -314,7 +314,7 @@ impl Config {
 }
 
 /// Reads a Redisson YAML file, with `env` giving the values of `${VAR}` placeholders.
-pub(super) fn parse(yaml: &str, env: impl Fn(&str) -> Option<String>) -> Result<Parsed> {
+fn parse(yaml: &str, env: impl Fn(&str) -> Option<String>) -> Result<Parsed> {
     let yaml = substitute(yaml, env)?;
     let mut unknown = Vec::new();
     let file: RedissonYaml =
@@ -386,9 +386,12 @@ pub(super) fn parse(yaml: &str, env: impl Fn(&str) -> Option<String>) -> Result<
     if let Some(timeout) = millis("fairLockWaitTimeout", file.fair_lock_wait_timeout)? {
         config.fair_lock_wait_timeout = timeout;
     }
-    config
-        .validate()
-        .map_err(|e| invalid("Redisson config", e))?;
+    // The checks every `Config` passes, in rlock's field names (lockWatchdogTimeout is
+    // `watchdog_timeout`).
+    config.validate().map_err(|e| match e {
+        Error::InvalidArgument(reason) => invalid("Redisson config", reason),
+        other => other,
+    })?;
     Ok(Parsed { config, unknown })
 }
 
@@ -459,14 +462,20 @@ fn deployment(section: Section, servers: &Servers) -> Result<Config> {
                 username: non_empty(&servers.sentinel_username),
                 password: non_empty(&servers.sentinel_password),
             };
-            // The master's database rides on the first sentinel URL, where `Config` reads it.
+            // `Config` would read the master's database from the first sentinel's URL, but the
+            // sentinels would then be sent a SELECT, which they reject.
+            if database.is_some() {
+                return Err(invalid(
+                    &format!("{name}.database"),
+                    "only database 0 is supported with Sentinel",
+                ));
+            }
             let urls = sentinels
                 .iter()
                 .enumerate()
                 .map(|(i, sentinel)| {
-                    let database = database.filter(|_| i == 0);
                     let key = format!("{name}.sentinelAddresses[{i}]");
-                    node_url(&key, sentinel, &sentinel_credentials, database, tls)
+                    node_url(&key, sentinel, &sentinel_credentials, None, tls)
                 })
                 .collect::<Result<Vec<_>>>()?;
             let master_name = required("masterName", servers.master_name.as_ref())?;
@@ -847,6 +856,10 @@ mod tests {
             (
                 "sentinelServersConfig:\n  sentinelAddresses: [redis://s:1]\n",
                 "sentinelServersConfig.masterName",
+            ),
+            (
+                "sentinelServersConfig:\n  sentinelAddresses: [redis://s:1]\n  masterName: m\n  database: 2\n",
+                "sentinelServersConfig.database",
             ),
             (
                 "singleServerConfig:\n  address: rediss://h:1\n  sslKeystore: file:/k.jks\n",
