@@ -252,6 +252,30 @@ clusterServersConfig:
     assert!(error.to_string().contains("lockWatchdogTimeout"), "{error}");
 }
 
+/// Locks `name` with a client of `config` and returns the PTTL that `server` (the lock's master)
+/// shows for it while held.
+async fn pttl_while_held(config: Config, name: &str, server: &RedisServer) -> i64 {
+    let client = rlock_redisson::Client::with_config(config)
+        .await
+        .expect("a client of the file's config connects");
+    let guard = client.lock(name).lock().await.expect("lock acquired");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(name)
+        .query_async(&mut raw(server).await)
+        .await
+        .expect("PTTL");
+    guard.unlock().await.expect("unlocked");
+    pttl
+}
+
+/// `urls` as Redisson writes addresses: a YAML list of `redis://host:port`.
+fn address_list(urls: &[String]) -> String {
+    let quoted = urls
+        .iter()
+        .map(|url| format!("\"{}\"", url.trim_end_matches('/')));
+    format!("[{}]", quoted.collect::<Vec<_>>().join(", "))
+}
+
 #[tokio::test]
 async fn a_client_of_the_file_logs_in_and_leases_locks_for_its_watchdog_timeout() {
     let password = "s3cret:pw";
@@ -268,19 +292,41 @@ lockWatchdogTimeout: 3000
 "#,
         port = server.port()
     );
-    let client = rlock_redisson::Client::with_config(load(&yaml))
-        .await
-        .expect("the client logs in with the file's password");
-    let guard = client
-        .lock("yaml:leased")
-        .lock()
-        .await
-        .expect("lock acquired");
-    let pttl: i64 = redis::cmd("PTTL")
-        .arg("yaml:leased")
-        .query_async(&mut raw(&server).await)
-        .await
-        .expect("PTTL");
+    let pttl = pttl_while_held(load(&yaml), "yaml:leased", &server).await;
     assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
-    guard.unlock().await.expect("unlocked");
+}
+
+#[tokio::test]
+async fn a_cluster_from_its_file_takes_locks() {
+    let cluster = rlock_tests::topology::Cluster::start(3, 0);
+    let yaml = format!(
+        "clusterServersConfig:\n  nodeAddresses: {}\n  shardedSubscriptionMode: \"AUTO\"\n  \
+         readMode: \"MASTER\"\nlockWatchdogTimeout: 3000\ncodec: !<org.redisson.codec.Kryo5Codec> {{}}\n",
+        address_list(&cluster.seeds())
+    );
+    let config = load(&yaml);
+    let mut expected = cluster.config();
+    expected.watchdog_timeout = Duration::from_secs(3);
+    assert_eq!(config, expected);
+    let name = "yaml:{cluster}";
+    let pttl = pttl_while_held(config, name, cluster.master_of(name)).await;
+    assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
+}
+
+#[tokio::test]
+async fn a_sentinel_master_from_its_file_takes_locks() {
+    let setup = rlock_tests::topology::SentinelSetup::start(1, 1);
+    let yaml = format!(
+        "sentinelServersConfig:\n  sentinelAddresses: {}\n  masterName: \"{}\"\n  \
+         password: null\n  sentinelPassword: null\n  checkSentinelsList: false\n  database: 0\n\
+         lockWatchdogTimeout: 3000\ncheckLockSyncedSlaves: true\n",
+        address_list(&setup.sentinel_urls()),
+        rlock_tests::topology::SentinelSetup::MASTER_NAME
+    );
+    let config = load(&yaml);
+    let mut expected = setup.config();
+    expected.watchdog_timeout = Duration::from_secs(3);
+    assert_eq!(config, expected);
+    let pttl = pttl_while_held(config, "yaml:sentinel", &setup.master).await;
+    assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
 }
