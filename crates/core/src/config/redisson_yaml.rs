@@ -526,6 +526,12 @@ fn apply_connection_settings(config: &mut Config, name: &str, servers: &Servers)
         ));
     }
     if let Some(truststore) = &servers.ssl_truststore {
+        if matches!(config.topology, Topology::Sentinel { .. }) {
+            return Err(invalid(
+                &key("sslTruststore"),
+                "not supported with Sentinel, where rlock uses the system trust store",
+            ));
+        }
         config.tls_root_cert = Some(trusted_ca(&key("sslTruststore"), truststore)?);
     }
     Ok(())
@@ -860,6 +866,10 @@ mod tests {
             (
                 "sentinelServersConfig:\n  sentinelAddresses: [redis://s:1]\n  masterName: m\n  database: 2\n",
                 "sentinelServersConfig.database",
+            ),
+            (
+                "sentinelServersConfig:\n  sentinelAddresses: [rediss://s:1]\n  masterName: m\n  sslTruststore: file:/ca.pem\n",
+                "sentinelServersConfig.sslTruststore",
             ),
             (
                 "singleServerConfig:\n  address: rediss://h:1\n  sslKeystore: file:/k.jks\n",
