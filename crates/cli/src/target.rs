@@ -1,5 +1,6 @@
 //! The global options: which Redis to talk to, and how.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::Result;
@@ -17,11 +18,17 @@ pub(crate) struct Target {
     #[arg(long = "url", value_name = "URL", env = URL_ENV, value_delimiter = ',', global = true,
           hide_env_values = true, help_heading = GLOBAL)]
     urls: Vec<String>,
+    /// A Redisson YAML config file (singleServerConfig, clusterServersConfig, ...): its servers
+    /// stand in for --url, its settings (lockWatchdogTimeout, ...) for the defaults. Options given
+    /// on the command line, and REDIS_URL, take precedence over it.
+    #[arg(long, value_name = "FILE", global = true, help_heading = GLOBAL)]
+    redisson_config: Option<PathBuf>,
     #[command(flatten)]
     topology: Topology,
-    /// The lease of locks held without one, renewed every third of it while held.
-    #[arg(long, value_name = "MS", default_value_t = 30_000, global = true, help_heading = GLOBAL)]
-    watchdog_ms: u64,
+    /// The lease of locks held without one, renewed every third of it while held [default: 30000,
+    /// or the --redisson-config file's lockWatchdogTimeout]
+    #[arg(long, value_name = "MS", global = true, help_heading = GLOBAL)]
+    watchdog_ms: Option<u64>,
     /// Every task races for a lock in Redis on its own, as Redisson's do, instead of queueing
     /// behind the other tasks of this process and being passed the lock by them (local hand-off).
     #[arg(long, global = true, help_heading = GLOBAL)]
@@ -35,9 +42,9 @@ impl Target {
         urls.cloned().collect()
     }
 
-    /// Whether any URL was given.
+    /// Whether a Redis was named: URLs or a Redisson config file.
     pub(crate) fn is_given(&self) -> bool {
-        !self.urls().is_empty()
+        !self.urls().is_empty() || self.redisson_config.is_some()
     }
 
     /// Fails when the options describe a deployment of several servers, which needs URLs.
@@ -56,14 +63,50 @@ impl Target {
         }
     }
 
-    /// The rlock configuration of these options.
+    /// The rlock configuration of these options: the command line (and `REDIS_URL`) over the
+    /// Redisson config file over rlock's defaults.
     pub(crate) fn config(&self) -> Result<rlock_redisson::Config> {
         let urls = self.urls();
-        if urls.is_empty() {
-            return Err(format!("no Redis URL: pass --url or set {URL_ENV}").into());
+        let file = match &self.redisson_config {
+            Some(path) => Some(rlock_redisson::Config::from_redisson_yaml_file(path)?),
+            None => None,
+        };
+        let mut config = match (file, urls.is_empty()) {
+            (None, true) => {
+                return Err(format!(
+                    "no Redis URL: pass --url, set {URL_ENV} or pass --redisson-config"
+                )
+                .into());
+            }
+            (Some(file), true) => {
+                // The topology flags say how to read the URLs; the file names its own topology.
+                if let Some(flag) = self.topology.flag() {
+                    return Err(format!(
+                        "{flag} needs --url or {URL_ENV}: the --redisson-config file names its \
+                         own topology"
+                    )
+                    .into());
+                }
+                file
+            }
+            (file, false) => {
+                let deployment = self.topology.deployment(&urls)?;
+                match file {
+                    // The file's settings, on the servers of the URLs.
+                    Some(mut file) => {
+                        file.url = deployment.url;
+                        file.nodes = deployment.nodes;
+                        file.topology = deployment.topology;
+                        file
+                    }
+                    None => deployment,
+                }
+            }
+        };
+        self.topology.apply(&mut config)?;
+        if let Some(ms) = self.watchdog_ms {
+            config.watchdog_timeout = Duration::from_millis(ms);
         }
-        let mut config = self.topology.config(&urls)?;
-        config.watchdog_timeout = Duration::from_millis(self.watchdog_ms);
         config.local_handoff = !self.no_local_handoff;
         Ok(config)
     }
@@ -76,10 +119,16 @@ impl Target {
     /// These options again, for a child process of this binary (the URLs, which may hold passwords,
     /// through the environment).
     pub(crate) fn forward(&self, command: &mut tokio::process::Command) {
-        command
-            .arg("--watchdog-ms")
-            .arg(self.watchdog_ms.to_string())
-            .env(URL_ENV, self.urls().join(","));
+        if let Some(ms) = self.watchdog_ms {
+            command.arg("--watchdog-ms").arg(ms.to_string());
+        }
+        if let Some(file) = &self.redisson_config {
+            command.arg("--redisson-config").arg(file);
+        }
+        match self.urls().as_slice() {
+            [] => command.env_remove(URL_ENV),
+            urls => command.env(URL_ENV, urls.join(",")),
+        };
         if self.no_local_handoff {
             command.arg("--no-local-handoff");
         }
@@ -187,5 +236,79 @@ mod tests {
         let child = target(&child_args).config().expect("the child's config");
         assert_eq!(child.topology, expected);
         assert_eq!(child.nodes, [SEEDS[1]]);
+    }
+
+    /// A Redisson cluster config in a temporary file, with a 4 s watchdog timeout.
+    fn cluster_file() -> tempfile::NamedTempFile {
+        let mut file = tempfile::NamedTempFile::new().expect("temporary file");
+        let yaml = format!(
+            "clusterServersConfig:\n  nodeAddresses: [\"{}\", \"{}\"]\n  \
+             shardedSubscriptionMode: \"ON\"\nlockWatchdogTimeout: 4000\n",
+            SEEDS[0].trim_end_matches('/'),
+            SEEDS[1].trim_end_matches('/'),
+        );
+        std::io::Write::write_all(&mut file, yaml.as_bytes()).expect("write the config");
+        file
+    }
+
+    #[test]
+    fn the_command_line_beats_the_redisson_config_which_beats_the_defaults() {
+        let file = cluster_file();
+        let path = file.path().to_str().expect("UTF-8 path");
+        let from_file = target(&["--redisson-config", path])
+            .config()
+            .expect("config");
+        assert_eq!(from_file.topology, Topology::Cluster);
+        assert_eq!(from_file.url, SEEDS[0]);
+        assert_eq!(from_file.nodes, [SEEDS[1]]);
+        assert_eq!(from_file.sharded_pubsub, ShardedPubSub::On);
+        assert_eq!(from_file.watchdog_timeout, Duration::from_secs(4));
+
+        let flags = [
+            "--redisson-config",
+            path,
+            "--watchdog-ms",
+            "900",
+            "--sharded-pubsub",
+            "off",
+        ];
+        let overridden = target(&flags).config().expect("config");
+        assert_eq!(overridden.watchdog_timeout, Duration::from_millis(900));
+        assert_eq!(overridden.sharded_pubsub, ShardedPubSub::Off);
+
+        // A URL replaces the file's servers (and topology) but keeps its settings.
+        let single = target(&["--redisson-config", path, "--url", "redis://10.0.0.9:6379/"]);
+        let single = single.config().expect("config");
+        assert_eq!(
+            (single.url.as_str(), single.topology),
+            ("redis://10.0.0.9:6379/", Topology::Single)
+        );
+        assert!(single.nodes.is_empty());
+        assert_eq!(single.watchdog_timeout, Duration::from_secs(4));
+
+        let defaults = target(&["--url", SEEDS[0]]).config().expect("config");
+        assert_eq!(defaults.watchdog_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn topology_flags_need_urls_even_with_a_redisson_config() {
+        let file = cluster_file();
+        let path = file.path().to_str().expect("UTF-8 path");
+        let error = target(&["--redisson-config", path, "--cluster"])
+            .config()
+            .expect_err("--cluster describes URLs");
+        assert!(
+            error.to_string().contains("--cluster needs --url"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn children_get_the_redisson_config_and_only_the_options_given() {
+        let file = cluster_file();
+        let path = file.path().to_str().expect("UTF-8 path");
+        let (args, env) = forwarded(&target(&["--redisson-config", path]));
+        assert_eq!(args, ["--redisson-config", path]);
+        assert!(!env.iter().any(|(name, _)| name == URL_ENV), "{env:?}");
     }
 }

@@ -77,10 +77,10 @@ impl Topology {
         }
     }
 
-    /// The configuration of the deployment at `urls` (at least one).
-    pub(crate) fn config(&self, urls: &[String]) -> Result<rlock_redisson::Config> {
-        self.check()?;
-        let mut config = self.deployment(urls)?;
+    /// Applies the options that refine a deployment (from the URLs or a Redisson config file):
+    /// sharded pub/sub, the TLS CA, the sentinel master's credentials.
+    pub(crate) fn apply(&self, config: &mut rlock_redisson::Config) -> Result<()> {
+        self.check(&config.topology)?;
         if let Some(mode) = self.sharded_pubsub {
             config.sharded_pubsub = mode.into();
         }
@@ -89,12 +89,24 @@ impl Topology {
                 .map_err(|e| format!("cannot read --tls-ca {}: {e}", file.display()))?;
             config.tls_root_cert = Some(pem);
         }
-        Ok(config)
+        if let rlock_redisson::Topology::Sentinel {
+            username, password, ..
+        } = &mut config.topology
+        {
+            if let Some(user) = &self.sentinel_user {
+                *username = Some(user.clone());
+            }
+            if let Some(secret) = &self.sentinel_password {
+                *password = Some(secret.clone());
+            }
+        }
+        Ok(())
     }
 
     /// Rejects options that do not apply to the chosen topology, rather than ignoring them.
-    fn check(&self) -> Result<()> {
-        let sentinel = self.sentinel_master.is_some();
+    fn check(&self, topology: &rlock_redisson::Topology) -> Result<()> {
+        use rlock_redisson::Topology::{Cluster, Sentinel};
+        let sentinel = matches!(topology, Sentinel { .. });
         if !sentinel && (self.sentinel_user.is_some() || self.sentinel_password.is_some()) {
             return Err(format!(
                 "--sentinel-user ({SENTINEL_USER_ENV}) and --sentinel-password \
@@ -107,25 +119,21 @@ impl Topology {
                 "--tls-ca does not apply to Sentinel, which uses the system trust store".into(),
             );
         }
-        if self.sharded_pubsub.is_some() && !self.cluster {
-            return Err("--sharded-pubsub needs --cluster".into());
+        if self.sharded_pubsub.is_some() && *topology != Cluster {
+            return Err(
+                "--sharded-pubsub needs a cluster (--cluster or a clusterServersConfig)".into(),
+            );
         }
         Ok(())
     }
 
-    /// The configuration of the topology alone.
-    fn deployment(&self, urls: &[String]) -> Result<rlock_redisson::Config> {
+    /// The deployment at `urls` (at least one), as the topology flags say.
+    pub(crate) fn deployment(&self, urls: &[String]) -> Result<rlock_redisson::Config> {
         if self.cluster {
             return Ok(rlock_redisson::Config::cluster(urls));
         }
         if let Some(master_name) = &self.sentinel_master {
-            let mut config = rlock_redisson::Config::sentinel(master_name, urls);
-            config.topology = rlock_redisson::Topology::Sentinel {
-                master_name: master_name.clone(),
-                username: self.sentinel_user.clone(),
-                password: self.sentinel_password.clone(),
-            };
-            return Ok(config);
+            return Ok(rlock_redisson::Config::sentinel(master_name, urls));
         }
         let [url] = urls else {
             return Err("several URLs need --cluster or --sentinel-master".into());

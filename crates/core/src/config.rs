@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+#[cfg(feature = "redisson-config")]
+mod redisson_yaml;
+
 /// The longest lease or watchdog timeout rlock accepts: anything longer is almost surely a unit mistake.
 pub(crate) const MAX_LEASE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
@@ -60,7 +63,7 @@ pub enum ShardedPubSub {
 /// config.pool_size = 32;
 /// assert_eq!(config.renewal_interval(), Duration::from_secs(5));
 /// ```
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Config {
     /// The Redis URL (`redis://[user:password@]host:port[/db]`, or `rediss://` for TLS): the server,

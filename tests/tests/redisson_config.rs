@@ -1,0 +1,332 @@
+//! `Config::from_redisson_yaml`: Redisson's own YAML files, written the way its docs show them (tags,
+//! nulls, thread counts and all), load into the configuration the constructors make.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rlock_redisson::{Config, Error, ShardedPubSub, Topology};
+use rlock_tests::RedisServer;
+use rlock_tests::harness::raw;
+
+fn load(yaml: &str) -> Config {
+    Config::from_redisson_yaml(yaml).expect("a valid Redisson config")
+}
+
+#[test]
+fn single_server() {
+    let config = load(
+        r#"
+singleServerConfig:
+  idleConnectionTimeout: 10000
+  connectTimeout: 5000
+  timeout: 2000
+  retryAttempts: 3
+  retryInterval: 1500
+  password: "s3cret"
+  username: null
+  subscriptionsPerConnection: 5
+  clientName: null
+  address: "redis://127.0.0.1:6379"
+  subscriptionConnectionMinimumIdleSize: 1
+  subscriptionConnectionPoolSize: 50
+  connectionMinimumIdleSize: 24
+  connectionPoolSize: 64
+  database: 3
+  dnsMonitoringInterval: 5000
+threads: 16
+nettyThreads: 32
+codec: !<org.redisson.codec.Kryo5Codec> {}
+transportMode: "NIO"
+lockWatchdogTimeout: 20000
+"#,
+    );
+    let mut expected = Config::new("redis://:s3cret@127.0.0.1:6379/3");
+    expected.connect_timeout = Duration::from_secs(5);
+    expected.command_timeout = Duration::from_secs(2);
+    expected.retry_attempts = 3;
+    expected.retry_delay = Duration::from_millis(1500);
+    expected.retry_max_delay = Duration::from_millis(1500);
+    expected.watchdog_timeout = Duration::from_secs(20);
+    assert_eq!(config, expected);
+}
+
+#[test]
+fn cluster() {
+    let config = load(
+        r#"
+clusterServersConfig:
+  idleConnectionTimeout: 10000
+  connectTimeout: 10000
+  timeout: 3000
+  retryAttempts: 3
+  retryInterval: 1500
+  failedSlaveReconnectionInterval: 3000
+  failedSlaveNodeDetector: !<org.redisson.client.FailedConnectionDetector> {}
+  password: null
+  subscriptionsPerConnection: 5
+  clientName: null
+  loadBalancer: !<org.redisson.connection.balancer.RoundRobinLoadBalancer> {}
+  subscriptionConnectionMinimumIdleSize: 1
+  subscriptionConnectionPoolSize: 50
+  slaveConnectionMinimumIdleSize: 24
+  slaveConnectionPoolSize: 64
+  masterConnectionMinimumIdleSize: 24
+  masterConnectionPoolSize: 64
+  readMode: "SLAVE"
+  subscriptionMode: "SLAVE"
+  nodeAddresses:
+  - "redis://127.0.0.1:7004"
+  - "redis://127.0.0.1:7001"
+  - "redis://127.0.0.1:7000"
+  scanInterval: 1000
+  pingConnectionInterval: 30000
+  keepAlive: false
+  tcpNoDelay: true
+  shardedSubscriptionMode: "OFF"
+  natMapper: !<org.redisson.api.HostPortNatMapper>
+    hostsPortMap:
+      "172.18.0.2:7000": "127.0.0.1:7000"
+threads: 16
+nettyThreads: 32
+codec: !<org.redisson.codec.Kryo5Codec> {}
+transportMode: "NIO"
+checkLockSyncedSlaves: false
+slavesSyncTimeout: 2500
+"#,
+    );
+    let mut expected = Config::cluster([
+        "redis://127.0.0.1:7004/",
+        "redis://127.0.0.1:7001/",
+        "redis://127.0.0.1:7000/",
+    ]);
+    expected.retry_attempts = 3;
+    expected.retry_delay = Duration::from_millis(1500);
+    expected.retry_max_delay = Duration::from_millis(1500);
+    expected.sharded_pubsub = ShardedPubSub::Off;
+    expected.nat_map = HashMap::from([("172.18.0.2:7000".into(), "127.0.0.1:7000".into())]);
+    expected.check_lock_synced_replicas = false;
+    expected.replicas_sync_timeout = Duration::from_millis(2500);
+    assert_eq!(config, expected);
+}
+
+#[test]
+fn sentinel() {
+    let config = load(
+        r#"
+sentinelServersConfig:
+  idleConnectionTimeout: 10000
+  connectTimeout: 10000
+  timeout: 3000
+  retryAttempts: 4
+  subscriptionTimeout: 5000
+  username: "app"
+  password: "master pw"
+  sentinelUsername: null
+  sentinelPassword: "sentinel:pw"
+  subscriptionsPerConnection: 5
+  clientName: null
+  loadBalancer: !<org.redisson.connection.balancer.RoundRobinLoadBalancer> {}
+  readMode: "SLAVE"
+  subscriptionMode: "SLAVE"
+  sentinelAddresses:
+  - "redis://127.0.0.1:26379"
+  - "redis://127.0.0.1:26389"
+  masterName: "mymaster"
+  database: 0
+  checkSentinelsList: true
+threads: 16
+nettyThreads: 32
+codec: !<org.redisson.codec.Kryo5Codec> {}
+transportMode: "NIO"
+"#,
+    );
+    let mut expected = Config::sentinel(
+        "mymaster",
+        [
+            "redis://:sentinel%3Apw@127.0.0.1:26379/",
+            "redis://:sentinel%3Apw@127.0.0.1:26389/",
+        ],
+    );
+    expected.topology = Topology::Sentinel {
+        master_name: "mymaster".into(),
+        username: Some("app".into()),
+        password: Some("master pw".into()),
+    };
+    expected.subscription_timeout = Duration::from_secs(5);
+    assert_eq!(config, expected);
+}
+
+#[test]
+fn master_slave_with_environment_placeholders() {
+    // Unset in the test's environment (a name no one uses): the default applies.
+    let config = load(
+        r#"
+masterSlaveServersConfig:
+  masterAddress: "rediss://redis.example.com:${RLOCK_TEST_UNSET_PORT_8c1f:-6380}"
+  slaveAddresses:
+  - "rediss://replica-1.example.com:6380"
+  - "rediss://replica-2.example.com:6380"
+  database: 1
+  readMode: "MASTER"
+  password: null
+codec: !<org.redisson.codec.JsonJacksonCodec> {}
+lockWatchdogTimeout: 12000
+"#,
+    );
+    let mut expected = Config::master_replica("rediss://redis.example.com:6380/1");
+    expected.watchdog_timeout = Duration::from_secs(12);
+    assert_eq!(config, expected);
+}
+
+/// A `tracing` subscriber's output, kept in memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("buffer").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn unknown_keys_are_warned_about_and_redisson_only_ones_are_not() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .finish();
+    let config = tracing::subscriber::with_default(subscriber, || {
+        load(
+            r#"
+singleServerConfig:
+  address: "redis://127.0.0.1:6379"
+  connectionPoolSize: 64
+  colour: "blue"
+lockWatchdogTimout: 5000
+threads: 16
+codec: !<org.redisson.codec.Kryo5Codec> {}
+"#,
+        )
+    });
+    assert_eq!(config, Config::new("redis://127.0.0.1:6379/"));
+    let logs = String::from_utf8(captured.0.lock().expect("buffer").clone()).expect("UTF-8 logs");
+    let warnings: Vec<&str> = logs.lines().filter(|line| line.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 2, "{logs}");
+    assert!(logs.contains("singleServerConfig.colour"), "{logs}");
+    assert!(logs.contains("lockWatchdogTimout"), "{logs}");
+    for quiet in ["connectionPoolSize", "threads", "codec"] {
+        assert!(!logs.contains(quiet), "{quiet} warned about: {logs}");
+    }
+}
+
+#[test]
+fn bad_values_are_errors_naming_the_key() {
+    let error = Config::from_redisson_yaml(
+        r#"
+clusterServersConfig:
+  nodeAddresses:
+  - "redis://127.0.0.1:7000"
+  - "127.0.0.1:7001"
+"#,
+    )
+    .expect_err("an address without a scheme");
+    let Error::InvalidArgument(message) = error else {
+        panic!("not an invalid argument: {error:?}");
+    };
+    assert!(
+        message.starts_with("clusterServersConfig.nodeAddresses[1]: "),
+        "{message}"
+    );
+
+    let error = Config::from_redisson_yaml(
+        "singleServerConfig:\n  address: \"redis://127.0.0.1:6379\"\nlockWatchdogTimeout: \"long\"\n",
+    )
+    .expect_err("a watchdog timeout that is not a number");
+    assert!(error.to_string().contains("lockWatchdogTimeout"), "{error}");
+}
+
+/// Locks `name` with a client of `config` and returns the PTTL that `server` (the lock's master)
+/// shows for it while held.
+async fn pttl_while_held(config: Config, name: &str, server: &RedisServer) -> i64 {
+    let client = rlock_redisson::Client::with_config(config)
+        .await
+        .expect("a client of the file's config connects");
+    let guard = client.lock(name).lock().await.expect("lock acquired");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(name)
+        .query_async(&mut raw(server).await)
+        .await
+        .expect("PTTL");
+    guard.unlock().await.expect("unlocked");
+    pttl
+}
+
+/// `urls` as Redisson writes addresses: a YAML list of `redis://host:port`.
+fn address_list(urls: &[String]) -> String {
+    let quoted = urls
+        .iter()
+        .map(|url| format!("\"{}\"", url.trim_end_matches('/')));
+    format!("[{}]", quoted.collect::<Vec<_>>().join(", "))
+}
+
+#[tokio::test]
+async fn a_client_of_the_file_logs_in_and_leases_locks_for_its_watchdog_timeout() {
+    let password = "s3cret:pw";
+    let server = RedisServer::start_authenticated(None, password, &["--requirepass", password]);
+    let yaml = format!(
+        r#"
+singleServerConfig:
+  address: "redis://127.0.0.1:{port}"
+  password: "{password}"
+  clientName: null
+threads: 16
+codec: !<org.redisson.codec.Kryo5Codec> {{}}
+lockWatchdogTimeout: 3000
+"#,
+        port = server.port()
+    );
+    let pttl = pttl_while_held(load(&yaml), "yaml:leased", &server).await;
+    assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
+}
+
+#[tokio::test]
+async fn a_cluster_from_its_file_takes_locks() {
+    let cluster = rlock_tests::topology::Cluster::start(3, 0);
+    let yaml = format!(
+        "clusterServersConfig:\n  nodeAddresses: {}\n  shardedSubscriptionMode: \"AUTO\"\n  \
+         readMode: \"MASTER\"\nlockWatchdogTimeout: 3000\ncodec: !<org.redisson.codec.Kryo5Codec> {{}}\n",
+        address_list(&cluster.seeds())
+    );
+    let config = load(&yaml);
+    let mut expected = cluster.config();
+    expected.watchdog_timeout = Duration::from_secs(3);
+    assert_eq!(config, expected);
+    let name = "yaml:{cluster}";
+    let pttl = pttl_while_held(config, name, cluster.master_of(name)).await;
+    assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
+}
+
+#[tokio::test]
+async fn a_sentinel_master_from_its_file_takes_locks() {
+    let setup = rlock_tests::topology::SentinelSetup::start(1, 1);
+    let yaml = format!(
+        "sentinelServersConfig:\n  sentinelAddresses: {}\n  masterName: \"{}\"\n  \
+         password: null\n  sentinelPassword: null\n  checkSentinelsList: false\n  database: 0\n\
+         lockWatchdogTimeout: 3000\ncheckLockSyncedSlaves: true\n",
+        address_list(&setup.sentinel_urls()),
+        rlock_tests::topology::SentinelSetup::MASTER_NAME
+    );
+    let config = load(&yaml);
+    let mut expected = setup.config();
+    expected.watchdog_timeout = Duration::from_secs(3);
+    assert_eq!(config, expected);
+    let pttl = pttl_while_held(config, "yaml:sentinel", &setup.master).await;
+    assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
+}
