@@ -31,6 +31,7 @@ mod scripts;
 mod semaphore;
 mod services;
 mod spin_lock;
+mod telemetry;
 mod wake;
 mod watchdog;
 
