@@ -1,6 +1,8 @@
 //! Acquisition: the wait loop around a kind's acquire script, with the undo of unknown outcomes.
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,27 +107,35 @@ async fn acquire_as<K: Kind>(
     });
     let (kind_ref, queued_ref) = (&**kind, queued.as_ref());
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
-    // and only while it runs, so a waiting task's future stays small.
-    let acquired = wait_on(services, listen, patience, move || {
-        Box::pin(async move {
-            if let Some(queued) = queued_ref
-                && let Some(local) = queued.local_step(lease, acquisition).await
-            {
-                return Ok(local);
-            }
-            let attempt = attempt(services, kind_ref, field, lease, wait_for).await;
-            let acquired = match &attempt {
-                Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
-                _ => None,
-            };
-            match (queued_ref, acquired) {
-                (Some(queued), acquired) => queued.ticket.tried(acquired),
-                (None, Some(expiry)) => held_outside_the_queue(services, kind_ref, field, expiry),
-                (None, None) => {}
-            }
-            attempt
-        })
-    })
+    // and only while it runs, so a waiting task's future stays small. Its type is erased, so that
+    // proving a caller's future `Send` does not walk down into the connection's.
+    let acquired = wait_on(
+        services,
+        listen,
+        patience,
+        move || -> AttemptFuture<'_, K> {
+            Box::pin(async move {
+                if let Some(queued) = queued_ref
+                    && let Some(local) = queued.local_step(lease, acquisition).await
+                {
+                    return Ok(local);
+                }
+                let attempt = attempt(services, kind_ref, field, lease, wait_for).await;
+                let acquired = match &attempt {
+                    Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
+                    _ => None,
+                };
+                match (queued_ref, acquired) {
+                    (Some(queued), acquired) => queued.ticket.tried(acquired),
+                    (None, Some(expiry)) => {
+                        held_outside_the_queue(services, kind_ref, field, expiry)
+                    }
+                    (None, None) => {}
+                }
+                attempt
+            })
+        },
+    )
     .await;
     drop(queued);
     match acquired {
@@ -140,6 +150,10 @@ async fn acquire_as<K: Kind>(
         Err(e) => Err(e),
     }
 }
+
+/// One attempt in flight.
+type AttemptFuture<'a, K> =
+    Pin<Box<dyn Future<Output = Result<Attempt<(<K as Kind>::Token, Expiry)>>> + Send + 'a>>;
 
 /// A first hold taken without queueing (a one-shot try) makes its owner the local holder, so that
 /// local waiters wait for it rather than try.
