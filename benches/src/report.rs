@@ -71,6 +71,20 @@ impl Results {
                 value,
                 met: value <= 1.15,
             });
+            if let Some(recorded) = find(&self.cycle, Kind::RlockRecorded, |m| m.kind) {
+                let value = ratio(recorded.latency.p50_us, raw.latency.p50_us);
+                goals.push(Goal {
+                    goal: "uncontended cycle with a metrics recorder ≤ 1.15× the raw baseline (p50)",
+                    target: "≤ 1.15",
+                    measured: format!(
+                        "{} µs vs {} µs",
+                        num(recorded.latency.p50_us, 1),
+                        num(raw.latency.p50_us, 1)
+                    ),
+                    value,
+                    met: value <= 1.15,
+                });
+            }
         }
         let rlock = self.contended(Kind::Rlock, false);
         let rslock = self.contended(Kind::Rslock, false);
@@ -238,6 +252,7 @@ impl Results {
         let cycle = |kind| find(&self.cycle, kind, |m| m.kind);
         let (c_rlock, c_raw, c_rslock) =
             (cycle(Kind::Rlock), cycle(Kind::Raw), cycle(Kind::Rslock));
+        let c_recorded = cycle(Kind::RlockRecorded);
         let latency = |m: Option<&cycle::Measured>, f: fn(&Summary) -> f64| {
             m.map_or(f64::NAN, |m| f(&m.latency))
         };
@@ -254,6 +269,17 @@ impl Results {
                 num(rs, 1),
                 format!("{} rlock/raw", num(ratio(r, raw), 2)),
             ]);
+            if let Some(recorded) = c_recorded {
+                let r = f(&recorded.latency);
+                table.row([
+                    "1".into(),
+                    format!("the same, with a metrics recorder installed, {label} (µs)"),
+                    num(r, 1),
+                    num(raw, 1),
+                    "—".into(),
+                    format!("{} rlock/raw", num(ratio(r, raw), 2)),
+                ]);
+            }
         }
         let commands = |m: Option<&cycle::Measured>| {
             m.map_or("—".into(), |m| {

@@ -47,6 +47,12 @@ impl Recorder for MemoryRecorder {
 }
 
 impl MemoryRecorder {
+    /// Installs this recorder for the whole process (clients register their handles with it from
+    /// then on); false if one was installed already.
+    pub fn install_global(self) -> bool {
+        metrics::set_global_recorder(self).is_ok()
+    }
+
     /// The counter `name` with exactly these labels; 0 if it was never registered.
     pub fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
         let counters = self.0.get_counter_handles();
