@@ -1,5 +1,6 @@
-//! Spans, events and metrics of a contended acquisition, a lost lease and a subscriber reconnect,
-//! as a service that collects them sees them (README, "Observability").
+//! Spans, events and metrics of a contended acquisition, a lost lease, a subscriber reconnect and
+//! writes whose replies were lost, as a service that collects them sees them (README,
+//! "Observability").
 //!
 //! Each test runs on a current-thread runtime inside a thread-local tracing subscriber and metrics
 //! recorder, so that every task of the client (waiters, the watchdog, the subscriber) reports to
@@ -12,8 +13,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::AsyncCommands;
+use rlock_redisson::Client;
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, eventually, raw};
+use rlock_tests::proxied::{Deployment, Proxied};
+use rlock_tests::proxy::Match;
 use rlock_tests::recorder::MemoryRecorder;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -309,6 +313,57 @@ fn a_subscriber_reconnect_resubscribes_and_says_so() {
         assert!(
             attempts >= 4,
             "the reconnect sent the waiter to retry: {attempts}"
+        );
+    });
+}
+
+#[test]
+fn writes_whose_replies_were_lost_are_reconciled_and_counted() {
+    let proxied = Proxied::start(Deployment::Single);
+    observed(|capture, metrics| async move {
+        let mut config = proxied.config();
+        config.retry_delay = Duration::from_millis(50);
+        config.retry_max_delay = Duration::from_millis(100);
+        let client = Client::with_config(config).await.expect("client");
+        let name = "obs:lost-reply";
+        let proxy = proxied.proxy_of(name);
+        let script_on_name = || Match::command("EVALSHA").with_arg(name);
+
+        proxy.lose_reply(script_on_name(), 1);
+        let failed = client.lock(name).lock().await;
+        assert!(failed.is_err(), "the acquire's reply was lost: {failed:?}");
+        let undone = [("operation", "acquire"), ("result", "resolved")];
+        assert!(
+            eventually(Duration::from_secs(5), async || metrics
+                .counter("rlock_unknown_outcomes_total", &undone)
+                == 1)
+            .await,
+            "the acquire was undone"
+        );
+
+        let guard = client.lock(name).lock().await.expect("lock");
+        proxy.lose_reply(script_on_name(), 1);
+        guard.unlock().await.expect("the unlock is re-sent");
+        let resent = [("operation", "unlock"), ("result", "resolved")];
+        assert_eq!(metrics.counter("rlock_unknown_outcomes_total", &resent), 1);
+        assert_eq!(proxy.lost_replies(), 2);
+
+        let reconciled = capture.events("reconciled a write whose outcome was unknown");
+        let operations: Vec<_> = reconciled
+            .iter()
+            .map(|e| (e.level, e.field("operation"), e.field("lock")))
+            .collect();
+        assert_eq!(
+            operations,
+            [
+                (Level::DEBUG, Some("acquire"), Some(name)),
+                (Level::DEBUG, Some("unlock"), Some(name)),
+            ]
+        );
+        let unresolved = [("operation", "acquire"), ("result", "unresolved")];
+        assert_eq!(
+            metrics.counter("rlock_unknown_outcomes_total", &unresolved),
+            0
         );
     });
 }
