@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::AsyncCommands;
-use rlock_redisson::Client;
+use rlock_redisson::{Client, LockGuard};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client_with, eventually, raw};
+use rlock_tests::harness::{client_with, eventually, kill_subscribers, raw};
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::Match;
 use rlock_tests::recorder::MemoryRecorder;
@@ -151,6 +151,26 @@ async fn release_elsewhere(redis: &mut redis::aio::MultiplexedConnection, name: 
         .expect("PUBLISH");
 }
 
+/// A task waiting for `name`, held elsewhere, once its channel subscription is live.
+async fn parked_waiter(
+    client: &Client,
+    redis: &mut redis::aio::MultiplexedConnection,
+    metrics: &MemoryRecorder,
+    name: &str,
+) -> tokio::task::JoinHandle<rlock_redisson::Result<LockGuard>> {
+    hold_elsewhere(redis, name, Duration::from_secs(30)).await;
+    let lock = client.lock(name);
+    let waiter = tokio::spawn(async move { lock.lock().await });
+    assert!(
+        eventually(Duration::from_secs(5), async || metrics
+            .gauge("rlock_subscriptions", &[])
+            == 1.0)
+        .await,
+        "the waiter's channel is live"
+    );
+    waiter
+}
+
 const HOLD: Duration = Duration::from_millis(300);
 
 #[test]
@@ -159,16 +179,7 @@ fn a_contended_acquisition_is_one_span_woken_by_the_unlock_message() {
     observed(|capture, metrics| async move {
         let client = client_with(&server, |_| {}).await;
         let mut redis = raw(&server).await;
-        hold_elsewhere(&mut redis, "obs:contended", Duration::from_secs(30)).await;
-        let lock = client.lock("obs:contended");
-        let waiter = tokio::spawn(async move { lock.lock().await });
-        assert!(
-            eventually(Duration::from_secs(5), async || metrics
-                .gauge("rlock_subscriptions", &[])
-                == 1.0)
-            .await,
-            "the waiter's channel is live"
-        );
+        let waiter = parked_waiter(&client, &mut redis, &metrics, "obs:contended").await;
         tokio::time::sleep(HOLD).await;
         assert_eq!(metrics.gauge("rlock_waiters", &[("kind", "lock")]), 1.0);
         release_elsewhere(&mut redis, "obs:contended").await;
@@ -266,19 +277,10 @@ fn a_subscriber_reconnect_resubscribes_and_says_so() {
     observed(|capture, metrics| async move {
         let client = client_with(&server, |_| {}).await;
         let mut redis = raw(&server).await;
-        hold_elsewhere(&mut redis, "obs:reconnect", Duration::from_secs(30)).await;
-        let lock = client.lock("obs:reconnect");
-        let waiter = tokio::spawn(async move { lock.lock().await });
+        let waiter = parked_waiter(&client, &mut redis, &metrics, "obs:reconnect").await;
         let live = async || metrics.gauge("rlock_subscriptions", &[]) == 1.0;
-        assert!(eventually(Duration::from_secs(5), live).await);
 
-        let killed: u64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("pubsub")
-            .query_async(&mut redis)
-            .await
-            .expect("CLIENT KILL");
+        let killed = kill_subscribers(&mut redis).await;
         assert_eq!(killed, 1, "the client's one subscriber connection");
         let resubscribed =
             async || metrics.counter("rlock_resubscriptions_total", &[]) == 1 && live().await;
