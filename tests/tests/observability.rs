@@ -369,3 +369,29 @@ fn writes_whose_replies_were_lost_are_reconciled_and_counted() {
         );
     });
 }
+
+#[test]
+fn lock_names_are_labels_only_when_the_config_says_so() {
+    let server = RedisServer::start();
+    observed(|_, metrics| async move {
+        for (lock_names, name) in [(true, "obs:named"), (false, "obs:unnamed")] {
+            let client =
+                client_with(&server, |config| config.metrics_lock_names = lock_names).await;
+            let guard = client.lock(name).try_lock().await.expect("try_lock");
+            guard.expect("free").unlock().await.expect("unlock");
+        }
+        let acquired = [("kind", "lock"), ("outcome", "acquired")];
+        let named = [acquired[0], acquired[1], ("lock", "obs:named")];
+        assert_eq!(metrics.counter("rlock_acquisitions_total", &named), 1);
+        assert_eq!(metrics.counter("rlock_acquisitions_total", &acquired), 1);
+        let waits = [("kind", "lock"), ("lock", "obs:named")];
+        assert_eq!(
+            metrics
+                .histogram("rlock_acquire_wait_seconds", &waits)
+                .len(),
+            1
+        );
+        let unnamed = [acquired[0], acquired[1], ("lock", "obs:unnamed")];
+        assert_eq!(metrics.counter("rlock_acquisitions_total", &unnamed), 0);
+    });
+}
