@@ -56,6 +56,8 @@ impl<C: Contender> Cycle for C {
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Kind {
     Rlock,
+    /// rlock whose client records its metrics into an in-memory recorder (the cycle scenario only).
+    RlockRecorded,
     Raw,
     Rslock,
 }
@@ -64,6 +66,7 @@ impl Kind {
     pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Rlock => "rlock",
+            Self::RlockRecorded => "rlock + metrics recorder",
             Self::Raw => "raw 2×EVALSHA",
             Self::Rslock => "rslock",
         }
@@ -79,7 +82,7 @@ impl Kind {
     /// `del`, and its client sends neither.
     pub(crate) fn script_calls(self, calls: &CommandStats) -> u64 {
         match self {
-            Self::Rlock | Self::Raw => {
+            Self::Rlock | Self::RlockRecorded | Self::Raw => {
                 let publishes = calls.sum_of(&["publish", "spublish"]);
                 calls.sum_of(&[
                     "exists", "hexists", "hincrby", "pexpire", "pttl", "get", "set", "type", "hget",

@@ -154,6 +154,7 @@ pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
         }
         Kind::Rslock => contend(Rslock::new(&task.url), &task, &mut parent).await,
         Kind::Raw => Err("the raw scripts cannot wait for a lock".into()),
+        Kind::RlockRecorded => Err("only the cycle scenario records metrics".into()),
     }
 }
 

@@ -45,6 +45,17 @@ pub async fn pause_clients(redis: &mut redis::aio::MultiplexedConnection, ms: u6
         .expect("CLIENT PAUSE");
 }
 
+/// `CLIENT KILL TYPE pubsub`: cuts every subscriber connection; returns how many there were.
+pub async fn kill_subscribers(redis: &mut redis::aio::MultiplexedConnection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(redis)
+        .await
+        .expect("CLIENT KILL")
+}
+
 /// A plain multiplexed connection for inspecting and poking at Redis directly.
 pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     server

@@ -22,6 +22,7 @@ pub mod harness;
 pub mod history;
 pub mod proxied;
 pub mod proxy;
+pub mod recorder;
 pub mod redisson;
 pub mod server;
 pub mod topology;

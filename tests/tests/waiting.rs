@@ -9,8 +9,8 @@ use redis::AsyncCommands;
 use rlock_redisson::Client;
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{
-    acquired_after, client, client_with, evalsha_calls, eventually, lock_channel_subscribers,
-    park_subscribed_waiter, raw,
+    acquired_after, client, client_with, evalsha_calls, eventually, kill_subscribers,
+    lock_channel_subscribers, park_subscribed_waiter, raw,
 };
 use tokio::time::Instant;
 
@@ -332,13 +332,7 @@ async fn waiters_recover_when_the_subscriber_connection_is_killed() {
     let guard = holder.lock(name).lock().await.expect("holder locks");
     let waiting = park_subscribed_waiter(waiter.lock(name), &mut redis).await;
 
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut redis)
-        .await
-        .expect("CLIENT KILL");
+    let killed = kill_subscribers(&mut redis).await;
     assert!(killed >= 1);
     assert!(
         eventually(Duration::from_secs(5), async || lock_channel_subscribers(

@@ -5,10 +5,18 @@
 //! in a rotating order, so that load changes on the machine hit all of them alike. The first round
 //! warms up (connections, script cache) and is not counted. Redis' command counts are taken around
 //! every block, so the table also shows what one cycle sends.
+//!
+//! rlock runs twice: as an application without a metrics recorder (its metric handles are no-ops),
+//! and with one ([`MemoryRecorder`], metrics-util's atomic registry, installed process-wide): what
+//! recording its metrics costs. No tracing subscriber is installed: the acquire span stays disabled,
+//! as in a service that logs at `info`. A client registers its metric handles with the recorder in
+//! place when it first uses them, so the plain client makes one cycle before the recorder goes in;
+//! the recorder then stays for the rest of the process (later scenarios record too).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use rlock_tests::recorder::MemoryRecorder;
 use serde::Serialize;
 
 use crate::Result;
@@ -35,8 +43,14 @@ pub(crate) struct Measured {
 }
 
 pub(crate) async fn run(url: &str, probe: &mut Probe, params: Params) -> Result<Vec<Measured>> {
+    let plain = Rlock::connect(url).await?;
+    plain.cycle("bench:cycle:before-the-recorder").await?;
+    if !MemoryRecorder::default().install_global() {
+        return Err("another metrics recorder is installed already".into());
+    }
     let contenders: Vec<(Kind, Box<dyn Cycle>)> = vec![
-        (Kind::Rlock, Box::new(Rlock::connect(url).await?)),
+        (Kind::Rlock, Box::new(plain)),
+        (Kind::RlockRecorded, Box::new(Rlock::connect(url).await?)),
         (Kind::Raw, Box::new(RawScripts::connect(url, 1).await?)),
         (Kind::Rslock, Box::new(Rslock::new(url))),
     ];

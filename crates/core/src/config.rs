@@ -130,6 +130,11 @@ pub struct Config {
     /// How long a streak of local hand-offs may last before the lock is released for real. Default
     /// 10 ms.
     pub local_handoff_window: Duration,
+    /// Whether per-lock metrics (acquisitions, wait times, local hand-offs, lost leases) carry the
+    /// lock's name as a `lock` label (see the README, "Observability"). Each name then makes series
+    /// of its own, and recording them costs an allocation per acquisition: turn it on only for a
+    /// bounded set of names. Default false.
+    pub metrics_lock_names: bool,
 }
 
 impl Config {
@@ -157,6 +162,7 @@ impl Config {
             local_handoff: true,
             local_handoff_limit: 16,
             local_handoff_window: Duration::from_millis(10),
+            metrics_lock_names: false,
         }
     }
 
@@ -328,6 +334,7 @@ impl fmt::Debug for Config {
             .field("local_handoff", &self.local_handoff)
             .field("local_handoff_limit", &self.local_handoff_limit)
             .field("local_handoff_window", &self.local_handoff_window)
+            .field("metrics_lock_names", &self.metrics_lock_names)
             .finish()
     }
 }

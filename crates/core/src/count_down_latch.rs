@@ -25,6 +25,7 @@ use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::lua;
 use crate::services::Services;
+use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 
 static TRY_SET_COUNT: LazyLock<Script> = lua!("latch_try_set_count.lua");
@@ -218,16 +219,17 @@ impl CountDownLatch {
 
     async fn await_open(&self, patience: Wait) -> Result<Option<()>> {
         self.object.check_name()?;
-        let listen = self.object.listen(WakeRule::Latch);
-        engine::wait_on(&self.object.services, listen, patience, || {
+        let acquisition = self.object.acquisition(KindLabel::CountDownLatch, patience);
+        let listen = self.object.listen(WakeRule::Latch, &acquisition);
+        let open = engine::wait_on(&self.object.services, listen, patience, || {
             Box::pin(async {
                 Ok(match self.count().await? {
                     0 => Attempt::Acquired(()),
                     _ => Attempt::Busy(RECHECK),
                 })
             })
-        })
-        .await
+        });
+        acquisition.track(open).await
     }
 }
 

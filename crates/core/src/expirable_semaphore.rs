@@ -35,6 +35,7 @@ use crate::names;
 use crate::scripts::{ScriptCall, lua};
 use crate::semaphore::TRY_SET_PERMITS;
 use crate::services::Services;
+use crate::telemetry::{KindLabel, Reconciles};
 use crate::wake::WakeRule;
 
 static ACQUIRE: LazyLock<Script> = lua!("expirable_prelude.lua", "expirable_acquire.lua");
@@ -360,11 +361,18 @@ impl PermitExpirableSemaphore {
         let lease = lease
             .map(|lease| engine::millis(lease, "a permit's lease"))
             .transpose()?;
-        let listen = self.object.listen(WakeRule::Permits);
-        engine::wait_on(&self.object.services, listen, patience, || {
-            Box::pin(self.attempt(permits, lease))
-        })
-        .await
+        let acquisition = self
+            .object
+            .acquisition(KindLabel::PermitExpirableSemaphore, patience);
+        let listen = self.object.listen(WakeRule::Permits, &acquisition);
+        acquisition
+            .track(engine::wait_on(
+                &self.object.services,
+                listen,
+                patience,
+                || Box::pin(self.attempt(permits, lease)),
+            ))
+            .await
     }
 
     /// One try to take `permits` with fresh ids: undone and tried again while no replica
@@ -388,8 +396,13 @@ impl PermitExpirableSemaphore {
                     self.object.services.watchdog.timeout(),
                     Duration::from_millis,
                 );
-                let mut undo =
-                    Undo::arm(&self.object.services, conn, self.undo_call(&ids), patience);
+                let mut undo = Undo::arm(
+                    &self.object.services,
+                    conn,
+                    self.undo_call(&ids),
+                    patience,
+                    Reconciles::Acquire,
+                );
                 let expiry =
                     lease.map_or_else(|| NON_EXPIRING.to_owned(), |l| (now + l).to_string());
                 let mut call = ScriptCall::new(&ACQUIRE)

@@ -20,6 +20,7 @@ use crate::lock::Lock;
 use crate::names;
 use crate::reentrant::{self, UNLOCK_MESSAGE};
 use crate::scripts::{ScriptCall, lua};
+use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -179,6 +180,10 @@ impl Kind for Fair {
             .arg(UNLOCK_MESSAGE)
             .arg(now_ms())
             .arg(self.publish)
+    }
+
+    fn label(&self) -> KindLabel {
+        KindLabel::FairLock
     }
 
     fn renewal(&self) -> &'static Renewal {

@@ -17,6 +17,7 @@ use crate::lock::Lock;
 use crate::names;
 use crate::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
+use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -97,6 +98,10 @@ impl Kind for Fenced {
 
     fn force_unlock_call(&self) -> ScriptCall {
         self.lock.force_unlock_call()
+    }
+
+    fn label(&self) -> KindLabel {
+        KindLabel::FencedLock
     }
 
     fn renewal(&self) -> &'static Renewal {

@@ -32,6 +32,7 @@ mod scripts;
 mod semaphore;
 mod services;
 mod spin_lock;
+mod telemetry;
 mod wake;
 mod watchdog;
 

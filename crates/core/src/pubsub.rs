@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Topology, redact};
 use crate::connection::{cluster_builder, node_client, sentinel_client};
+use crate::telemetry::{self, Subscriptions};
 use crate::wake::{Armed, WakeRule, Wakeups};
 
 /// The shortest and longest pause between reconnect attempts.
@@ -78,6 +79,8 @@ pub(crate) struct Registry {
     channels: Mutex<HashMap<String, (usize, Arc<Channel>)>>,
     /// Wakes the connection task when the desired set changed.
     changed: Notify,
+    /// How many channels are live (`subscribed`), as a metric.
+    live: Subscriptions,
 }
 
 impl Registry {
@@ -137,7 +140,9 @@ impl Registry {
         let channels = self.channels.lock();
         for name in subscribed {
             if let Some((_, channel)) = channels.get(name) {
-                channel.subscribed.store(true, Ordering::Release);
+                if !channel.subscribed.swap(true, Ordering::AcqRel) {
+                    self.live.live();
+                }
                 channel.confirmed.notify_waiters();
                 channel.wakeups.wake_all();
             }
@@ -161,7 +166,9 @@ impl Registry {
     /// One channel stopped being live: its waiters re-try now, then wait bounded by the PTTL.
     fn lost(&self, name: &str) {
         if let Some(channel) = self.channel(name) {
-            channel.subscribed.store(false, Ordering::Release);
+            if channel.subscribed.swap(false, Ordering::AcqRel) {
+                self.live.gone();
+            }
             channel.wakeups.wake_all();
         }
     }
@@ -176,7 +183,9 @@ impl Registry {
     /// Every channel stops being live; every waiter re-tries now and then waits bounded by the PTTL.
     fn connection_lost(&self) {
         for (_, channel) in self.channels.lock().values() {
-            channel.subscribed.store(false, Ordering::Release);
+            if channel.subscribed.swap(false, Ordering::AcqRel) {
+                self.live.gone();
+            }
             channel.wakeups.wake_all();
         }
     }
@@ -258,7 +267,11 @@ impl Drop for Subscription {
         if let Some((refs, _)) = channels.get_mut(&self.name) {
             *refs -= 1;
             if *refs == 0 {
-                let _ = channels.remove(&self.name);
+                if let Some((_, channel)) = channels.remove(&self.name)
+                    && channel.subscribed.load(Ordering::Acquire)
+                {
+                    self.registry.live.gone();
+                }
                 self.registry.changed.notify_one();
             }
         }
@@ -458,6 +471,8 @@ type Change = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
 impl Connection {
     async fn run(mut self, shutdown: CancellationToken) {
         let mut backoff = RECONNECT_BACKOFF.0;
+        // Whether a connection was lost (or never made): the next one is a reconnect.
+        let mut reconnecting = false;
         loop {
             let connect = tokio::time::timeout(self.connect_timeout, self.endpoint.connect());
             let connected = tokio::select! {
@@ -467,7 +482,11 @@ impl Connection {
             match connected {
                 Ok(Ok((link, events))) => {
                     backoff = RECONNECT_BACKOFF.0;
-                    tracing::debug!(url = %self.url, "subscriber connected");
+                    if reconnecting {
+                        telemetry::reconnected(&self.url, self.registry.channel_count());
+                    } else {
+                        tracing::debug!(url = %self.url, "subscriber connected");
+                    }
                     if self.serve(link, events, &shutdown).await.is_break() {
                         return;
                     }
@@ -478,6 +497,7 @@ impl Connection {
                 }
                 Err(_) => tracing::warn!(url = %self.url, "subscriber connect timed out"),
             }
+            reconnecting = true;
             self.registry.connection_lost();
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -510,7 +530,7 @@ impl Connection {
                         if self.registry.channels.lock().contains_key(&channel)
                             && !change.as_ref().is_some_and(|(_, names)| names.contains(&channel))
                         {
-                            tracing::debug!(%channel, "server dropped a wanted subscription; subscribing again");
+                            telemetry::subscription_dropped(&channel);
                             let _ = server.remove(&channel);
                             self.registry.lost(&channel);
                         }
@@ -552,6 +572,7 @@ impl Connection {
         for (name, (_, channel)) in channels.iter() {
             if server.contains(name) {
                 if !channel.subscribed.swap(true, Ordering::AcqRel) {
+                    self.registry.live.live();
                     channel.confirmed.notify_waiters();
                 }
             } else {

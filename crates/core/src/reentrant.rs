@@ -13,6 +13,7 @@ use redis::{Script, Value};
 use crate::engine::{Attempt, HandOff, Kind, Wait};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
+use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -116,6 +117,10 @@ impl Kind for Reentrant {
             .key(&self.channel)
             .arg(UNLOCK_MESSAGE)
             .arg(self.publish)
+    }
+
+    fn label(&self) -> KindLabel {
+        KindLabel::Lock
     }
 
     fn renewal(&self) -> &'static Renewal {

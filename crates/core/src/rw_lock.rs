@@ -23,6 +23,7 @@ use crate::names;
 use crate::reentrant::{self, UNLOCK_MESSAGE};
 use crate::scripts::{ScriptCall, lua};
 use crate::services::Services;
+use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -166,6 +167,10 @@ impl Kind for Read {
         Some(self.lock.is_locked_call("read"))
     }
 
+    fn label(&self) -> KindLabel {
+        KindLabel::ReadLock
+    }
+
     fn renewal(&self) -> &'static Renewal {
         &READ_RENEWAL
     }
@@ -253,6 +258,10 @@ impl Kind for Write {
 
     fn is_locked_call(&self) -> Option<ScriptCall> {
         Some(self.lock.is_locked_call("write"))
+    }
+
+    fn label(&self) -> KindLabel {
+        KindLabel::WriteLock
     }
 
     fn renewal(&self) -> &'static Renewal {

@@ -30,6 +30,7 @@ use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
 use crate::services::Services;
+use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 
 static TRY_ACQUIRE: LazyLock<Script> = lua!("semaphore_try_acquire.lua");
@@ -260,11 +261,16 @@ impl Semaphore {
         if permits == 0 {
             return Ok(Some(SemaphorePermits::new(self.clone(), 0)));
         }
-        let listen = self.object.listen(WakeRule::Permits);
-        let taken = engine::wait_on(&self.object.services, listen, patience, || {
-            Box::pin(self.attempt(permits))
-        })
-        .await?;
+        let acquisition = self.object.acquisition(KindLabel::Semaphore, patience);
+        let listen = self.object.listen(WakeRule::Permits, &acquisition);
+        let taken = acquisition
+            .track(engine::wait_on(
+                &self.object.services,
+                listen,
+                patience,
+                || Box::pin(self.attempt(permits)),
+            ))
+            .await?;
         Ok(taken.map(|()| SemaphorePermits::new(self.clone(), permits)))
     }
 

@@ -16,6 +16,7 @@ use crate::connection::Commands;
 use crate::error::{Error, Operation, Result};
 use crate::owner::{self, Owner};
 use crate::pubsub::Subscriber;
+use crate::telemetry::Telemetry;
 use crate::watchdog::Watchdog;
 
 /// One client's services, shared (behind an `Arc`) by the client, its lock handles and its guards.
@@ -34,6 +35,8 @@ pub struct Services {
     pub(crate) latches: Latches,
     /// Where releases and undos run after their caller has gone.
     pub(crate) background: Background,
+    /// Metric handles of acquisitions and holds.
+    pub(crate) telemetry: Telemetry,
     _shutdown: DropGuard,
 }
 
@@ -56,8 +59,9 @@ impl Services {
         config.validate()?;
         // TLS (`rediss://`) needs a process-wide crypto provider; another one may already be set.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Error::InvalidArgument("rlock_redisson::Client needs a tokio runtime".into()))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::InvalidArgument("rlock_redisson::Client needs a tokio runtime".into())
+        })?;
         let commands = Commands::new(&config)?;
         let shutdown = CancellationToken::new();
         let guard = shutdown.clone().drop_guard();
@@ -85,6 +89,7 @@ impl Services {
         let watchdog = Watchdog::start(&config, commands.clone(), &runtime, shutdown.child_token());
         let node_id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(url = %redact(&config.url), %node_id, "rlock client connected");
+        let telemetry = Telemetry::new(config.metrics_lock_names);
         Ok(Self {
             config,
             node_id,
@@ -99,6 +104,7 @@ impl Services {
                 runtime,
                 tracker: TaskTracker::new(),
             },
+            telemetry,
             _shutdown: guard,
         })
     }

@@ -15,6 +15,7 @@ use redis::{Script, Value};
 use crate::engine::{Attempt, Kind, Wait};
 use crate::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
+use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -153,6 +154,10 @@ impl Kind for Spin {
 
     fn force_unlock_call(&self) -> ScriptCall {
         ScriptCall::new(&FORCE_UNLOCK).key(self.lock.key())
+    }
+
+    fn label(&self) -> KindLabel {
+        KindLabel::SpinLock
     }
 
     fn renewal(&self) -> &'static Renewal {

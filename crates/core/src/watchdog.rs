@@ -35,6 +35,7 @@ use crate::config::Topology;
 use crate::connection::{Commands, Written};
 use crate::error::Operation;
 use crate::scripts::ScriptCall;
+use crate::telemetry::{self, KindLabel, LostBecause, Renewals};
 
 /// How one kind's holds are renewed: a script that takes `ARGV[1]` = the lease in ms and, for each
 /// lock of the batch, what [`Renewal::add`] appends; it replies with one flag per lock, 1 when the
@@ -61,6 +62,9 @@ type EntryKey = (&'static str, String);
 struct Entry {
     generation: u64,
     renewal: &'static Renewal,
+    /// The kind of the first hold registered (for metrics: kinds that share a key and a renewal,
+    /// a lock and a fenced lock of one name, share the entry).
+    kind: KindLabel,
     /// This client's fields holding the key, with their hold counts.
     holders: Vec<(String, u32)>,
     /// Cancelled when the lock is lost.
@@ -101,6 +105,8 @@ impl Watchdog {
             retry_delay: config.retry_delay.min(config.renewal_interval()),
             batch_size: config.watchdog_batch_size,
             per_slot: config.topology == Topology::Cluster,
+            renewals: Renewals::register(),
+            lock_names: config.metrics_lock_names,
         };
         drop(runtime.spawn(task.run(shutdown)));
         Self {
@@ -109,11 +115,12 @@ impl Watchdog {
         }
     }
 
-    /// Registers one hold of `key` by `field`, acquired by a script sent at `sent_at`, to be renewed
-    /// by `renewal`. Returns the token cancelled if the lock is lost.
+    /// Registers one hold of `key` (a lock of `kind`) by `field`, acquired by a script sent at
+    /// `sent_at`, to be renewed by `renewal`. Returns the token cancelled if the lock is lost.
     pub(crate) fn register(
         &self,
         renewal: &'static Renewal,
+        kind: KindLabel,
         key: &str,
         field: &str,
         sent_at: Instant,
@@ -128,6 +135,7 @@ impl Watchdog {
                 Entry {
                     generation: *next,
                     renewal,
+                    kind,
                     holders: Vec::new(),
                     lost: CancellationToken::new(),
                     renewed_at: sent_at,
@@ -203,6 +211,9 @@ struct Renewer {
     retry_delay: Duration,
     batch_size: usize,
     per_slot: bool,
+    renewals: Renewals,
+    /// Whether lost-lease metrics carry the lock's name.
+    lock_names: bool,
 }
 
 impl Renewer {
@@ -258,6 +269,8 @@ impl Renewer {
     /// A batch holds locks of one renewal script and, in cluster mode, of one slot, as a script may
     /// not cross slots.
     async fn renew_all(&self) -> bool {
+        let started = Instant::now();
+        let mut locks = 0;
         let mut batches: HashMap<(&'static str, Option<Slot>), Vec<Renewing>> = HashMap::new();
         for ((name, key), entry) in self.registry.entries.lock().iter() {
             let slot = self.per_slot.then(|| Slot::for_key(key));
@@ -269,11 +282,13 @@ impl Renewer {
             });
         }
         let mut all_ok = true;
-        for locks in batches.values() {
-            for batch in locks.chunks(self.batch_size) {
+        for batched in batches.values() {
+            locks += batched.len();
+            for batch in batched.chunks(self.batch_size) {
                 all_ok &= self.renew_batch(batch).await;
             }
         }
+        self.renewals.round(locks, all_ok, started.elapsed());
         all_ok
     }
 
@@ -327,7 +342,7 @@ impl Renewer {
             if flag == Value::Int(1) {
                 entry.renewed_at = sent_at;
             } else if let Some(entry) = entries.remove(&id) {
-                tracing::warn!(lock = %lock.key, "watchdog found the lock gone: lease lost");
+                telemetry::lease_lost(entry.kind, &lock.key, LostBecause::Gone, self.lock_names);
                 entry.lost.cancel();
             }
         }
@@ -348,7 +363,7 @@ impl Renewer {
         self.registry.entries.lock().retain(|(_, key), entry| {
             let alive = now.duration_since(entry.renewed_at) < self.lease_known();
             if !alive {
-                tracing::warn!(lock = %key, "no renewal confirmed for a whole lease: lease lost");
+                telemetry::lease_lost(entry.kind, key, LostBecause::NotRenewed, self.lock_names);
                 entry.lost.cancel();
             }
             alive

@@ -1,6 +1,8 @@
 //! Acquisition: the wait loop around a kind's acquire script, with the undo of unknown outcomes.
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +22,7 @@ use crate::owner::Owner;
 use crate::pubsub::Subscription;
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
+use crate::telemetry::{self, Acquisition, Reconciles};
 use crate::wake::WakeRule;
 use crate::watchdog::Expiry;
 
@@ -45,15 +48,44 @@ pub(crate) async fn acquire<K: Kind>(
     let base_field = services.field(owner);
     kind.refuse(services, &base_field)?;
     let field = kind.field(base_field);
-    let channel = kind.channel(&field);
-    let give_up = GiveUp::arm(services, kind.give_up_call(&field, wait_for));
+    let acquisition = Acquisition::start(
+        &services.telemetry,
+        kind.label(),
+        kind.name(),
+        Some(&field),
+        wait_for,
+    );
+    let acquiring = acquire_as(services, kind, &field, wait_for, lease, &acquisition);
+    let acquired = acquisition.track(acquiring).await;
+    acquired.map(|acquired| {
+        acquired.map(|(token, expiry)| {
+            let kind: Arc<dyn Kind<Token = K::Token>> = kind.clone();
+            Guard::new(kind, services.clone(), owner, field, token, expiry)
+        })
+    })
+}
+
+/// [`acquire`] by `field`, told to `acquisition`: what the guard is made of.
+async fn acquire_as<K: Kind>(
+    services: &Arc<Services>,
+    kind: &Arc<K>,
+    field: &str,
+    wait_for: Wait,
+    lease: Lease,
+    acquisition: &Acquisition<'_>,
+) -> Result<Option<(K::Token, Expiry)>> {
+    let channel = kind.channel(field);
+    let give_up = GiveUp::arm(services, kind.give_up_call(field, wait_for));
     let deadline = wait_for.deadline();
-    let queued = Queued::join(services, kind, &field, wait_for, lease, channel.as_ref());
-    // Boxed: most acquisitions never wait behind others, and every acquire future would carry it.
-    if let Some(queued) = &queued
-        && !Box::pin(queued.ticket.until_head(deadline)).await
-    {
-        return Ok(None);
+    let queued = Queued::join(services, kind, field, wait_for, lease, channel.as_ref());
+    if let Some(queued) = &queued {
+        if queued.ticket.joined_behind() {
+            acquisition.waiting();
+        }
+        // Boxed: most acquisitions never wait behind others, and every acquire future would carry it.
+        if !Box::pin(queued.ticket.until_head(deadline)).await {
+            return Ok(None);
+        }
     }
     let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
     let nudge = queued
@@ -68,49 +100,48 @@ pub(crate) async fn acquire<K: Kind>(
         channel,
         poll_delay: &poll_delay,
         nudged,
+        acquisition,
     };
     let patience = deadline.map_or(Wait::Forever, |deadline| {
         Wait::For(deadline.saturating_duration_since(Instant::now()))
     });
-    let (kind_ref, field_ref, queued_ref) = (&**kind, field.as_str(), queued.as_ref());
+    let (kind_ref, queued_ref) = (&**kind, queued.as_ref());
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
-    // and only while it runs, so a waiting task's future stays small.
-    let acquired = wait_on(services, listen, patience, move || {
-        Box::pin(async move {
-            if let Some(queued) = queued_ref
-                && let Some(local) = queued.local_step(lease).await
-            {
-                return Ok(local);
-            }
-            let attempt = attempt(services, kind_ref, field_ref, lease, wait_for).await;
-            let acquired = match &attempt {
-                Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
-                _ => None,
-            };
-            match (queued_ref, acquired) {
-                (Some(queued), acquired) => queued.ticket.tried(acquired),
-                (None, Some(expiry)) => {
-                    held_outside_the_queue(services, kind_ref, field_ref, expiry)
+    // and only while it runs, so a waiting task's future stays small. Its type is erased, so that
+    // proving a caller's future `Send` does not walk down into the connection's.
+    let acquired = wait_on(
+        services,
+        listen,
+        patience,
+        move || -> AttemptFuture<'_, K> {
+            Box::pin(async move {
+                if let Some(queued) = queued_ref
+                    && let Some(local) = queued.local_step(lease, acquisition).await
+                {
+                    return Ok(local);
                 }
-                (None, None) => {}
-            }
-            attempt
-        })
-    })
+                let attempt = attempt(services, kind_ref, field, lease, wait_for).await;
+                let acquired = match &attempt {
+                    Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
+                    _ => None,
+                };
+                match (queued_ref, acquired) {
+                    (Some(queued), acquired) => queued.ticket.tried(acquired),
+                    (None, Some(expiry)) => {
+                        held_outside_the_queue(services, kind_ref, field, expiry)
+                    }
+                    (None, None) => {}
+                }
+                attempt
+            })
+        },
+    )
     .await;
     drop(queued);
     match acquired {
-        Ok(Some((token, expiry))) => {
+        Ok(Some(acquired)) => {
             give_up.disarm();
-            let kind: Arc<dyn Kind<Token = K::Token>> = kind.clone();
-            Ok(Some(Guard::new(
-                kind,
-                services.clone(),
-                owner,
-                field,
-                token,
-                expiry,
-            )))
+            Ok(Some(acquired))
         }
         Ok(None) => {
             give_up.finish().await;
@@ -119,6 +150,10 @@ pub(crate) async fn acquire<K: Kind>(
         Err(e) => Err(e),
     }
 }
+
+/// One attempt in flight.
+type AttemptFuture<'a, K> =
+    Pin<Box<dyn Future<Output = Result<Attempt<(<K as Kind>::Token, Expiry)>>> + Send + 'a>>;
 
 /// A first hold taken without queueing (a one-shot try) makes its owner the local holder, so that
 /// local waiters wait for it rather than try.
@@ -182,7 +217,11 @@ impl<K: Kind> Queued<K> {
     /// What the queue decides before the head tries in Redis: `None` to try; else the lock was
     /// passed to it, or it waits (for a local holder, or after a real release for the unlock
     /// message) without a try.
-    async fn local_step(&self, lease: Lease) -> Option<Attempt<(K::Token, Expiry)>> {
+    async fn local_step(
+        &self,
+        lease: Lease,
+        acquisition: &Acquisition<'_>,
+    ) -> Option<Attempt<(K::Token, Expiry)>> {
         let (services, kind, field) = (&*self.services, &*self.kind, self.field.as_str());
         let hand_off = kind.hand_off()?;
         loop {
@@ -202,6 +241,7 @@ impl<K: Kind> Queued<K> {
                 }
                 Step::Yield(bound) => return Some(Attempt::Busy(bound)),
                 Step::Passed { reply, sent_at } => {
+                    acquisition.handed_off();
                     self.ticket.take();
                     let expiry = take_hold(services, kind, field, lease, self.lease, sent_at);
                     services
@@ -250,6 +290,7 @@ fn take_hold<K: Kind>(
     match lease {
         Lease::Watchdog => Expiry::Watchdog(services.watchdog.register(
             kind.renewal(),
+            kind.label(),
             kind.key(),
             field,
             sent_at,
@@ -293,6 +334,7 @@ async fn attempt_on<K: Kind>(
         conn,
         kind.undo_acquire_call(field, held_before, lease_time, wait),
         lease_time,
+        Reconciles::Acquire,
     );
     let call = kind.acquire_call(field, lease_time, wait);
     let sent_at = Instant::now();
@@ -335,16 +377,19 @@ pub(crate) struct Undo {
     background: Background,
     /// After this long the hold has expired by itself and the undo can stop trying.
     lease: Duration,
+    /// What the undo reconciles, for logs and metrics.
+    reconciles: Reconciles,
 }
 
 impl Undo {
-    /// Arms `call` as the undo of what is about to be sent on `conn`; it keeps trying for as long as
-    /// what it undoes could live (`lease`).
+    /// Arms `call` as the undo of what is about to be sent on `conn` (a write of the sort
+    /// `reconciles` says); it keeps trying for as long as what it undoes could live (`lease`).
     pub(crate) fn arm(
         services: &Services,
         conn: Connection,
         call: ScriptCall,
         lease: Duration,
+        reconciles: Reconciles,
     ) -> Self {
         Self {
             conn,
@@ -352,6 +397,7 @@ impl Undo {
             commands: services.commands.clone(),
             background: services.background.clone(),
             lease,
+            reconciles,
         }
     }
 
@@ -370,7 +416,7 @@ impl Undo {
         match self.call.take() {
             Some(call) => {
                 let (commands, conn) = (self.commands.clone(), self.conn.clone());
-                Box::pin(undo(commands, conn, call, self.lease)).await
+                Box::pin(undo(commands, conn, call, self.lease, self.reconciles)).await
             }
             None => true,
         }
@@ -383,7 +429,7 @@ impl Drop for Undo {
             // A handle on the same multiplexed connection: the undo queues up behind the acquire.
             let conn = self.conn.clone();
             let commands = self.commands.clone();
-            let undo = undo(commands, conn, call, self.lease);
+            let undo = undo(commands, conn, call, self.lease, self.reconciles);
             drop(self.background.spawn(async move {
                 let _ = undo.await;
             }));
@@ -392,7 +438,13 @@ impl Drop for Undo {
 }
 
 /// Sends `call`, the undo of what was sent before it on `conn`; true once its reply is seen.
-async fn undo(commands: Commands, mut conn: Connection, call: ScriptCall, lease: Duration) -> bool {
+async fn undo(
+    commands: Commands,
+    mut conn: Connection,
+    call: ScriptCall,
+    lease: Duration,
+    reconciles: Reconciles,
+) -> bool {
     let give_up_at = Instant::now() + lease;
     let lock = call.keys().first().cloned().unwrap_or_default();
     // On the acquire's connection, wait as long as the hold could live: a paused server answers late.
@@ -405,15 +457,18 @@ async fn undo(commands: Commands, mut conn: Connection, call: ScriptCall, lease:
         match reply {
             Some(Ok(value)) => {
                 let undone = matches!(value, Value::Int(1));
-                tracing::debug!(%lock, undone, "reconciled an unconfirmed write");
+                tracing::debug!(%lock, undone, "undo of an unconfirmed write ran");
+                telemetry::reconciled(reconciles, &lock, true);
                 return true;
             }
             Some(Err(e)) if !outcome_unknown(&e) => {
                 tracing::warn!(%lock, error = %e, "undo of an unconfirmed write refused");
+                telemetry::reconciled(reconciles, &lock, false);
                 return false;
             }
             _ if Instant::now() >= give_up_at => {
-                tracing::warn!(%lock, "could not undo an unconfirmed write; it expires with its lease");
+                tracing::warn!(%lock, "undo of an unconfirmed write gave up; it expires with its lease");
+                telemetry::reconciled(reconciles, &lock, false);
                 return false;
             }
             _ => {}

@@ -17,6 +17,7 @@ use crate::connection::{Conn, Written};
 use crate::error::{Error, Operation, Result};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
+use crate::telemetry::{self, Reconciles};
 
 /// The reply of a write that ran.
 #[derive(Debug)]
@@ -85,13 +86,20 @@ where
     drop(services.background.spawn(async move {
         let outcome = write(&task_services, operation, &task_name, &call, replicas).await;
         if let Err(outcome) = reply_to.send(outcome) {
+            let orphan = Reconciles::Orphaned(operation);
             match outcome {
-                Ok(applied) => orphaned(task_services, applied).await,
-                Err(e) => tracing::warn!(
-                    name = %task_name,
+                Ok(applied) => {
+                    telemetry::reconciled(orphan, &task_name, true);
+                    orphaned(task_services, applied).await;
+                }
+                Err(Error::OutcomeUnknown { .. }) => {
+                    telemetry::reconciled(orphan, &task_name, false);
+                }
+                Err(e) => tracing::debug!(
+                    lock = %task_name,
                     %operation,
                     error = %e,
-                    "the caller of a write went away and its reply is lost"
+                    "the caller of a write went away; the write failed and changed nothing"
                 ),
             }
         }

@@ -62,6 +62,7 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
         token: T,
         expiry: Expiry,
     ) -> Self {
+        services.telemetry.held(kind.label());
         Self {
             kind,
             services,
@@ -176,6 +177,7 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
 
 impl<T: fmt::Debug + Send + 'static> Drop for Guard<T> {
     fn drop(&mut self) {
+        self.services.telemetry.released(self.kind.label());
         if !self.released {
             // Dropping the release finishes it in the background.
             drop(Releasing::new(

@@ -9,6 +9,7 @@ use super::Wait;
 use crate::error::Result;
 use crate::scripts::ScriptCall;
 use crate::services::Services;
+use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -41,6 +42,9 @@ pub trait Kind: Send + Sync + 'static {
 
     /// The user-facing name, for errors and logs.
     fn name(&self) -> &str;
+
+    /// What kind it is, for spans and metrics.
+    fn label(&self) -> KindLabel;
 
     /// The key holds are counted in: the first key of every script (it routes them in a cluster).
     /// Every kind of Redisson's lock family keeps its holds at the lock's raw name.

@@ -6,12 +6,13 @@ use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 
-use super::Replicas;
 use super::kind::degraded_poll;
 use super::wait::Listen;
+use super::{Replicas, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
+use crate::telemetry::{Acquisition, KindLabel};
 use crate::wake::WakeRule;
 
 /// A named Redis object with a wake-up channel: the state every synchronizer handle shares.
@@ -106,13 +107,23 @@ impl Object {
         ScriptCall::new(script).key(&*self.name).key(&*self.channel)
     }
 
-    /// Where the object's waiters listen, woken as `rule` says.
-    pub(crate) fn listen(&self, rule: WakeRule) -> Listen<'_> {
+    /// An acquisition of the object (of `kind`), prepared to wait as `wait` says.
+    pub(crate) fn acquisition(&self, kind: KindLabel, wait: Wait) -> Acquisition<'_> {
+        Acquisition::start(&self.services.telemetry, kind, &self.name, None, wait)
+    }
+
+    /// Where the object's waiters listen, woken as `rule` says, for `acquisition`.
+    pub(crate) fn listen<'a>(
+        &'a self,
+        rule: WakeRule,
+        acquisition: &'a Acquisition<'a>,
+    ) -> Listen<'a> {
         Listen {
             name: &self.name,
             channel: Some((self.channel.as_ref().into(), rule)),
             poll_delay: &degraded_poll,
             nudged: None,
+            acquisition,
         }
     }
 }

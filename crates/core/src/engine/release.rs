@@ -16,6 +16,7 @@ use crate::connection::Written;
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::services::{Background, Services};
+use crate::telemetry::{self, Reconciles};
 
 /// What an unlock did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,10 +102,15 @@ async fn unlock<K: Kind + ?Sized>(
     let call = kind.unlock_call(field, lease, &latch, services.config.unlock_latch_ttl());
     let name = kind.name();
     let mut retry = 0;
+    // Whether an unlock was sent whose outcome is not known: the re-sends reconcile it.
+    let mut unknown = false;
     loop {
         let failure = match services.commands.get(Operation::Unlock, name).await {
             Ok(mut conn) => match services.commands.write(&mut conn.conn, &call).await {
                 Written::Ran(reply) => {
+                    if unknown {
+                        telemetry::reconciled(Reconciles::Unlock, name, true);
+                    }
                     let released = match reply {
                         Value::Int(1) => Ok(Released::Fully),
                         Value::Int(0) => Ok(Released::Partially),
@@ -126,12 +132,18 @@ async fn unlock<K: Kind + ?Sized>(
                     replicas,
                 },
                 Written::Refused(e) => return Err(Error::from_redis(Operation::Unlock, key, e)),
-                Written::Unknown(unknown) => unknown.into_error(Operation::Unlock, name),
+                Written::Unknown(lost) => {
+                    unknown = true;
+                    lost.into_error(Operation::Unlock, name)
+                }
             },
             Err(e) if e.is_transient() => e,
             Err(e) => return Err(e),
         };
         if retry >= services.config.retry_attempts {
+            if unknown {
+                telemetry::reconciled(Reconciles::Unlock, name, false);
+            }
             return Err(failure);
         }
         tracing::debug!(lock = name, error = %failure, retry, "re-sending unlock with the same request id");
@@ -174,6 +186,7 @@ async fn pass<K: Kind + ?Sized>(
         .await;
     let failure = match written {
         Written::Ran(Value::Int(passed)) if passed > 0 => {
+            services.telemetry.handed_off(kind.label(), name);
             if !claim.passed(passed.unsigned_abs(), sent_at) {
                 // The waiter is gone: release its hold (to the next waiter, or for real).
                 let released = Box::pin(release(services, kind, &to)).await;
@@ -217,7 +230,7 @@ async fn pass<K: Kind + ?Sized>(
     claim.failed();
     let undos = [(to.as_str(), to_lease), (from, lease)].map(|(owner, lease)| {
         let call = kind.undo_acquire_call(owner, 0, lease, Wait::Forever);
-        let undo = Undo::arm(services, conn.clone(), call, lease);
+        let undo = Undo::arm(services, conn.clone(), call, lease, Reconciles::HandOff);
         services.background.spawn(undo.finish())
     });
     let budget = services

@@ -46,7 +46,7 @@ where
             }
             Synced::Unsynced { replicas } => {
                 tracing::warn!(
-                    name,
+                    lock = name,
                     %operation,
                     replicas,
                     retry,

@@ -17,6 +17,7 @@ use super::kind::Attempt;
 use crate::error::Result;
 use crate::pubsub::{Registry, Subscription};
 use crate::services::Services;
+use crate::telemetry::{Acquisition, Path};
 use crate::wake::{Turn, WakeRule};
 
 /// A local event that sends a waiter back to its attempt (a local queue's nudge, see
@@ -43,6 +44,8 @@ pub(crate) struct Waiting<'a> {
     pub(crate) name: &'a str,
     /// Local events that wake the waiter too, besides the channel.
     pub(crate) nudged: Option<&'a Nudges<'a>>,
+    /// The acquisition's span and metrics: told of each attempt and why it was made.
+    pub(crate) acquisition: &'a Acquisition<'a>,
 }
 
 /// Where a waiter of one kind listens: [`Waiting`] without what the client and the caller supply.
@@ -55,6 +58,8 @@ pub(crate) struct Listen<'a> {
     pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
     /// Local events that wake the waiter too, besides the channel.
     pub(crate) nudged: Option<&'a Nudges<'a>>,
+    /// The acquisition's span and metrics.
+    pub(crate) acquisition: &'a Acquisition<'a>,
 }
 
 /// [`wait`] on this client's subscriber, until `patience` runs out.
@@ -80,6 +85,7 @@ where
         poll_delay: listen.poll_delay,
         name: listen.name,
         nudged: listen.nudged,
+        acquisition: listen.acquisition,
     };
     wait(waiting, attempt).await
 }
@@ -114,6 +120,7 @@ where
         poll_delay,
         name,
         nudged,
+        acquisition,
     } = waiting;
     let nudge = || async {
         match nudged {
@@ -122,28 +129,35 @@ where
         }
     };
     let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
+    // Why the next attempt is made.
+    let mut path = Path::FirstTry;
     let subscription: Option<Subscription> = match &channel {
         None => None,
         Some((channel, rule)) => match registry.join_live(channel) {
             Some(joined) => Some(joined),
             None => {
+                acquisition.attempt(path);
                 if let Attempt::Acquired(token) = attempt().await? {
                     return Ok(Some(token));
                 }
                 if expired(Instant::now()) {
                     return Ok(None);
                 }
+                acquisition.waiting();
                 let joined = registry.subscribe(channel, *rule);
                 let confirm_by = Instant::now() + subscription_timeout;
                 let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
-                tokio::select! {
+                path = tokio::select! {
                     confirmed = tokio::time::timeout_at(confirm_by, joined.confirmed()) => {
-                        if confirmed.is_err() {
+                        if confirmed.is_ok() {
+                            Path::Subscribed
+                        } else {
                             tracing::warn!(lock = name, "subscription not confirmed in time; polling");
+                            Path::Polling
                         }
                     }
-                    () = nudge() => {}
-                }
+                    () = nudge() => Path::Nudged,
+                };
                 Some(joined)
             }
         },
@@ -155,6 +169,7 @@ where
     loop {
         // Armed before the try: a wake-up from now on is banked for this waiter.
         let armed = subscription.as_ref().map(Subscription::arm);
+        acquisition.attempt(path);
         let bound = match attempt().await? {
             Attempt::Acquired(token) => {
                 turn.used();
@@ -169,27 +184,36 @@ where
         if expired(now) {
             return Ok(None);
         }
-        let mut sleep = bound;
+        acquisition.waiting();
+        let (mut sleep, mut timer) = (bound, Path::TtlExpiry);
         if subscription.as_ref().is_some_and(Subscription::is_live) {
             (poll, polls) = (None, 0);
         } else {
             let delay = poll_delay(poll, polls);
             (poll, polls) = (Some(delay), polls + 1);
-            sleep = sleep.min(delay);
+            if delay <= sleep {
+                (sleep, timer) = (delay, Path::Polling);
+            }
         }
         // A foreign key may report any PTTL, even one no Instant can represent.
         let slept = now.checked_add(sleep).unwrap_or_else(super::far_future);
-        let until = deadline.map_or(slept, |d| d.min(slept));
+        let until = match deadline {
+            Some(deadline) if deadline <= slept => {
+                timer = Path::Deadline;
+                deadline
+            }
+            _ => slept,
+        };
         let woken = async {
             match armed {
                 Some(armed) => armed.woken().await,
                 None => std::future::pending().await,
             }
         };
-        turn = tokio::select! {
-            turn = woken => turn,
-            () = tokio::time::sleep_until(until) => Turn::none(),
-            () = nudge() => Turn::none(),
+        (turn, path) = tokio::select! {
+            turn = woken => (turn, Path::Message),
+            () = tokio::time::sleep_until(until) => (Turn::none(), timer),
+            () = nudge() => (Turn::none(), Path::Nudged),
         };
     }
 }
@@ -202,6 +226,7 @@ mod tests {
     use tokio::task::JoinHandle;
 
     use super::*;
+    use crate::telemetry::{KindLabel, Telemetry};
 
     const CHANNEL: &str = "redisson_lock__channel:{test}";
     const PTTL: Duration = Duration::from_secs(30);
@@ -254,6 +279,8 @@ mod tests {
     {
         let registry = registry.clone();
         tokio::spawn(async move {
+            let telemetry = Telemetry::default();
+            let acquisition = untraced(&telemetry);
             let waiting = Waiting {
                 registry: &registry,
                 channel: channel.then_some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
@@ -262,9 +289,14 @@ mod tests {
                 poll_delay: &degraded,
                 name: "test",
                 nudged: None,
+                acquisition: &acquisition,
             };
             wait(waiting, attempt).await
         })
+    }
+
+    fn untraced(telemetry: &Telemetry) -> Acquisition<'_> {
+        Acquisition::start(telemetry, KindLabel::Lock, "test", None, Wait::Forever)
     }
 
     /// A waiter on `lock`.
@@ -456,5 +488,40 @@ mod tests {
         assert!(matches!(task.await.expect("task"), Ok(Some(()))));
         assert_eq!(lock.attempts(), 4);
         assert_eq!(registry.channel_count(), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn each_attempt_is_counted_with_its_reason() {
+        let registry = Arc::new(Registry::default());
+        let lock = Arc::new(FakeLock::default());
+        assert_eq!(lock.try_once(), Attempt::Acquired(()));
+        let telemetry = Telemetry::default();
+        let acquisition = untraced(&telemetry);
+        let waiting = Waiting {
+            registry: &registry,
+            channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+            deadline: None,
+            subscription_timeout: Duration::from_millis(7500),
+            poll_delay: &degraded,
+            name: "test",
+            nudged: None,
+            acquisition: &acquisition,
+        };
+        let try_lock = || {
+            let lock = lock.clone();
+            async move { Ok(lock.try_once()) }
+        };
+        let (acquired, ()) = tokio::join!(wait(waiting, try_lock), async {
+            settle().await;
+            assert_eq!(acquisition.path(), Some(Path::FirstTry));
+            registry.confirm(&[CHANNEL.to_owned()]);
+            settle().await;
+            assert_eq!(acquisition.path(), Some(Path::Subscribed));
+            lock.release();
+            registry.dispatch(CHANNEL, b"0");
+        });
+        assert!(matches!(acquired, Ok(Some(()))));
+        assert_eq!(acquisition.attempts(), 3);
+        assert_eq!(acquisition.path(), Some(Path::Message));
     }
 }
