@@ -49,6 +49,10 @@ section "rlock-redisson's unit tests with --no-default-features"
 # The configurations that need a missing feature are refused with Error::FeatureDisabled.
 timed cargo test -p rlock-redisson --lib --no-default-features
 
+section "cargo doc -p rlock-redisson --all-features (as docs.rs builds it)"
+# Broken intra-doc links would fail the docs.rs build of the published crate.
+RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" timed cargo doc -p rlock-redisson --all-features --no-deps
+
 section "cargo package -p rlock-redisson -p rlock-cli"
 # Packages both crates (rlock-cli against the packaged rlock-redisson) and builds them from the
 # packages, so nothing they need lives outside their directories. cargo packages what git has
