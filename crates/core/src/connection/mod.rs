@@ -221,6 +221,8 @@ pub(crate) struct Pooled {
 }
 
 /// Opens connections of one topology.
+// One per client: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Factory {
     Node(redis::Client),
     #[cfg(feature = "cluster")]
