@@ -53,16 +53,6 @@ section "cargo doc -p rlock-redisson --all-features (as docs.rs builds it)"
 # Broken intra-doc links would fail the docs.rs build of the published crate.
 RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" timed cargo doc -p rlock-redisson --all-features --no-deps
 
-section "cargo package -p rlock-redisson -p rlock-cli"
-# Packages both crates (rlock-cli against the packaged rlock-redisson) and builds them from the
-# packages, so nothing they need lives outside their directories. cargo packages what git has
-# committed: a checkout with uncommitted changes skips this (CI runs on a clean clone).
-if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
-    echo "skipped: uncommitted changes (commit them, or run: cargo package --allow-dirty -p rlock-redisson -p rlock-cli)" >&2
-else
-    timed cargo package -p rlock-redisson -p rlock-cli
-fi
-
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
 section "rust-version $msrv (the minimum supported Rust version)"
 # clippy's incompatible_msrv lint (above, -D warnings) already refuses standard-library APIs newer
@@ -84,5 +74,16 @@ if [ -z "${REDIS_URL:-}" ]; then
     export REDIS_URL="redis://127.0.0.1:$(cat "$doc_redis/redis.port")/"
 fi
 cargo test --workspace "$@"
+
+section "cargo package -p rlock-redisson -p rlock-cli"
+# Packages both crates (rlock-cli against the packaged rlock-redisson) and builds them from the
+# packages, so nothing they need lives outside their directories. It runs last, as its builds
+# reuse most of what the tests built. cargo packages what git has committed: a checkout with
+# uncommitted changes skips this (CI runs on a clean clone).
+if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
+    echo "skipped: uncommitted changes (commit them, or run: cargo package --allow-dirty -p rlock-redisson -p rlock-cli)" >&2
+else
+    timed cargo package -p rlock-redisson -p rlock-cli
+fi
 
 section "all checks passed"
