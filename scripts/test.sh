@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command: formatting, lints and the whole test suite.
+# The project's test command: formatting, lints, the library's feature-trimmed
+# builds, packaging, the minimum supported Rust version and the whole test suite.
 #
 #   scripts/test.sh [CARGO TEST ARGS...]
 #
@@ -34,6 +35,40 @@ cargo clippy --version >/dev/null 2>&1 ||
     die "clippy is missing (rustup component add clippy)"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# Runs a command and says how long it took.
+timed() {
+    local start=$SECONDS
+    "$@"
+    printf '    (%ss)\n' $((SECONDS - start)) >&2
+}
+
+# The workspace builds rlock-redisson with every feature (the CLI and the tests enable them all), so
+# the trimmed builds users can choose are checked here, one feature at a time.
+section "rlock-redisson with --no-default-features (clippy)"
+timed cargo clippy -p rlock-redisson --lib --no-default-features -- -D warnings
+for feature in blocking cluster sentinel tls metrics redisson-config; do
+    section "rlock-redisson with --no-default-features --features $feature (clippy)"
+    timed cargo clippy -p rlock-redisson --lib --no-default-features --features "$feature" -- -D warnings
+done
+section "rlock-redisson's unit tests with --no-default-features"
+# The configurations that need a missing feature are refused with Error::FeatureDisabled.
+timed cargo test -p rlock-redisson --lib --no-default-features
+
+section "cargo doc -p rlock-redisson --all-features (as docs.rs builds it)"
+# Broken intra-doc links would fail the docs.rs build of the published crate.
+RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" timed cargo doc -p rlock-redisson --all-features --no-deps
+
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+section "rust-version $msrv (the minimum supported Rust version)"
+# clippy's incompatible_msrv lint (above, -D warnings) already refuses standard-library APIs newer
+# than rust-version; this builds with that toolchain itself when it is installed.
+msrv_toolchain=$(rustup toolchain list 2>/dev/null | awk '{print $1}' | grep -E "^${msrv//./\\.}(\.0)?-" | head -n 1 || true)
+if [ -n "$msrv_toolchain" ]; then
+    timed cargo "+$msrv_toolchain" check --locked -p rlock-redisson -p rlock-cli --all-features
+else
+    echo "skipped: the Rust $msrv toolchain is not installed (rustup toolchain install $msrv)" >&2
+fi
+
 section "cargo test"
 # Integration tests start their own servers; the rustdoc examples (README included) talk to the one
 # in REDIS_URL, so give them a throwaway server unless the caller chose one.
@@ -52,5 +87,16 @@ for example in examples/*.rs; do
     echo "--- $example"
     cargo run -q -p rlock-examples --example "$example"
 done
+
+section "cargo package -p rlock-redisson -p rlock-cli"
+# Packages both crates (rlock-cli against the packaged rlock-redisson) and builds them from the
+# packages, so nothing they need lives outside their directories. It runs last, as its builds
+# reuse most of what the tests built. cargo packages what git has committed: a checkout with
+# uncommitted changes skips this (CI runs on a clean clone).
+if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
+    echo "skipped: uncommitted changes (commit them, or run: cargo package --allow-dirty -p rlock-redisson -p rlock-cli)" >&2
+else
+    timed cargo package -p rlock-redisson -p rlock-cli
+fi
 
 section "all checks passed"

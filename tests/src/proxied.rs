@@ -109,8 +109,9 @@ impl Proxied {
             Servers::MasterReplica { .. } => rlock_redisson::Config::master_replica(proxy.url()),
             Servers::Sentinel(setup) => setup.config(),
             Servers::Cluster(_) => {
-                let mut config =
-                    rlock_redisson::Config::cluster(self.proxies.iter().map(|(_, proxy)| proxy.url()));
+                let mut config = rlock_redisson::Config::cluster(
+                    self.proxies.iter().map(|(_, proxy)| proxy.url()),
+                );
                 config.nat_map = self
                     .proxies
                     .iter()

@@ -430,7 +430,8 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 /// Runs `op` and describes the outcome; `Err` only for errors.
 async fn run(lock: &rlock_redisson::Lock, owner: Owner, op: Op) -> Result<String, Error> {
     let short = Duration::from_millis(20);
-    let acquired = |guard: Option<rlock_redisson::LockGuard>| format!("acquired: {}", guard.is_some());
+    let acquired =
+        |guard: Option<rlock_redisson::LockGuard>| format!("acquired: {}", guard.is_some());
     Ok(match op {
         // `lock()` waits forever for a foreign hold: it is only called on non-hash values.
         Op::Lock => acquired(Some(lock.lock().await?)),

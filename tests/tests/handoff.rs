@@ -47,7 +47,9 @@ struct Holder<T: std::fmt::Debug + Send + 'static> {
 }
 
 /// `lock.lock()`, owning the lock handle (for a task of its own).
-async fn locking<K: rlock_redisson::kind::LockKind>(lock: rlock_redisson::Lock<K>) -> rlock_redisson::Result<Guard<K::Token>> {
+async fn locking<K: rlock_redisson::kind::LockKind>(
+    lock: rlock_redisson::Lock<K>,
+) -> rlock_redisson::Result<Guard<K::Token>> {
     lock.lock().await
 }
 

@@ -57,7 +57,10 @@ impl Ctx {
         Self { proxied, client }
     }
 
-    async fn client_of(proxied: &Proxied, tweak: impl FnOnce(&mut rlock_redisson::Config)) -> Client {
+    async fn client_of(
+        proxied: &Proxied,
+        tweak: impl FnOnce(&mut rlock_redisson::Config),
+    ) -> Client {
         let mut config = proxied.config();
         quick(&mut config);
         tweak(&mut config);

@@ -36,7 +36,10 @@ fn shard_subscribers(cluster: &Cluster, channel: &str) -> i64 {
     counts.first().map_or(0, |(_, n)| *n)
 }
 
-async fn cluster_client(cluster: &Cluster, tweak: impl FnOnce(&mut rlock_redisson::Config)) -> Client {
+async fn cluster_client(
+    cluster: &Cluster,
+    tweak: impl FnOnce(&mut rlock_redisson::Config),
+) -> Client {
     let mut config = cluster.config();
     tweak(&mut config);
     Client::with_config(config).await.expect("cluster client")

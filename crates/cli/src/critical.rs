@@ -14,7 +14,11 @@ pub(crate) fn counter_key(name: &str) -> String {
 
 /// Reads the counter, optionally sleeps, and writes it back plus one. Two of these overlapping lose an
 /// increment, which is how a broken lock shows.
-pub(crate) async fn increment(client: &Client, counter: &str, hold: Duration) -> rlock_redisson::Result<()> {
+pub(crate) async fn increment(
+    client: &Client,
+    counter: &str,
+    hold: Duration,
+) -> rlock_redisson::Result<()> {
     let value = read(client, counter).await?;
     if !hold.is_zero() {
         tokio::time::sleep(hold).await;

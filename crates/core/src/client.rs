@@ -80,6 +80,10 @@ impl Client {
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad configuration or when not called inside a tokio runtime;
     /// [`Error::Backend`](crate::Error::Backend) or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be reached.
+    /// [`Error::FeatureDisabled`](crate::Error::FeatureDisabled) when the configuration needs a crate
+    /// feature this build lacks: `cluster` for [`Topology::Cluster`](crate::Topology::Cluster),
+    /// `sentinel` for [`Topology::Sentinel`](crate::Topology::Sentinel), `tls` for `rediss://` URLs
+    /// and [`Config::tls_root_cert`].
     ///
     /// # Cancel safety
     ///

@@ -160,6 +160,18 @@ pub enum Error {
         /// The permit id, as 32 hex characters.
         permit: String,
     },
+    /// The configuration needs a part of rlock-redisson that this build was compiled without: a
+    /// topology or TLS whose crate feature is off (see the README's "Installation and features").
+    /// [`Client::with_config`](crate::Client::with_config) returns it before connecting.
+    #[error(
+        "{needed_by} needs rlock-redisson's `{feature}` feature, which this build does not enable"
+    )]
+    FeatureDisabled {
+        /// The crate feature to enable: `cluster`, `sentinel` or `tls`.
+        feature: &'static str,
+        /// What in the configuration needs it, e.g. `Topology::Cluster`.
+        needed_by: &'static str,
+    },
     /// The client was shut down (its runtime is gone).
     #[error("the rlock client is shut down")]
     Closed,

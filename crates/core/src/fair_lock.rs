@@ -229,8 +229,9 @@ impl Lock<Fair> {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] or [`Error::Backend`] when Redis fails, [`Error::WrongType`] when the
-    /// queue keys hold something else.
+    /// [`Error::Timeout`](crate::Error::Timeout) or [`Error::Backend`](crate::Error::Backend) when
+    /// Redis fails, [`Error::WrongType`](crate::Error::WrongType) when the queue keys hold something
+    /// else.
     ///
     /// # Cancel safety
     ///

@@ -1,4 +1,9 @@
-#![doc = include_str!("../../../README.md")]
+// The README is the crate's documentation (and its examples are doctests). The package's README.md is
+// a symlink to the repository's, which `cargo package` stores as a file, so the path works both in a
+// clone and in the published crate.
+#![doc = include_str!("../README.md")]
+// docs.rs builds with `--cfg docsrs` on nightly: mark the items each feature gates.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(
@@ -9,6 +14,7 @@
     clippy::unwrap_used
 )]
 
+#[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;
 mod cohort;

@@ -174,7 +174,9 @@ impl Quorum {
 /// of any kind and on different clients (different Redis deployments); they are taken in order,
 /// with one owner (the bound owner, else [`Owner::current`], else a fresh one per acquisition).
 ///
-/// See the [module docs](self) for the wait and lease arithmetic, which is Redisson's.
+/// The wait and lease arithmetic is Redisson's: each member waits at most what is left of the whole
+/// wait, and with a lease the members are taken for twice the wait, then set to the lease once all
+/// are held. A member that cannot be taken releases what was taken; with wait left, it starts over.
 ///
 /// # Examples
 ///

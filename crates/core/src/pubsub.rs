@@ -37,8 +37,12 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Topology, redact};
-use crate::connection::{cluster_builder, node_client, sentinel_client};
+use crate::config::{Config, redact};
+#[cfg(feature = "cluster")]
+use crate::connection::cluster_builder;
+#[cfg(feature = "sentinel")]
+use crate::connection::sentinel_client;
+use crate::connection::{Deployment, node_client};
 use crate::telemetry::{self, Subscriptions};
 use crate::wake::{Armed, WakeRule, Wakeups};
 
@@ -202,6 +206,7 @@ impl Subscriber {
     /// selects `SSUBSCRIBE` (cluster mode only).
     pub(crate) fn start(
         config: &Config,
+        deployment: Deployment,
         sharded: bool,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
@@ -209,7 +214,7 @@ impl Subscriber {
         let registry = Arc::new(Registry::default());
         let task = Connection {
             registry: registry.clone(),
-            endpoint: Endpoint::of(config, sharded)?,
+            endpoint: Endpoint::of(config, deployment, sharded)?,
             connect_timeout: config.connect_timeout,
             url: redact(&config.url),
         };
@@ -281,24 +286,28 @@ impl Drop for Subscription {
 /// Where the subscriber connects.
 enum Endpoint {
     Node(Box<redis::Client>),
+    #[cfg(feature = "sentinel")]
     Sentinel(Box<redis::sentinel::SentinelClient>),
+    #[cfg(feature = "cluster")]
     Cluster(Box<ClusterEndpoint>),
 }
 
 /// How to reach the cluster, and how to subscribe there.
+#[cfg(feature = "cluster")]
 struct ClusterEndpoint {
     config: Config,
     sharded: bool,
 }
 
 impl Endpoint {
-    fn of(config: &Config, sharded: bool) -> redis::RedisResult<Self> {
-        Ok(match &config.topology {
-            Topology::Single | Topology::MasterReplica => {
-                Self::Node(Box::new(node_client(config, &config.url)?))
-            }
-            Topology::Sentinel { .. } => Self::Sentinel(Box::new(sentinel_client(config)?)),
-            Topology::Cluster => Self::Cluster(Box::new(ClusterEndpoint {
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    fn of(config: &Config, deployment: Deployment, sharded: bool) -> redis::RedisResult<Self> {
+        Ok(match deployment {
+            Deployment::Node => Self::Node(Box::new(node_client(config, &config.url)?)),
+            #[cfg(feature = "sentinel")]
+            Deployment::Sentinel => Self::Sentinel(Box::new(sentinel_client(config)?)),
+            #[cfg(feature = "cluster")]
+            Deployment::Cluster => Self::Cluster(Box::new(ClusterEndpoint {
                 config: config.clone(),
                 sharded,
             })),
@@ -318,6 +327,7 @@ impl Endpoint {
         match self {
             Self::Node(client) => Ok(node(client.get_async_pubsub().await?)),
             // Resolve the master anew on every connect: it may have failed over.
+            #[cfg(feature = "sentinel")]
             Self::Sentinel(sentinel) => Ok(node(
                 sentinel
                     .async_get_client()
@@ -325,6 +335,7 @@ impl Endpoint {
                     .get_async_pubsub()
                     .await?,
             )),
+            #[cfg(feature = "cluster")]
             Self::Cluster(cluster) => {
                 // Messages arrive as RESP3 pushes; each connection gets a channel of its own.
                 let (sender, pushes) = tokio::sync::mpsc::unbounded_channel();
@@ -349,6 +360,7 @@ impl Endpoint {
 }
 
 /// An unbounded receiver as a stream.
+#[cfg(feature = "cluster")]
 fn tokio_stream_of<T: Send + 'static>(
     mut receiver: tokio::sync::mpsc::UnboundedReceiver<T>,
 ) -> impl futures::Stream<Item = T> + Send {
@@ -356,6 +368,8 @@ fn tokio_stream_of<T: Send + 'static>(
 }
 
 /// What the link reports.
+// Only the cluster link reports interruptions and dropped subscriptions.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 enum Event {
     /// A message on a channel.
     Message { channel: String, payload: Vec<u8> },
@@ -367,6 +381,7 @@ enum Event {
 }
 
 impl Event {
+    #[cfg(feature = "cluster")]
     fn of_push(push: redis::PushInfo) -> Option<Self> {
         use redis::PushKind;
         let text = |value: &redis::Value| match value {
@@ -397,6 +412,7 @@ type Events = Pin<Box<dyn futures::Stream<Item = Event> + Send>>;
 /// The subscribing half of a connection.
 enum Link {
     Node(redis::aio::PubSubSink),
+    #[cfg(feature = "cluster")]
     Cluster {
         conn: redis::cluster_async::ClusterConnection,
         sharded: bool,
@@ -424,6 +440,7 @@ impl Link {
                     }
                 })
             }
+            #[cfg(feature = "cluster")]
             Self::Cluster { conn, sharded } => {
                 let (mut conn, sharded) = (conn.clone(), *sharded);
                 Box::pin(async move {
@@ -444,6 +461,7 @@ impl Link {
 }
 
 /// `channels` grouped by cluster slot when `sharded`, else in one group.
+#[cfg(feature = "cluster")]
 fn by_slot(channels: Vec<String>, sharded: bool) -> Vec<Vec<String>> {
     if !sharded {
         return vec![channels];

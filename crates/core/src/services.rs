@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cohort::Cohorts;
 use crate::config::{Config, ShardedPubSub, Topology, redact};
-use crate::connection::Commands;
+use crate::connection::{Commands, Deployment};
 use crate::error::{Error, Operation, Result};
 use crate::owner::{self, Owner};
 use crate::pubsub::Subscriber;
@@ -57,12 +57,14 @@ impl Services {
     /// Cancel safe: services that were never returned stop their background tasks.
     pub(crate) async fn start(config: Config) -> Result<Self> {
         config.validate()?;
+        let deployment = Deployment::of(&config)?;
         // TLS (`rediss://`) needs a process-wide crypto provider; another one may already be set.
+        #[cfg(feature = "tls")]
         let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::InvalidArgument("rlock_redisson::Client needs a tokio runtime".into())
         })?;
-        let commands = Commands::new(&config)?;
+        let commands = Commands::new(&config, deployment)?;
         let shutdown = CancellationToken::new();
         let guard = shutdown.clone().drop_guard();
         let _: String = commands
@@ -81,11 +83,17 @@ impl Services {
                 .is_ok(),
             _ => false,
         };
-        let subscriber = Subscriber::start(&config, sharded, &runtime, shutdown.child_token())
-            .map_err(|source| Error::Backend {
-                operation: Operation::Connect,
-                source,
-            })?;
+        let subscriber = Subscriber::start(
+            &config,
+            deployment,
+            sharded,
+            &runtime,
+            shutdown.child_token(),
+        )
+        .map_err(|source| Error::Backend {
+            operation: Operation::Connect,
+            source,
+        })?;
         let watchdog = Watchdog::start(&config, commands.clone(), &runtime, shutdown.child_token());
         let node_id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(url = %redact(&config.url), %node_id, "rlock client connected");

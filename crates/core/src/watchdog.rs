@@ -24,7 +24,6 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::cluster_routing::Slot;
 use redis::{Script, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -32,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::config::Topology;
-use crate::connection::{Commands, Written};
+use crate::connection::{Commands, Slot, Written};
 use crate::error::Operation;
 use crate::scripts::ScriptCall;
 use crate::telemetry::{self, KindLabel, LostBecause, Renewals};

@@ -570,7 +570,9 @@ fn java_unlocked(reply: redis::RedisResult<Option<i64>>) -> Unlocked {
 fn rlock_unlocked(result: rlock_redisson::Result<()>) -> Unlocked {
     match result {
         Ok(()) => Unlocked::Released,
-        Err(rlock_redisson::Error::NotOwner { .. } | rlock_redisson::Error::LeaseLost { .. }) => Unlocked::NotOwner,
+        Err(rlock_redisson::Error::NotOwner { .. } | rlock_redisson::Error::LeaseLost { .. }) => {
+            Unlocked::NotOwner
+        }
         Err(e) => panic!("rlock unlock failed: {e}"),
     }
 }

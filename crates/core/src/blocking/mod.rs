@@ -1,6 +1,6 @@
 //! A blocking facade over the async API, for threads that are not async.
 //!
-//! As in Java, the owner of a call is the calling thread ([`Owner::thread`], resolved on the thread
+//! As in Java, the owner of a call is the calling thread ([`Owner::thread`](crate::Owner::thread), resolved on the thread
 //! that makes each call, not when a handle is made or cloned): a nested `lock()` on one thread
 //! re-enters, and the same handle used from another thread excludes. A handle bound with
 //! [`Lock::with_owner`] uses its owner instead.

@@ -34,15 +34,85 @@ use std::time::Duration;
 use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleError, RecycleResult};
 use parking_lot::Mutex;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+#[cfg(feature = "cluster")]
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::config::{Config, Topology};
 use crate::error::{Error, Operation, Result};
 use crate::scripts::ScriptCall;
 
+#[cfg(feature = "cluster")]
 mod cluster;
+
+/// Where a key lives, for what is kept per master (replica counts, renewal batches): its cluster
+/// hash slot.
+#[cfg(feature = "cluster")]
+pub(crate) use redis::cluster_routing::Slot;
+
+/// Where a key lives, for what is kept per master (replica counts, renewal batches). Without the
+/// `cluster` feature there is one master, so one slot holds every key.
+#[cfg(not(feature = "cluster"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Slot;
+
+#[cfg(not(feature = "cluster"))]
+impl Slot {
+    /// The slot of every key: the one master's.
+    pub(crate) fn for_key(_key: &str) -> Self {
+        Self
+    }
+}
+
+/// How a [`Config`] reaches Redis, among the topologies this build supports.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Deployment {
+    /// The single server or the master at [`Config::url`].
+    Node,
+    /// A Redis Cluster.
+    #[cfg(feature = "cluster")]
+    Cluster,
+    /// The master Sentinel names.
+    #[cfg(feature = "sentinel")]
+    Sentinel,
+}
+
+impl Deployment {
+    /// How `config` reaches Redis. Fails with [`Error::FeatureDisabled`] when it needs what this build
+    /// was compiled without: its topology's feature, or `tls` for `rediss://` URLs and
+    /// [`Config::tls_root_cert`].
+    pub(crate) fn of(config: &Config) -> Result<Self> {
+        let disabled = |feature, needed_by| Err(Error::FeatureDisabled { feature, needed_by });
+        if !cfg!(feature = "tls") {
+            if config.tls_root_cert.is_some() {
+                return disabled("tls", "Config::tls_root_cert");
+            }
+            if config.addresses().iter().any(|url| is_tls_url(url)) {
+                return disabled("tls", "a rediss:// URL");
+            }
+        }
+        match config.topology {
+            Topology::Single | Topology::MasterReplica => Ok(Self::Node),
+            #[cfg(feature = "cluster")]
+            Topology::Cluster => Ok(Self::Cluster),
+            #[cfg(not(feature = "cluster"))]
+            Topology::Cluster => disabled("cluster", "Topology::Cluster"),
+            #[cfg(feature = "sentinel")]
+            Topology::Sentinel { .. } => Ok(Self::Sentinel),
+            #[cfg(not(feature = "sentinel"))]
+            Topology::Sentinel { .. } => disabled("sentinel", "Topology::Sentinel"),
+        }
+    }
+}
+
+/// Whether `url` asks for TLS (`rediss://`, or redis-rs's `valkeys://` alias).
+fn is_tls_url(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+    })
+}
 
 /// A checked-out command connection: a handle on one pooled multiplexed connection.
 ///
@@ -61,6 +131,7 @@ pub(crate) enum Conn {
     /// A server: the single server, the master, or the master Sentinel names.
     Node(MultiplexedConnection),
     /// A cluster: routes each command by its key's slot.
+    #[cfg(feature = "cluster")]
     Cluster(ClusterConnection),
 }
 
@@ -68,6 +139,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Node(conn) => conn.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
             Self::Cluster(conn) => Box::pin(cluster::command(conn, cmd)),
         }
     }
@@ -80,6 +152,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Node(conn) => conn.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "cluster")]
             Self::Cluster(conn) => Box::pin(cluster::pipeline(conn, pipeline, offset, count, None)),
         }
     }
@@ -87,6 +160,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Self::Node(conn) => conn.get_db(),
+            #[cfg(feature = "cluster")]
             Self::Cluster(conn) => conn.get_db(),
         }
     }
@@ -94,11 +168,13 @@ impl ConnectionLike for Conn {
 
 impl Conn {
     /// Runs `pipeline` on the master that owns `key` (the only node for non-cluster connections).
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     async fn on_master_of(&mut self, key: &str, pipeline: Pipeline) -> RedisResult<Vec<Value>> {
-        let count = pipeline.len();
         match self {
             Self::Node(conn) => pipeline.query_async(conn).await,
+            #[cfg(feature = "cluster")]
             Self::Cluster(conn) => {
+                let count = pipeline.len();
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let route = SingleNodeRoutingInfo::SpecificNode(route);
                 cluster::pipeline(conn, &pipeline, 0, count, Some(&route)).await
@@ -107,11 +183,13 @@ impl Conn {
     }
 
     /// `INFO replication` of the master that owns `key`.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     async fn replication_info(&mut self, key: &str) -> RedisResult<String> {
         let mut info = redis::cmd("INFO");
         let _ = info.arg("replication");
         let reply = match self {
             Self::Node(conn) => info.query_async(conn).await?,
+            #[cfg(feature = "cluster")]
             Self::Cluster(conn) => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 conn.route_command(
@@ -129,6 +207,7 @@ impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Node(_) => "Conn::Node",
+            #[cfg(feature = "cluster")]
             Self::Cluster(_) => "Conn::Cluster",
         })
     }
@@ -142,9 +221,13 @@ pub(crate) struct Pooled {
 }
 
 /// Opens connections of one topology.
+// One per client: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Factory {
     Node(redis::Client),
+    #[cfg(feature = "cluster")]
     Cluster(redis::cluster::ClusterClient),
+    #[cfg(feature = "sentinel")]
     Sentinel(tokio::sync::Mutex<redis::sentinel::SentinelClient>),
 }
 
@@ -190,7 +273,9 @@ impl Manager {
                     .get_multiplexed_async_connection_with_config(&self.settings)
                     .await?,
             ),
+            #[cfg(feature = "cluster")]
             Factory::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+            #[cfg(feature = "sentinel")]
             Factory::Sentinel(sentinel) => {
                 let master = sentinel.lock().await.async_get_client().await?;
                 Conn::Node(
@@ -206,18 +291,24 @@ impl Manager {
 /// A client for the server at `url`, trusting [`Config::tls_root_cert`] for `rediss://`.
 pub(crate) fn node_client(config: &Config, url: &str) -> RedisResult<redis::Client> {
     match &config.tls_root_cert {
-        Some(root) => redis::Client::build_with_tls(
-            url,
-            redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(root.clone()),
-            },
-        ),
-        None => redis::Client::open(url),
+        #[cfg(feature = "tls")]
+        Some(root) => redis::Client::build_with_tls(url, trusting(root)),
+        // Without the `tls` feature, `Deployment::of` refused a root certificate.
+        _ => redis::Client::open(url),
+    }
+}
+
+/// TLS settings that trust the CA certificate `root` (PEM), without a client certificate.
+#[cfg(feature = "tls")]
+fn trusting(root: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(root.to_vec()),
     }
 }
 
 /// A cluster client builder for the configured seeds, trusting [`Config::tls_root_cert`].
+#[cfg(feature = "cluster")]
 pub(crate) fn cluster_builder(config: &Config) -> redis::cluster::ClusterClientBuilder {
     let mut builder = redis::cluster::ClusterClientBuilder::new(config.addresses())
         .connection_timeout(config.connect_timeout);
@@ -233,15 +324,14 @@ pub(crate) fn cluster_builder(config: &Config) -> redis::cluster::ClusterClientB
         );
     }
     match &config.tls_root_cert {
-        Some(root) => builder.certs(redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(root.clone()),
-        }),
-        None => builder,
+        #[cfg(feature = "tls")]
+        Some(root) => builder.certs(trusting(root)),
+        _ => builder,
     }
 }
 
 /// `host:port` as a cluster node address ([`Config::validate`] checked the form).
+#[cfg(feature = "cluster")]
 fn node_address(address: &str) -> Option<redis::cluster::NodeAddress> {
     let (host, port) = address.rsplit_once(':')?;
     Some(redis::cluster::NodeAddress::new(
@@ -252,6 +342,7 @@ fn node_address(address: &str) -> Option<redis::cluster::NodeAddress> {
 
 /// A Sentinel client for the configured master: the sentinels are the configured addresses; the
 /// master is reached with the topology's credentials and the database and TLS mode of `url`.
+#[cfg(feature = "sentinel")]
 pub(crate) fn sentinel_client(config: &Config) -> RedisResult<redis::sentinel::SentinelClient> {
     use redis::IntoConnectionInfo as _;
     let Topology::Sentinel {
@@ -284,7 +375,8 @@ pub(crate) fn sentinel_client(config: &Config) -> RedisResult<redis::sentinel::S
     }
     redis::sentinel::SentinelClient::build(
         config.addresses(),
-        master_name.as_str(),
+        // A `String`: redis-rs takes `impl AsRef<str>` with TLS and `String` without.
+        master_name.clone(),
         Some(master),
         redis::sentinel::SentinelServerType::Master,
     )
@@ -355,16 +447,15 @@ struct Synced {
 }
 
 impl Commands {
-    pub(crate) fn new(config: &Config) -> Result<Self> {
+    pub(crate) fn new(config: &Config, deployment: Deployment) -> Result<Self> {
         let backend = |source| Error::Backend {
             operation: Operation::Connect,
             source,
         };
-        let factory = match &config.topology {
-            Topology::Single | Topology::MasterReplica => {
-                Factory::Node(node_client(config, &config.url).map_err(backend)?)
-            }
-            Topology::Cluster => Factory::Cluster(
+        let factory = match deployment {
+            Deployment::Node => Factory::Node(node_client(config, &config.url).map_err(backend)?),
+            #[cfg(feature = "cluster")]
+            Deployment::Cluster => Factory::Cluster(
                 cluster_builder(config)
                     // Never send a request again by itself: after an I/O error it may have run.
                     // `cluster` follows what proves it did not (redirects, "not now" refusals).
@@ -374,7 +465,8 @@ impl Commands {
                     .build()
                     .map_err(backend)?,
             ),
-            Topology::Sentinel { .. } => Factory::Sentinel(tokio::sync::Mutex::new(
+            #[cfg(feature = "sentinel")]
+            Deployment::Sentinel => Factory::Sentinel(tokio::sync::Mutex::new(
                 sentinel_client(config).map_err(backend)?,
             )),
         };
@@ -604,10 +696,13 @@ impl Commands {
 }
 
 /// The cache slot of every key outside cluster mode, where one master owns everything.
+#[cfg(feature = "cluster")]
 const SINGLE_NODE: Slot = match Slot::new(0) {
     Some(slot) => slot,
     None => unreachable!(),
 };
+#[cfg(not(feature = "cluster"))]
+const SINGLE_NODE: Slot = Slot;
 
 /// `connected_slaves:<n>` of an `INFO replication` reply.
 fn connected_replicas(info: &str) -> u32 {
@@ -650,5 +745,67 @@ mod tests {
         let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1\r\n";
         assert_eq!(connected_replicas(info), 2);
         assert_eq!(connected_replicas("role:master\r\n"), 0);
+    }
+
+    /// The feature `config` needs and this build lacks, if any.
+    fn missing_feature(config: &Config) -> Option<&'static str> {
+        match Deployment::of(config) {
+            Ok(_) => None,
+            Err(Error::FeatureDisabled { feature, .. }) => Some(feature),
+            Err(other) => panic!("unexpected error: {other}"),
+        }
+    }
+
+    #[test]
+    fn topologies_and_tls_need_their_features() {
+        let lacking = |feature: &'static str, enabled: bool| (!enabled).then_some(feature);
+        assert_eq!(
+            missing_feature(&Config::new("redis://127.0.0.1:6379/")),
+            None
+        );
+        assert_eq!(
+            missing_feature(&Config::master_replica("redis://127.0.0.1:6379/")),
+            None
+        );
+        assert_eq!(
+            missing_feature(&Config::cluster(["redis://127.0.0.1:7000/"])),
+            lacking("cluster", cfg!(feature = "cluster"))
+        );
+        assert_eq!(
+            missing_feature(&Config::sentinel("m", ["redis://127.0.0.1:26379/"])),
+            lacking("sentinel", cfg!(feature = "sentinel"))
+        );
+        let tls = lacking("tls", cfg!(feature = "tls"));
+        assert_eq!(
+            missing_feature(&Config::new("rediss://127.0.0.1:6380/")),
+            tls
+        );
+        assert_eq!(
+            missing_feature(&Config::new("REDISS://127.0.0.1:6380/")),
+            tls
+        );
+        let mut tls_node = Config::master_replica("redis://127.0.0.1:6379/");
+        tls_node.nodes.push("valkeys://127.0.0.1:6380/".into());
+        assert_eq!(missing_feature(&tls_node), tls);
+        let mut trusting = Config::new("redis://127.0.0.1:6379/");
+        trusting.tls_root_cert = Some(b"-----BEGIN CERTIFICATE-----".to_vec());
+        assert_eq!(missing_feature(&trusting), tls);
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    #[tokio::test]
+    async fn a_client_without_the_cluster_feature_refuses_a_cluster_before_connecting() {
+        // Nothing listens on port 1: an attempt to connect would fail with a backend error instead.
+        let refused = crate::Client::with_config(Config::cluster(["redis://127.0.0.1:1/"])).await;
+        assert!(
+            matches!(
+                &refused,
+                Err(Error::FeatureDisabled {
+                    feature: "cluster",
+                    needed_by: "Topology::Cluster"
+                })
+            ),
+            "{refused:?}"
+        );
     }
 }
