@@ -83,32 +83,33 @@ struct Tmux {
 }
 
 impl Tmux {
-    /// Starts `program` with `args` in a detached 160×40 session, directly (a shell in between
-    /// would get the Ctrl-C too, and could die of it first), with `RUST_LOG` at its default: the
-    /// caller's could put logs (stderr) on the screen being read.
+    /// Starts `program` with `args` in a detached 160×40 session, with `RUST_LOG` at its default
+    /// (the caller's could put logs, on stderr, on the screen being read). bash runs it and writes
+    /// its exit status to a file: on Ctrl-C, bash waits for the program and carries on unless the
+    /// program died of the signal (tmux's own `pane_dead_status` is sometimes never filled in).
     fn start(program: &str, args: &[&str]) -> Self {
         let directory = tempfile::tempdir().expect("a directory for the tmux socket");
         let tmux = Self { directory };
+        let status = tmux.status_file();
         let started = tmux
             .command()
             .args(["new-session", "-d", "-s", "watch", "-x", "160", "-y", "40"])
-            .args(["-e", "RUST_LOG=warn", program])
+            .args(["-e", "RUST_LOG=warn", "bash", "-c"])
+            .arg(r#"status="$1"; shift; "$@"; echo "$?" > "$status""#)
+            .args(["bash".as_ref(), status.as_os_str(), program.as_ref()])
             .args(args)
             .status()
             .expect("tmux runs (scripts/test.sh installs it)");
         assert!(started.success(), "tmux new-session failed");
-        // Keep the pane after the command exits, to read its exit status.
-        let kept = tmux
-            .command()
-            .args(["set-option", "-t", "watch", "remain-on-exit", "on"])
-            .status()
-            .expect("tmux set-option");
-        assert!(kept.success(), "tmux set-option failed");
         tmux
     }
 
-    /// Presses Ctrl-C in the session and returns how the command ended once it has: `exit N` or
-    /// `signal N`.
+    /// Where the program's exit status is written when it exits.
+    fn status_file(&self) -> std::path::PathBuf {
+        self.directory.path().join("status")
+    }
+
+    /// Presses Ctrl-C in the session and returns how the command ended once it has: `exit N`.
     async fn interrupt(&self) -> String {
         let sent = self
             .command()
@@ -118,23 +119,14 @@ impl Tmux {
         assert!(sent.success(), "tmux send-keys failed");
         let deadline = Instant::now() + SHOW_LIMIT;
         loop {
-            let format = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}";
-            let output = self
-                .command()
-                .args(["display-message", "-p", "-t", "watch", format])
-                .output()
-                .expect("tmux display-message");
-            let pane = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-            // tmux may mark the pane dead (its terminal closed) before it has the exit status.
-            match pane.split('|').collect::<Vec<_>>().as_slice() {
-                ["1", "", ""] => {}
-                ["1", "", signal] => return format!("signal {signal}"),
-                ["1", status, _] => return format!("exit {status}"),
-                _ => {}
+            if let Ok(status) = std::fs::read_to_string(self.status_file())
+                && status.ends_with('\n')
+            {
+                return format!("exit {}", status.trim());
             }
             assert!(
                 Instant::now() < deadline,
-                "no exit status after Ctrl-C: {pane}\n{}",
+                "no exit status after Ctrl-C (killed by the signal?)\n{}",
                 self.screen().join("\n")
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -163,7 +155,12 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = self.command().arg("kill-server").status();
+        // The server is gone already when the program exited (its session closed with it).
+        let _ = self
+            .command()
+            .arg("kill-server")
+            .stderr(Stdio::null())
+            .status();
     }
 }
 

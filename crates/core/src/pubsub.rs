@@ -505,7 +505,10 @@ impl Connection {
                     } else {
                         tracing::debug!(url = %self.url, "subscriber connected");
                     }
-                    if self.serve(link, events, &shutdown).await.is_break() {
+                    // A connection that ends as the client shuts down was not lost.
+                    if self.serve(link, events, &shutdown).await.is_break()
+                        || shutdown.is_cancelled()
+                    {
                         return;
                     }
                     tracing::warn!(url = %self.url, "subscriber connection lost; reconnecting");
@@ -540,6 +543,8 @@ impl Connection {
                 change = self.next_change(&link, &mut server);
             }
             tokio::select! {
+                // Shutdown first: the connection may close because the client is shutting down.
+                biased;
                 () = shutdown.cancelled() => return std::ops::ControlFlow::Break(()),
                 event = events.next() => match event {
                     Some(Event::Message { channel, payload }) => self.registry.dispatch(&channel, &payload),
