@@ -26,7 +26,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
-use crate::engine::Wait;
 use crate::error::{Operation, Result};
 
 /// What kind of object an acquisition, a hold or a lost lease belongs to: the `kind` label.
@@ -295,7 +294,7 @@ impl<'a> Acquisition<'a> {
         kind: KindLabel,
         name: &'a str,
         owner: Option<&str>,
-        wait: Wait,
+        wait: impl std::fmt::Debug,
     ) -> Self {
         let span = tracing::debug_span!(
             "acquire",
