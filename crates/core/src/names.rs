@@ -90,7 +90,8 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
 
 /// A fresh unlock request id: 16 random bytes as 32 lower-case hex characters.
 pub(crate) fn new_request_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+    // Redisson draws these from `java.util.Random` too: they need to be unique, not secret.
+    format!("{:032x}", fastrand::u128(..))
 }
 
 #[cfg(test)]

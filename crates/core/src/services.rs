@@ -157,22 +157,34 @@ impl Background {
 /// What this client has seen confirmed of each (key, field)'s holds: how many, and the lease of the
 /// latest. The count tells an undo what the owner held before the acquire it undoes; the lease is
 /// what a partial release re-applies, as Redisson re-applies the lease its holds were taken with.
+///
+/// Keyed by key, then field, so that looking one up borrows the caller's strings: every lock and
+/// unlock asks.
 #[derive(Debug, Default)]
-pub(crate) struct Holds(Mutex<HashMap<(String, String), (u32, Duration)>>);
+pub(crate) struct Holds(Mutex<HashMap<String, FieldHolds>>);
+
+/// One key's holds by field: how many, and the lease of the latest.
+type FieldHolds = HashMap<String, (u32, Duration)>;
 
 impl Holds {
     pub(crate) fn count(&self, key: &str, field: &str) -> u32 {
         self.0
             .lock()
-            .get(&(key.to_owned(), field.to_owned()))
+            .get(key)
+            .and_then(|fields| fields.get(field))
             .map_or(0, |(count, _)| *count)
     }
 
     pub(crate) fn add(&self, key: &str, field: &str, lease: Duration) {
         let mut holds = self.0.lock();
-        let (count, latest) = holds
-            .entry((key.to_owned(), field.to_owned()))
-            .or_insert((0, lease));
+        let fields = match holds.get_mut(key) {
+            Some(fields) => fields,
+            None => holds.entry(key.to_owned()).or_default(),
+        };
+        let (count, latest) = match fields.get_mut(field) {
+            Some(hold) => hold,
+            None => fields.entry(field.to_owned()).or_insert((0, lease)),
+        };
         *count += 1;
         *latest = lease;
     }
@@ -180,12 +192,15 @@ impl Holds {
     /// Forgets one hold; returns the lease of the field's latest hold, if this client knew of any.
     pub(crate) fn remove(&self, key: &str, field: &str) -> Option<Duration> {
         let mut holds = self.0.lock();
-        let id = (key.to_owned(), field.to_owned());
-        let (count, lease) = holds.get_mut(&id)?;
+        let fields = holds.get_mut(key)?;
+        let (count, lease) = fields.get_mut(field)?;
         let lease = *lease;
         *count -= 1;
         if *count == 0 {
-            let _ = holds.remove(&id);
+            let _ = fields.remove(field);
+            if fields.is_empty() {
+                let _ = holds.remove(key);
+            }
         }
         Some(lease)
     }

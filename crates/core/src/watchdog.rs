@@ -152,12 +152,14 @@ impl Watchdog {
         lost
     }
 
-    /// Removes one hold of `key` by `field`; renewal of `key` stops with its last hold.
-    pub(crate) fn deregister(&self, renewal: &'static Renewal, key: &str, field: &str) {
+    /// Removes one hold of `key` by `field`; renewal of `key` stops with its last hold. Returns
+    /// whether `key` is still renewed under `renewal` (other holds of it remain here), i.e. whether
+    /// its lease should stay the watchdog timeout.
+    pub(crate) fn deregister(&self, renewal: &'static Renewal, key: &str, field: &str) -> bool {
         let mut entries = self.registry.entries.lock();
         let id = (renewal.name, key.to_owned());
         let Some(entry) = entries.get_mut(&id) else {
-            return;
+            return false;
         };
         if let Some(i) = entry.holders.iter().position(|(f, _)| f == field) {
             entry.holders[i].1 -= 1;
@@ -167,7 +169,9 @@ impl Watchdog {
         }
         if entry.holders.is_empty() {
             let _ = entries.remove(&id);
+            return false;
         }
+        true
     }
 
     /// Stops renewing `key` under every renewal and tells its holders the lock is gone (after a
@@ -180,15 +184,6 @@ impl Watchdog {
             }
             keep
         });
-    }
-
-    /// Whether `key` has watchdog holds here under `renewal`, i.e. its lease should stay the
-    /// watchdog timeout.
-    pub(crate) fn is_renewing(&self, renewal: &'static Renewal, key: &str) -> bool {
-        self.registry
-            .entries
-            .lock()
-            .contains_key(&(renewal.name, key.to_owned()))
     }
 
     /// The lease watchdog locks are acquired and renewed with.

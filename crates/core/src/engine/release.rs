@@ -45,9 +45,9 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     field: &str,
 ) -> Result<Released> {
     let (key, renewal) = (kind.key(), kind.renewal());
-    services.watchdog.deregister(renewal, key, field);
+    let renewing = services.watchdog.deregister(renewal, key, field);
     let lease = match services.holds.remove(key, field) {
-        Some(lease) if !services.watchdog.is_renewing(renewal, key) => lease,
+        Some(lease) if !renewing => lease,
         _ => services.watchdog.timeout(),
     };
     let Some(hand_off) = kind
