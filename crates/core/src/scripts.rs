@@ -126,11 +126,11 @@ impl ScriptCall {
 mod tests {
     use super::*;
 
-    static ECHO: LazyLock<Script> = lua!("lock_acquire.lua");
+    static ACQUIRE: LazyLock<Script> = lua!("lock_acquire.lua");
 
     #[test]
     fn evalsha_sends_keys_then_arguments_in_order() {
-        let call = ScriptCall::new(&ECHO)
+        let call = ScriptCall::new(&ACQUIRE)
             .key("k1")
             .key(String::from("k2"))
             .arg(30_000_u64)
@@ -139,7 +139,7 @@ mod tests {
             .arg(-1);
         let mut expected = redis::cmd("EVALSHA");
         let _ = expected
-            .arg(ECHO.get_hash())
+            .arg(ACQUIRE.get_hash())
             .arg(2)
             .arg("k1")
             .arg("k2")
@@ -156,9 +156,9 @@ mod tests {
 
     #[test]
     fn a_call_without_arguments_sends_none() {
-        let call = ScriptCall::new(&ECHO).key("k");
+        let call = ScriptCall::new(&ACQUIRE).key("k");
         let mut expected = redis::cmd("EVALSHA");
-        let _ = expected.arg(ECHO.get_hash()).arg(1).arg("k");
+        let _ = expected.arg(ACQUIRE.get_hash()).arg(1).arg("k");
         assert_eq!(
             call.evalsha().get_packed_command(),
             expected.get_packed_command()
