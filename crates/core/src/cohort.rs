@@ -31,7 +31,7 @@
 //! [`Config::local_handoff_limit`]: crate::Config::local_handoff_limit
 //! [`Config::local_handoff_window`]: crate::Config::local_handoff_window
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -46,10 +46,16 @@ use crate::watchdog::Expiry;
 /// a fenced lock of one name) queue apart: a hold passes only between holders of one kind.
 type QueueId = (String, &'static str);
 
+/// The queues by kind, then by key, so that looking one up borrows the caller's key: every lock and
+/// unlock looks. Hashed with foldhash, as every map a lock and unlock looks in (see [`Holds`]).
+///
+/// [`Holds`]: crate::services::Holds
+type Queues = foldhash::HashMap<&'static str, foldhash::HashMap<String, Arc<Queue>>>;
+
 /// This client's local queues, one per lock and kind that has local waiters or a local holder.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cohorts {
-    queues: Arc<Mutex<HashMap<QueueId, Arc<Queue>>>>,
+    queues: Arc<Mutex<Queues>>,
     /// Hand-offs so far.
     handoffs: Arc<AtomicU64>,
 }
@@ -207,14 +213,25 @@ pub(crate) enum Next {
 
 impl Cohorts {
     fn queue(&self, key: &str, kind: &'static str) -> Option<Arc<Queue>> {
-        self.queues.lock().get(&(key.to_owned(), kind)).cloned()
+        self.queues.lock().get(kind)?.get(key).cloned()
     }
 
-    /// Drops the queue of `id` if nobody waits in it and nobody holds.
-    fn forget_if_idle(&self, id: &QueueId) {
+    /// The queue of `key` and `kind`, created if there is none.
+    fn queue_or_new(queues: &mut Queues, key: &str, kind: &'static str) -> Arc<Queue> {
+        let of_kind = queues.entry(kind).or_default();
+        match of_kind.get(key) {
+            Some(queue) => queue.clone(),
+            None => of_kind.entry(key.to_owned()).or_default().clone(),
+        }
+    }
+
+    /// Drops the queue of `key` and `kind` if nobody waits in it and nobody holds.
+    fn forget_if_idle(&self, key: &str, kind: &'static str) {
         let mut queues = self.queues.lock();
-        if queues.get(id).is_some_and(|q| q.state.lock().is_idle()) {
-            let _ = queues.remove(id);
+        if let Some(of_kind) = queues.get_mut(kind)
+            && of_kind.get(key).is_some_and(|q| q.state.lock().is_idle())
+        {
+            let _ = of_kind.remove(key);
         }
     }
 
@@ -235,7 +252,7 @@ impl Cohorts {
             slot: Mutex::new(Slot::Waiting),
         });
         let mut queues = self.queues.lock();
-        let queue = queues.entry(id.clone()).or_default().clone();
+        let queue = Self::queue_or_new(&mut queues, key, kind);
         let behind = {
             let mut state = queue.state.lock();
             state.waiters.push_back(waiter.clone());
@@ -254,7 +271,7 @@ impl Cohorts {
     /// `field` took the lock from Redis (a try outside the queue: `try_lock()`), holding it once.
     pub(crate) fn held(&self, key: &str, kind: &'static str, field: &str, expiry: Expiry) {
         let mut queues = self.queues.lock();
-        let queue = queues.entry((key.to_owned(), kind)).or_default();
+        let queue = Self::queue_or_new(&mut queues, key, kind);
         queue.state.lock().hold(field, Some(expiry), false);
     }
 
@@ -321,7 +338,6 @@ impl Cohorts {
         field: &str,
         yielding: Option<Yield>,
     ) {
-        let id = (key.to_owned(), kind);
         let Some(queue) = self.queue(key, kind) else {
             return;
         };
@@ -335,13 +351,17 @@ impl Cohorts {
                 state.nudge_head();
             }
         }
-        self.forget_if_idle(&id);
+        self.forget_if_idle(key, kind);
     }
 
     /// How many waiters all queues hold.
     pub(crate) fn waiters(&self) -> usize {
         let queues = self.queues.lock();
-        queues.values().map(|q| q.state.lock().waiters.len()).sum()
+        queues
+            .values()
+            .flat_map(|of_kind| of_kind.values())
+            .map(|q| q.state.lock().waiters.len())
+            .sum()
     }
 
     /// How many locks were passed locally so far.
@@ -352,7 +372,11 @@ impl Cohorts {
     /// How many queues exist (for tests: idle queues are dropped).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.queues.lock().len()
+        self.queues
+            .lock()
+            .values()
+            .map(|of_kind| of_kind.len())
+            .sum()
     }
 }
 
@@ -517,7 +541,7 @@ impl Ticket {
                 Slot::Abandoned => None,
             }
         };
-        self.cohorts.forget_if_idle(&self.id);
+        self.cohorts.forget_if_idle(&self.id.0, self.id.1);
         passed
     }
 
@@ -592,7 +616,7 @@ impl Claim {
                 self.waiter.nudge.notify_one();
             }
         }
-        self.cohorts.forget_if_idle(&self.id);
+        self.cohorts.forget_if_idle(&self.id.0, self.id.1);
     }
 }
 

@@ -399,7 +399,11 @@ impl PermitExpirableSemaphore {
                 let mut undo = Undo::arm(
                     &self.object.services,
                     conn,
-                    self.undo_call(&ids),
+                    // Built now: the permit ids move into the result.
+                    {
+                        let call = self.undo_call(&ids);
+                        move || call
+                    },
                     patience,
                     Reconciles::Acquire,
                 );

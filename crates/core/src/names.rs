@@ -6,11 +6,23 @@
 
 /// Redisson's `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    prefixed(prefix, name, 0)
+}
+
+/// [`prefix_name`] with room for `more` bytes after it. Written out rather than `format!`ed: every
+/// unlock names its latch, and the formatting machinery took longer than building the string.
+fn prefixed(prefix: &str, name: &str, more: usize) -> String {
+    let mut prefixed = String::with_capacity(prefix.len() + name.len() + 3 + more);
+    prefixed.push_str(prefix);
+    prefixed.push(':');
     if name.contains('{') {
-        format!("{prefix}:{name}")
+        prefixed.push_str(name);
     } else {
-        format!("{prefix}:{{{name}}}")
+        prefixed.push('{');
+        prefixed.push_str(name);
+        prefixed.push('}');
     }
+    prefixed
 }
 
 /// The channel a reentrant lock's unlock is published on: `redisson_lock__channel:{name}`.
@@ -80,18 +92,24 @@ pub(crate) fn latch_channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
-/// The unlock latch of one unlock request: `redisson_unlock_latch:{name}:<request-id>`.
-pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
-    format!(
-        "{}:{request_id}",
-        prefix_name("redisson_unlock_latch", name)
-    )
+/// The unlock latch of one unlock request: `redisson_unlock_latch:{name}:<request-id>`, the request
+/// id (16 bytes) written as 32 lower-case hex characters.
+pub(crate) fn unlock_latch(name: &str, request_id: u128) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = [0_u8; 32];
+    for (nibble, digit) in hex.iter_mut().rev().enumerate() {
+        *digit = DIGITS[(request_id >> (4 * nibble)) as usize & 0xf];
+    }
+    let mut latch = prefixed("redisson_unlock_latch", name, 1 + hex.len());
+    latch.push(':');
+    latch.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+    latch
 }
 
-/// A fresh unlock request id: 16 random bytes as 32 lower-case hex characters.
-pub(crate) fn new_request_id() -> String {
+/// A fresh unlock request id: 16 random bytes.
+pub(crate) fn new_request_id() -> u128 {
     // Redisson draws these from `java.util.Random` too: they need to be unique, not secret.
-    format!("{:032x}", fastrand::u128(..))
+    fastrand::u128(..)
 }
 
 #[cfg(test)]
@@ -102,8 +120,8 @@ mod tests {
     fn plain_names_get_a_hash_tag() {
         assert_eq!(lock_channel("myLock"), "redisson_lock__channel:{myLock}");
         assert_eq!(
-            unlock_latch("myLock", "00ff"),
-            "redisson_unlock_latch:{myLock}:00ff"
+            unlock_latch("myLock", 0x00ff),
+            "redisson_unlock_latch:{myLock}:000000000000000000000000000000ff"
         );
     }
 
@@ -151,12 +169,19 @@ mod tests {
 
     #[test]
     fn request_ids_are_32_lower_hex() {
-        let id = new_request_id();
+        let latch = unlock_latch("a{b}c", new_request_id());
+        let id = latch
+            .strip_prefix("redisson_unlock_latch:a{b}c:")
+            .unwrap_or_default();
         assert_eq!(id.len(), 32);
         assert!(
             id.chars()
                 .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
         );
-        assert_ne!(id, new_request_id());
+        assert_eq!(
+            unlock_latch("n", u128::MAX - 0x0123_4567_89ab_cdef),
+            "redisson_unlock_latch:{n}:fffffffffffffffffedcba9876543210"
+        );
+        assert_ne!(latch, unlock_latch("a{b}c", new_request_id()));
     }
 }

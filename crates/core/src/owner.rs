@@ -157,7 +157,14 @@ impl fmt::Display for Owner {
 
 /// The hash field of `owner` on the client `node_id`: `<node-uuid>:<id>`.
 pub(crate) fn field(node_id: &str, owner: Owner) -> String {
-    format!("{node_id}:{}", owner.0)
+    // Written out rather than `format!`ed: every acquisition names its field.
+    let mut number = itoa::Buffer::new();
+    let number = number.format(owner.0);
+    let mut field = String::with_capacity(node_id.len() + 1 + number.len());
+    field.push_str(node_id);
+    field.push(':');
+    field.push_str(number);
+    field
 }
 
 #[cfg(test)]

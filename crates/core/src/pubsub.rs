@@ -79,8 +79,11 @@ impl Channel {
 /// The desired subscriptions and their local ends: what waiters see of the subscriber.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    /// Channel name → (local subscriptions, channel).
-    channels: Mutex<HashMap<String, (usize, Arc<Channel>)>>,
+    /// Channel name → (local subscriptions, channel). Hashed with foldhash, as every map a lock
+    /// and unlock looks in (see [`Holds`]).
+    ///
+    /// [`Holds`]: crate::services::Holds
+    channels: Mutex<foldhash::HashMap<String, (usize, Arc<Channel>)>>,
     /// Wakes the connection task when the desired set changed.
     changed: Notify,
     /// How many channels are live (`subscribed`), as a metric.

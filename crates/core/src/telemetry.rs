@@ -23,6 +23,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
@@ -325,14 +326,16 @@ impl<'a> Acquisition<'a> {
     /// # Cancel safety
     ///
     /// As cancel safe as `acquiring`; if dropped, the acquisition counts as cancelled.
-    pub(crate) async fn track<T>(
+    pub(crate) fn track<T>(
         &self,
         acquiring: impl Future<Output = Result<Option<T>>>,
-    ) -> Result<Option<T>> {
-        let result = acquiring.instrument(self.span.clone()).await;
-        self.outcome
-            .store(Outcome::of(&result) as u8, Ordering::Relaxed);
-        result
+    ) -> impl Future<Output = Result<Option<T>>> {
+        // Combinators rather than an `async fn`: an `async fn` would keep `acquiring` both as its
+        // argument and as the future it awaits, doubling the size of every acquire future.
+        acquiring.instrument(self.span.clone()).inspect(|result| {
+            self.outcome
+                .store(Outcome::of(result) as u8, Ordering::Relaxed);
+        })
     }
 
     /// The loop makes an attempt, for this reason.

@@ -74,7 +74,10 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct Registry {
-    entries: Mutex<HashMap<EntryKey, Entry>>,
+    /// Hashed with foldhash, as every map a lock and unlock looks in (see [`Holds`]).
+    ///
+    /// [`Holds`]: crate::services::Holds
+    entries: Mutex<foldhash::HashMap<EntryKey, Entry>>,
     next_generation: Mutex<u64>,
     /// Wakes the idle task when the first lock is registered.
     registered: Notify,

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleError, RecycleResult};
+use futures::FutureExt as _;
 use parking_lot::Mutex;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 #[cfg(feature = "cluster")]
@@ -533,23 +534,28 @@ impl Commands {
     /// Awaits `request` (a command on a checked-out connection) under the command timeout (plus the
     /// replica wait when the request includes one). Connection failures and missed deadlines retire
     /// the pool's older connections. `Err(Elapsed)` means the deadline passed.
-    pub(crate) async fn run<T>(
+    ///
+    /// Combinators rather than an `async fn`, which would keep `request` twice (as its argument
+    /// and inside the timeout it awaits): every lock and unlock goes through here.
+    pub(crate) fn run<T>(
         &self,
         request: impl Future<Output = RedisResult<T>>,
-    ) -> Result<RedisResult<T>, Elapsed> {
+    ) -> impl Future<Output = Result<RedisResult<T>, Elapsed>> {
         let deadline = self.timeout + self.sync.map_or(Duration::ZERO, |s| s.timeout);
-        let Ok(reply) = tokio::time::timeout(deadline, request).await else {
-            // Requests on a multiplexed connection are answered in order: one that is stuck (a
-            // paused server, a `WAIT` that never returns) holds up every later one on it.
-            self.connection_failed();
-            return Err(Elapsed);
-        };
-        if let Err(e) = &reply
-            && retires_connection(e)
-        {
-            self.connection_failed();
-        }
-        Ok(reply)
+        tokio::time::timeout(deadline, request).map(|reply| {
+            let Ok(reply) = reply else {
+                // Requests on a multiplexed connection are answered in order: one that is stuck (a
+                // paused server, a `WAIT` that never returns) holds up every later one on it.
+                self.connection_failed();
+                return Err(Elapsed);
+            };
+            if let Err(e) = &reply
+                && retires_connection(e)
+            {
+                self.connection_failed();
+            }
+            Ok(reply)
+        })
     }
 
     /// Runs a lock write (a script call whose first key is the lock) on `conn` under the command
@@ -559,9 +565,13 @@ impl Commands {
     /// # Cancel safety
     ///
     /// Not cancel safe: the script may or may not have run. Callers own an undo for that.
-    pub(crate) async fn write(&self, conn: &mut Conn, call: &ScriptCall) -> Written {
-        let outcome = self.run(self.write_synced(conn, call)).await;
-        self.written(outcome)
+    pub(crate) fn write(
+        &self,
+        conn: &mut Conn,
+        call: &ScriptCall,
+    ) -> impl Future<Output = Written> {
+        self.run(self.write_synced(conn, call))
+            .map(|outcome| self.written(outcome))
     }
 
     /// Runs a write that Redisson sends without waiting for replicas (a latch's count-down,
@@ -600,13 +610,24 @@ impl Commands {
     }
 
     async fn write_synced(&self, conn: &mut Conn, call: &ScriptCall) -> RedisResult<Synced> {
-        let Some(sync) = self.sync else {
-            let reply = call.invoke(conn).await?;
-            return Ok(Synced {
-                reply,
+        match self.sync {
+            // Boxed: the replica round trips' futures are kilobytes, and every write's future (and
+            // each future that awaits one) would carry them inline, and copy them as it is moved.
+            Some(sync) => Box::pin(self.write_waiting_for_replicas(conn, call, sync)).await,
+            None => Ok(Synced {
+                reply: call.invoke(conn).await?,
                 unsynced: None,
-            });
-        };
+            }),
+        }
+    }
+
+    /// [`Commands::write_synced`] where the master has replicas to wait for.
+    async fn write_waiting_for_replicas(
+        &self,
+        conn: &mut Conn,
+        call: &ScriptCall,
+        sync: ReplicaSync,
+    ) -> RedisResult<Synced> {
         let key = call.keys().first().map_or("", String::as_str);
         let slot = self.slot_of(key);
         let known = self.replicas.lock().get(&slot).copied();

@@ -332,7 +332,7 @@ async fn attempt_on<K: Kind>(
     let mut undo = Undo::arm(
         services,
         conn,
-        kind.undo_acquire_call(field, held_before, lease_time, wait),
+        || kind.undo_acquire_call(field, held_before, lease_time, wait),
         lease_time,
         Reconciles::Acquire,
     );
@@ -370,9 +370,12 @@ async fn attempt_on<K: Kind>(
 
 /// Undoes an acquire unless disarmed: on drop, sends the undo script on the acquire's own connection
 /// from a background task (so it runs after the acquire, if the acquire runs at all).
-pub(crate) struct Undo {
+///
+/// The undo call is built (by `C`) only when it is sent: almost every write is answered, and building
+/// a call that is thrown away was a measurable part of an uncontended cycle.
+pub(crate) struct Undo<C: FnOnce() -> ScriptCall> {
     pub(crate) conn: Connection,
-    call: Option<ScriptCall>,
+    call: Option<C>,
     commands: Commands,
     background: Background,
     /// After this long the hold has expired by itself and the undo can stop trying.
@@ -381,13 +384,13 @@ pub(crate) struct Undo {
     reconciles: Reconciles,
 }
 
-impl Undo {
-    /// Arms `call` as the undo of what is about to be sent on `conn` (a write of the sort
-    /// `reconciles` says); it keeps trying for as long as what it undoes could live (`lease`).
+impl<C: FnOnce() -> ScriptCall> Undo<C> {
+    /// Arms the call `call` builds as the undo of what is about to be sent on `conn` (a write of the
+    /// sort `reconciles` says); it keeps trying for as long as what it undoes could live (`lease`).
     pub(crate) fn arm(
         services: &Services,
         conn: Connection,
-        call: ScriptCall,
+        call: C,
         lease: Duration,
         reconciles: Reconciles,
     ) -> Self {
@@ -416,16 +419,16 @@ impl Undo {
         match self.call.take() {
             Some(call) => {
                 let (commands, conn) = (self.commands.clone(), self.conn.clone());
-                Box::pin(undo(commands, conn, call, self.lease, self.reconciles)).await
+                Box::pin(undo(commands, conn, call(), self.lease, self.reconciles)).await
             }
             None => true,
         }
     }
 }
 
-impl Drop for Undo {
+impl<C: FnOnce() -> ScriptCall> Drop for Undo<C> {
     fn drop(&mut self) {
-        if let Some(call) = self.call.take() {
+        if let Some(call) = self.call.take().map(|call| call()) {
             // A handle on the same multiplexed connection: the undo queues up behind the acquire.
             let conn = self.conn.clone();
             let commands = self.commands.clone();

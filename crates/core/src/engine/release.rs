@@ -98,7 +98,7 @@ async fn unlock<K: Kind + ?Sized>(
     lease: Duration,
 ) -> Result<Released> {
     let key = kind.key();
-    let latch = names::unlock_latch(key, &names::new_request_id());
+    let latch = names::unlock_latch(key, names::new_request_id());
     let call = kind.unlock_call(field, lease, &latch, services.config.unlock_latch_ttl());
     let name = kind.name();
     let mut retry = 0;
@@ -230,7 +230,7 @@ async fn pass<K: Kind + ?Sized>(
     claim.failed();
     let undos = [(to.as_str(), to_lease), (from, lease)].map(|(owner, lease)| {
         let call = kind.undo_acquire_call(owner, 0, lease, Wait::Forever);
-        let undo = Undo::arm(services, conn.clone(), call, lease, Reconciles::HandOff);
+        let undo = Undo::arm(services, conn.clone(), || call, lease, Reconciles::HandOff);
         services.background.spawn(undo.finish())
     });
     let budget = services

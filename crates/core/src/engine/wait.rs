@@ -67,12 +67,12 @@ pub(crate) struct Listen<'a> {
 /// # Cancel safety
 ///
 /// As [`wait`].
-pub(crate) async fn wait_on<'a, T, F, Fut>(
+pub(crate) fn wait_on<'a, T, F, Fut>(
     services: &'a Services,
     listen: Listen<'a>,
     patience: Wait,
     attempt: F,
-) -> Result<Option<T>>
+) -> impl Future<Output = Result<Option<T>>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
@@ -87,7 +87,7 @@ where
         nudged: listen.nudged,
         acquisition: listen.acquisition,
     };
-    wait(waiting, attempt).await
+    wait(waiting, attempt)
 }
 
 /// Runs `attempt` until it acquires (`Ok(Some(token))`), the deadline passes (`Ok(None)`) or it
