@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock_redisson::{Error, Owner, RemainingTtl};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client, raw};
+use rlock_tests::harness::{client, client_with, raw};
 
 #[tokio::test]
 async fn hash_field_is_node_uuid_colon_owner_id_and_counts_reentry() {
@@ -350,4 +350,33 @@ fn is_lowercase_uuid_v4(s: &str) -> bool {
         && s.chars()
             .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
         && groups[2].starts_with('4')
+}
+
+/// An unlock goes out on the connection its hold was taken on. When that connection died meanwhile,
+/// the unlock is sent again on a new one (under its latch, so it applies once) and frees the lock.
+#[tokio::test]
+async fn an_unlock_whose_connection_died_is_sent_again_on_a_new_one() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| {
+        config.retry_delay = Duration::from_millis(20);
+    })
+    .await;
+    let mut redis = raw(&server).await;
+    let lock = client.lock("basics:dead-connection");
+    let guard = lock.lock().await.expect("lock");
+    // Every connection but this test's own: the client's command connection among them.
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+        .query_async(&mut redis)
+        .await
+        .expect("client kill");
+    assert!(killed >= 1, "killed {killed}");
+    guard.unlock().await.expect("the unlock, sent again");
+    let exists: bool = redis
+        .exists("basics:dead-connection")
+        .await
+        .expect("exists");
+    assert!(!exists, "released");
+    let again = lock.lock().await.expect("the client goes on");
+    again.unlock().await.expect("unlock");
 }

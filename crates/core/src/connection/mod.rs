@@ -124,6 +124,8 @@ fn is_tls_url(url: &str) -> bool {
 #[derive(Clone, Debug)]
 pub(crate) struct Connection {
     pub(crate) conn: Conn,
+    /// The connection failures counted when it was opened: once more have been, the pool retires it.
+    generation: u64,
 }
 
 /// One command connection of any topology.
@@ -528,7 +530,14 @@ impl Commands {
         })?;
         Ok(Connection {
             conn: pooled.conn.clone(),
+            generation: pooled.generation,
         })
+    }
+
+    /// `conn` (checked out earlier) for another request, unless the pool would retire it now: a
+    /// connection failed since it was opened.
+    pub(crate) fn still_fresh(&self, conn: Connection) -> Option<Connection> {
+        (conn.generation >= self.failures.load(Ordering::Acquire)).then_some(conn)
     }
 
     /// Awaits `request` (a command on a checked-out connection) under the command timeout (plus the

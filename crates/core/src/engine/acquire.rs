@@ -243,7 +243,7 @@ impl<K: Kind> Queued<K> {
                 Step::Passed { reply, sent_at } => {
                     acquisition.handed_off();
                     self.ticket.take();
-                    let expiry = take_hold(services, kind, field, lease, self.lease, sent_at);
+                    let expiry = take_hold(services, kind, field, lease, self.lease, sent_at, None);
                     services
                         .cohorts
                         .took_over(kind.key(), hand_off.queue(), field, expiry.clone());
@@ -276,8 +276,8 @@ fn lease_time(services: &Services, lease: Lease) -> Duration {
     }
 }
 
-/// Records a hold of `field` that Redis confirmed (its script sent at `sent_at`): counted locally,
-/// and renewed by the watchdog unless its lease is fixed.
+/// Records a hold of `field` that Redis confirmed (its script sent at `sent_at`, on `conn` unless it
+/// was passed locally): counted locally, and renewed by the watchdog unless its lease is fixed.
 fn take_hold<K: Kind>(
     services: &Services,
     kind: &K,
@@ -285,8 +285,9 @@ fn take_hold<K: Kind>(
     lease: Lease,
     lease_time: Duration,
     sent_at: Instant,
+    conn: Option<&Connection>,
 ) -> Expiry {
-    services.holds.add(kind.key(), field, lease_time);
+    services.holds.add(kind.key(), field, lease_time, conn);
     match lease {
         Lease::Watchdog => Expiry::Watchdog(services.watchdog.register(
             kind.renewal(),
@@ -356,7 +357,15 @@ async fn attempt_on<K: Kind>(
         (Some(Attempt::Acquired(_)), Some(replicas)) => Ok(Synced::Unsynced { replicas }),
         (Some(Attempt::Acquired(token)), None) => {
             undo.disarm();
-            let expiry = take_hold(services, kind, field, lease, lease_time, sent_at);
+            let expiry = take_hold(
+                services,
+                kind,
+                field,
+                lease,
+                lease_time,
+                sent_at,
+                Some(&undo.conn),
+            );
             Ok(Synced::Done(Attempt::Acquired((token, expiry))))
         }
         (Some(Attempt::Busy(bound)), _) => {

@@ -12,7 +12,7 @@ use super::Wait;
 use super::acquire::Undo;
 use super::kind::{HandOff, Kind};
 use crate::cohort::{Claim, Next, Yield};
-use crate::connection::Written;
+use crate::connection::{Connection, Written};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::services::{Background, Services};
@@ -46,15 +46,16 @@ pub(crate) async fn release<K: Kind + ?Sized>(
 ) -> Result<Released> {
     let (key, renewal) = (kind.key(), kind.renewal());
     let renewing = services.watchdog.deregister(renewal, key, field);
-    let lease = match services.holds.remove(key, field) {
-        Some(lease) if !renewing => lease,
-        _ => services.watchdog.timeout(),
+    let (lease, conn) = match services.holds.remove(key, field) {
+        Some((lease, conn)) if !renewing => (lease, conn),
+        Some((_, conn)) => (services.watchdog.timeout(), conn),
+        None => (services.watchdog.timeout(), None),
     };
     let Some(hand_off) = kind
         .hand_off()
         .filter(|_| services.config.local_handoff && services.holds.count(key, field) == 0)
     else {
-        return unlock(services, kind, field, lease).await;
+        return unlock(services, kind, field, lease, conn).await;
     };
     let (queue, config) = (hand_off.queue(), &services.config);
     let yielding = match services.cohorts.releasing(
@@ -75,7 +76,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         _ => 0,
     };
     let sent_at = Instant::now();
-    let released = unlock(services, kind, field, lease).await;
+    let released = unlock(services, kind, field, lease, conn).await;
     // Waiters elsewhere hear the unlock about when its reply comes back, and need half a round
     // trip more to reach Redis: the local head holds back a round trip, and until the message is
     // back (a second round trip at most).
@@ -90,12 +91,14 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     released
 }
 
-/// The kind's unlock script, re-sent with the same request id while its reply is lost.
+/// The kind's unlock script, re-sent with the same request id while its reply is lost. It goes out
+/// first on `conn` (the connection the hold was taken on) while the pool would still hand that out.
 async fn unlock<K: Kind + ?Sized>(
     services: &Services,
     kind: &K,
     field: &str,
     lease: Duration,
+    conn: Option<Connection>,
 ) -> Result<Released> {
     let key = kind.key();
     let latch = names::unlock_latch(key, names::new_request_id());
@@ -104,8 +107,13 @@ async fn unlock<K: Kind + ?Sized>(
     let mut retry = 0;
     // Whether an unlock was sent whose outcome is not known: the re-sends reconcile it.
     let mut unknown = false;
+    let mut reused = conn.and_then(|conn| services.commands.still_fresh(conn));
     loop {
-        let failure = match services.commands.get(Operation::Unlock, name).await {
+        let checkout = match reused.take() {
+            Some(conn) => Ok(conn),
+            None => services.commands.get(Operation::Unlock, name).await,
+        };
+        let failure = match checkout {
             Ok(mut conn) => match services.commands.write(&mut conn.conn, &call).await {
                 Written::Ran(reply) => {
                     if unknown {
