@@ -516,13 +516,18 @@ impl Ticket {
         }
     }
 
+    /// The waiter's field.
+    pub(crate) fn field(&self) -> &str {
+        &self.waiter.field
+    }
+
     /// Leaves the queue now. Returns the hand-off reply of a lock passed to this waiter that it did
     /// not take up: the caller must release that hold.
     pub(crate) fn abandon(&self) -> Option<u64> {
-        let passed = {
+        let (passed, idle) = {
             let mut state = self.queue.state.lock();
             let mut slot = self.waiter.slot.lock();
-            match *slot {
+            let passed = match *slot {
                 Slot::Passed { reply, .. } => {
                     *slot = Slot::Abandoned;
                     Some(reply)
@@ -539,9 +544,13 @@ impl Ticket {
                     None
                 }
                 Slot::Abandoned => None,
-            }
+            };
+            (passed, state.is_idle())
         };
-        self.cohorts.forget_if_idle(&self.id.0, self.id.1);
+        // A queue left busy is dropped by whoever leaves it idle (they all look).
+        if idle {
+            self.cohorts.forget_if_idle(&self.id.0, self.id.1);
+        }
         passed
     }
 

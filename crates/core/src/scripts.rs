@@ -146,9 +146,14 @@ impl ScriptCall {
     ) -> RedisResult<Value> {
         let cmd = self.evalsha();
         match cmd.query_async(conn).await {
+            // Boxed: a flushed or restarted server is rare, and every call's future (and each one
+            // that awaits it) would carry the load's state inline.
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.load(conn).await?;
-                cmd.query_async(conn).await
+                Box::pin(async {
+                    self.load(conn).await?;
+                    cmd.query_async(conn).await
+                })
+                .await
             }
             reply => reply,
         }

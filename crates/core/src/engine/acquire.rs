@@ -175,7 +175,6 @@ struct Queued<K: Kind> {
     ticket: Ticket,
     services: Arc<Services>,
     kind: Arc<K>,
-    field: String,
     lease: Duration,
     _listening: Option<Subscription>,
 }
@@ -208,7 +207,6 @@ impl<K: Kind> Queued<K> {
             ticket,
             services: services.clone(),
             kind: kind.clone(),
-            field: field.to_owned(),
             lease,
             _listening: listening,
         })
@@ -222,7 +220,7 @@ impl<K: Kind> Queued<K> {
         lease: Lease,
         acquisition: &Acquisition<'_>,
     ) -> Option<Attempt<(K::Token, Expiry)>> {
-        let (services, kind, field) = (&*self.services, &*self.kind, self.field.as_str());
+        let (services, kind, field) = (&*self.services, &*self.kind, self.ticket.field());
         let hand_off = kind.hand_off()?;
         loop {
             let messages = || {
@@ -262,7 +260,7 @@ impl<K: Kind> Drop for Queued<K> {
             drop(Releasing::new(
                 &self.services,
                 self.kind.clone(),
-                std::mem::take(&mut self.field),
+                self.ticket.field().to_owned(),
             ));
         }
     }
