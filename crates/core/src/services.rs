@@ -166,7 +166,7 @@ impl Background {
 #[derive(Debug, Default)]
 pub(crate) struct Holds(Mutex<foldhash::HashMap<String, FieldHolds>>);
 
-/// One key's holds by field: how many, and the lease of the latest.
+/// One key's holds, by field.
 type FieldHolds = foldhash::HashMap<String, Hold>;
 
 /// One owner's holds of one key.
