@@ -25,7 +25,9 @@
 //! wakes the waiters of each channel once more as its subscription is confirmed. Java does nothing on
 //! reconnect and lets waiters sleep out the PTTL; this is the deliberate difference.
 
-use std::collections::{HashMap, HashSet};
+#[cfg(feature = "cluster")]
+use std::collections::HashMap;
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
