@@ -9,7 +9,9 @@
 //! [`lose_reply`](FaultProxy::lose_reply) lets a chosen request through to the server and then, as
 //! its reply comes back, closes the client's connection and the server's instead of forwarding it.
 //!
-//! It also delays replies ([`delay_replies`](FaultProxy::delay_replies)), black-holes one direction
+//! It also drops a chosen request and cuts its connection, so that the request never ran but its
+//! client cannot know ([`drop_request`](FaultProxy::drop_request)), delays replies
+//! ([`delay_replies`](FaultProxy::delay_replies)), black-holes one direction
 //! ([`black_hole`](FaultProxy::black_hole)), resets every connection
 //! ([`reset`](FaultProxy::reset)) and refuses new ones ([`refuse`](FaultProxy::refuse)).
 //!
@@ -323,6 +325,10 @@ fn first_bulk(frame: &[u8]) -> Option<&[u8]> {
 struct Shared {
     /// Lost-reply faults armed and not fired yet.
     armed: Mutex<Vec<Armed>>,
+    /// Dropped-request faults armed and not fired yet.
+    unsent: Mutex<Vec<Armed>>,
+    /// Dropped-request faults fired.
+    dropped: AtomicUsize,
     /// Reply delay, in nanoseconds.
     delay: AtomicU64,
     hole_to_server: AtomicBool,
@@ -369,6 +375,21 @@ impl Shared {
             fault.remaining > 0
         });
         doomed
+    }
+
+    /// Whether `request` is the one an armed dropped-request fault waits for (which disarms it).
+    fn unsend(&self, request: &[&[u8]]) -> bool {
+        let mut unsent = self.unsent.lock();
+        let mut fired = false;
+        unsent.retain_mut(|fault| {
+            if fired || !fault.matching.matches(request) {
+                return true;
+            }
+            fault.remaining -= 1;
+            fired = fault.remaining == 0;
+            !fired
+        });
+        fired
     }
 
     /// Arms `matching` again for the next matching request.
@@ -466,6 +487,28 @@ impl FaultProxy {
             matching,
             remaining: nth,
         });
+    }
+
+    /// Arms a request that never runs: the `nth` (1-based, counted from now, over all connections
+    /// of this proxy) request matching `matching` is not forwarded, and its connection is closed at
+    /// once, both sides, after the requests before it were forwarded. Its client sees the
+    /// connection break and cannot tell that the request never ran: the other half of what
+    /// [`lose_reply`](Self::lose_reply) makes. Fires once.
+    ///
+    /// # Panics
+    ///
+    /// If `nth` is 0.
+    pub fn drop_request(&self, matching: Match, nth: usize) {
+        assert!(nth > 0, "drop_request: nth counts from 1");
+        self.shared.unsent.lock().push(Armed {
+            matching,
+            remaining: nth,
+        });
+    }
+
+    /// How many dropped-request faults have fired so far.
+    pub fn dropped_requests(&self) -> usize {
+        self.shared.dropped.load(Ordering::SeqCst)
     }
 
     /// How many lost-reply faults have fired so far (counted once both sockets are closed).
@@ -629,6 +672,8 @@ struct Conn {
     raw: bool,
     /// A subscription command went through: RESP2 pub/sub arrays may come.
     subscribed: bool,
+    /// A dropped-request fault fired: close once what came before it is forwarded.
+    cut: bool,
 }
 
 impl Conn {
@@ -708,12 +753,17 @@ async fn forward_requests(
         if !hole && ready > 0 && to.write_all(&buf[..ready]).await.is_err() {
             return;
         }
+        if conn.lock().cut {
+            shared.dropped.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
         buf.drain(..ready);
     }
 }
 
 /// How many bytes at the start of `buf` are whole requests (all of it once raw), noting each one
-/// unless black-holed.
+/// unless black-holed; a dropped request and what follows it are not among them (the connection is
+/// cut).
 fn split_requests(buf: &[u8], hole: bool, shared: &Shared, conn: &mut Conn) -> usize {
     if conn.raw {
         return buf.len();
@@ -725,6 +775,10 @@ fn split_requests(buf: &[u8], hole: bool, shared: &Shared, conn: &mut Conn) -> u
             Ok(Some((len, request))) => {
                 // Redis answers nothing to an empty request.
                 if !hole && !request.is_empty() {
+                    if shared.unsend(&request) {
+                        conn.cut = true;
+                        return pos;
+                    }
                     conn.request(&request, shared);
                 }
                 pos += len;

@@ -12,10 +12,20 @@ use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use rlock_redisson::{Client, Guard};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client, client_with, command_calls, eventually, raw};
+use rlock_tests::harness::{client_with, command_calls, eventually, raw};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+/// A client whose hand-off streaks may last a minute (by default they end 10 ms after the lock came
+/// from Redis), so that whether a release hands off does not depend on how fast this machine runs
+/// the test. (Found under load: a test that spent over 10 ms queueing its waiter saw a real release.)
+async fn client(server: &RedisServer) -> Client {
+    client_with(server, |config| {
+        config.local_handoff_window = Duration::from_secs(60);
+    })
+    .await
+}
 
 /// Calls of `command` (lower case) so far, script-internal calls included.
 async fn calls(redis: &mut MultiplexedConnection, command: &str) -> u64 {

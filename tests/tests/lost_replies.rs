@@ -6,10 +6,15 @@
 //! `Timeout`/`Backend` error or success; for counters nothing can reconcile (a semaphore's permits,
 //! a latch's count) `OutcomeUnknown`, with the count applied once, never twice.
 //!
-//! The local hand-off between two tasks of one client (`*.hand_off`) is the one script rlock never
-//! re-sends: whatever it did is undone (both owners' holds) and the waiter then takes the lock in
-//! Redis as any waiter would. A hand-off whose reply is only late, to a waiter dropped meanwhile, is
-//! in `a_waiter_dropped_while_handed_the_lock_passes_it_on`.
+//! The local hand-off between two tasks of one client (`*.hand_off`) is re-sent under its latch, as
+//! an unlock is: the re-send replays the first outcome, and the waiter gets the lock from it. A
+//! hand-off whose reply is only late, to a waiter dropped meanwhile, is in
+//! `a_waiter_dropped_while_handed_the_lock_passes_it_on`.
+//!
+//! A request can also be lost *before* it runs, its connection cut: its caller cannot tell that
+//! from a lost reply. The `*_that_never_ran_*` tests order what follows so that an undo of an
+//! owner's field runs after that owner took the lock by itself, the interleaving a frozen server
+//! once produced at random (a hand-off's undo deleted its waiter's own hold).
 //!
 //! The default suite runs the representative cases of every topology (`representative_*`, among
 //! them the regression test of the cluster client's own re-send: an acquire that ran twice);
@@ -347,9 +352,8 @@ async fn lock_renew(ctx: &Ctx, name: &str) {
 
 /// Task A of the client holds `lock`, task B waits for it in the client's local queue, and A's
 /// release hands the lock to B with `script`, whose reply is lost. The hand-off ran (the proxy
-/// forwarded it) but is never re-sent: both owners' holds are undone on its connection, which
-/// releases the lock, and B takes it in Redis like any waiter. A's unlock succeeds: both undos'
-/// replies were seen, so the release is settled. Returns A's token and B's guard.
+/// forwarded it); its re-send under the same latch replays its outcome, so B holds the lock it was
+/// passed and A's unlock succeeds. Returns A's token and B's guard.
 async fn hand_off_reply_lost<K: LockKind>(
     ctx: &Ctx,
     name: &str,
@@ -375,9 +379,9 @@ where
         tokio::time::timeout(Duration::from_secs(5), &mut waiting)
     );
     armed.fired().await;
-    unlocked.expect("A's unlock: the hand-off was undone, and the undos' replies seen");
+    unlocked.expect("A's unlock: the re-sent hand-off replayed its outcome");
     let guard = acquired
-        .expect("B acquires within seconds of the undo")
+        .expect("B is passed the lock within seconds")
         .expect("B's acquire");
     (token, guard)
 }
@@ -397,7 +401,7 @@ fn fields<const N: usize>(entries: [(&str, &str); N]) -> BTreeMap<String, String
 
 async fn lock_hand_off(ctx: &Ctx, name: &str) {
     let (_, guard) = hand_off_reply_lost(ctx, name, LOCK_HAND_OFF, ctx.client.lock(name)).await;
-    // B's own hold, once: nothing of A's, no second count of B's from the hand-off that ran.
+    // B's hold, once: nothing of A's, no second count of B's from the re-sent hand-off.
     assert_eq!(hash(ctx, name).await, fields([(guard.field(), "1")]));
     ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
     guard.unlock().await.expect("B unlocks");
@@ -408,8 +412,8 @@ async fn fenced_hand_off(ctx: &Ctx, name: &str) {
     let lock = ctx.client.fenced_lock(name);
     let (first, guard) = hand_off_reply_lost(ctx, name, FENCED_HAND_OFF, lock).await;
     let token = *guard.token();
-    // The hand-off that ran took a token for B, unused; B's own acquisition took the next one.
-    assert_eq!(token, first + 2, "B's token moved past the lost hand-off's");
+    // The hand-off that ran took B's token; its re-send replayed it and took no other.
+    assert_eq!(token, first + 1, "B's token is the lost hand-off's");
     assert_eq!(hash(ctx, name).await, fields([(guard.field(), "1")]));
     let counter = format!("redisson_lock_token:{{{name}}}");
     let latest = token.to_string();
@@ -688,4 +692,117 @@ async fn a_waiter_dropped_while_handed_the_lock_passes_it_on() {
 fn hand_offs(ctx: &Ctx, name: &str) -> u64 {
     let master = ctx.proxied.master_of(name);
     tokio::task::block_in_place(|| local_hand_offs(&mut connect(master)))
+}
+
+/// The reentrant lock's undo of an acquire whose reply was lost, as `EVALSHA` names it.
+const LOCK_UNDO_ACQUIRE: &str = include_str!("../../crates/core/lua/lock_undo_acquire.lua");
+
+/// The field of `owner` on `client`: `<node id>:<owner id>`.
+fn field_of(client: &Client, owner: Owner) -> String {
+    format!("{}:{owner}", client.node_id())
+}
+
+/// A's release hands the lock to B, but the hand-off never runs: the proxy drops it and cuts its
+/// connection. Before the hand-off was re-sent under a latch, both owners' holds were undone
+/// instead, and B tried in Redis once the undos were done or A's release stopped waiting for them
+/// (a command timeout per retry): A's undo freed the lock, B took it by itself, and then the undo
+/// of B's field (held back here by three dropped sends, as a frozen server once held it behind a
+/// script load) deleted B's own hold, so B worked with the lock free for anyone and its unlock
+/// said the lease was lost. Now the re-sent hand-off passes the lock, and nothing undoes B's field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_that_never_ran_leaves_its_waiter_the_hold() {
+    let ctx = Ctx::start(Deployment::Single).await;
+    // A's release waits no longer than 2 × 100 ms for what reconciles its hand-off.
+    let client = Ctx::client_of(&ctx.proxied, |config| {
+        config.command_timeout = Duration::from_millis(100);
+        config.retry_attempts = 1;
+    })
+    .await;
+    let name = "never-ran:hand-off";
+    let proxy = ctx.proxied.proxy_of(name);
+    let lock = client.lock(name);
+    let (a, b) = (Owner::new(), Owner::new());
+    let b_field = field_of(&client, b);
+    let held = lock.clone().with_owner(a).lock().await.expect("A locks");
+    let waiter = lock.clone().with_owner(b);
+    let mut waiting = pin!(waiter.lock());
+    assert!(futures::poll!(&mut waiting).is_pending(), "B waits for A");
+    proxy.drop_request(
+        Match::command("EVALSHA").with_arg(script_sha1(LOCK_HAND_OFF)),
+        1,
+    );
+    // An undo's re-sends back off 50, 100, 200 ms: the third runs well after 200 ms.
+    for _ in 0..3 {
+        proxy.drop_request(
+            Match::command("EVALSHA")
+                .with_arg(script_sha1(LOCK_UNDO_ACQUIRE))
+                .with_arg(&b_field),
+            1,
+        );
+    }
+    let (unlocked, acquired) = tokio::join!(
+        held.unlock(),
+        tokio::time::timeout(Duration::from_secs(5), &mut waiting)
+    );
+    let guard = acquired.expect("B acquires").expect("B's acquire");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        hash(&ctx, name).await,
+        fields([(b_field.as_str(), "1")]),
+        "B's hold while B holds the lock"
+    );
+    unlocked.expect("A's unlock: the re-sent hand-off ran");
+    assert_eq!(
+        proxy.dropped_requests(),
+        1,
+        "the hand-off alone was dropped"
+    );
+    assert!(!guard.is_lease_lost());
+    guard.unlock().await.expect("B unlocks its own hold");
+    assert!(hash(&ctx, name).await.is_empty());
+}
+
+/// An owner's acquire never runs (dropped, its connection cut): its caller gets an error, and the
+/// undo of what it may have done is sent after it; the first send dies with the connection, the
+/// re-send is dropped too, so the undo is still in flight when the same owner (a scope, a blocking
+/// thread, a `with_owner` handle) tries again at once. That second acquire must not be the hold the
+/// late undo takes away: it waits until the undo has run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_that_never_ran_is_undone_before_its_owner_tries_again() {
+    let ctx = Ctx::start(Deployment::Single).await;
+    let name = "never-ran:acquire";
+    let proxy = ctx.proxied.proxy_of(name);
+    let owner = Owner::new();
+    let field = field_of(&ctx.client, owner);
+    let lock = ctx.client.lock(name).with_owner(owner);
+    proxy.drop_request(Match::command("EVALSHA").with_arg(name).with_arg(&field), 1);
+    proxy.drop_request(
+        Match::command("EVALSHA")
+            .with_arg(script_sha1(LOCK_UNDO_ACQUIRE))
+            .with_arg(&field),
+        1,
+    );
+    let failed = lock.lock().await;
+    assert!(
+        matches!(failed, Err(Error::Timeout { .. } | Error::Backend { .. })),
+        "the dropped acquire fails: {failed:?}"
+    );
+    let guard = lock.lock().await.expect("the owner's second acquire");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        hash(&ctx, name).await,
+        fields([(field.as_str(), "1")]),
+        "the owner's hold while it holds the lock"
+    );
+    assert_eq!(
+        proxy.dropped_requests(),
+        2,
+        "the acquire and an undo were dropped"
+    );
+    assert!(!guard.is_lease_lost());
+    guard
+        .unlock()
+        .await
+        .expect("the owner unlocks its own hold");
+    assert!(hash(&ctx, name).await.is_empty());
 }

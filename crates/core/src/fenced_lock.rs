@@ -121,13 +121,22 @@ impl HandOff for Fenced {
         "fenced"
     }
 
-    fn hand_off_call(&self, from: &str, to: &str, lease: Duration) -> ScriptCall {
+    fn hand_off_call(
+        &self,
+        from: &str,
+        to: &str,
+        lease: Duration,
+        latch: &str,
+        latch_ttl: Duration,
+    ) -> ScriptCall {
         ScriptCall::new(&HAND_OFF)
             .key(self.lock.key())
             .key(&self.token)
+            .key(latch)
             .arg(from)
             .arg(to)
             .arg(lease.as_millis())
+            .arg(latch_ttl.as_millis())
     }
 
     fn handed_off(&self, reply: u64) -> u64 {

@@ -32,6 +32,7 @@ mod multi_lock;
 mod names;
 mod owner;
 mod pubsub;
+mod reconciling;
 mod reentrant;
 mod rw_lock;
 mod scripts;

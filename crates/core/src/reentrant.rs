@@ -139,12 +139,21 @@ impl HandOff for Reentrant {
         "lock"
     }
 
-    fn hand_off_call(&self, from: &str, to: &str, lease: Duration) -> ScriptCall {
+    fn hand_off_call(
+        &self,
+        from: &str,
+        to: &str,
+        lease: Duration,
+        latch: &str,
+        latch_ttl: Duration,
+    ) -> ScriptCall {
         ScriptCall::new(&HAND_OFF)
             .key(&self.name)
+            .key(latch)
             .arg(from)
             .arg(to)
             .arg(lease.as_millis())
+            .arg(latch_ttl.as_millis())
     }
 
     fn handed_off(&self, _reply: u64) {}

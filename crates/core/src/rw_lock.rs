@@ -282,12 +282,21 @@ impl HandOff for Write {
         "write"
     }
 
-    fn hand_off_call(&self, from: &str, to: &str, lease: Duration) -> ScriptCall {
+    fn hand_off_call(
+        &self,
+        from: &str,
+        to: &str,
+        lease: Duration,
+        latch: &str,
+        latch_ttl: Duration,
+    ) -> ScriptCall {
         ScriptCall::new(&WRITE_HAND_OFF)
             .key(&self.lock.name)
+            .key(latch)
             .arg(from)
             .arg(to)
             .arg(lease.as_millis())
+            .arg(latch_ttl.as_millis())
     }
 
     fn handed_off(&self, _reply: u64) {}

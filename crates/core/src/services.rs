@@ -16,6 +16,7 @@ use crate::connection::{Commands, Connection, Deployment};
 use crate::error::{Error, Operation, Result};
 use crate::owner::{self, Owner};
 use crate::pubsub::Subscriber;
+use crate::reconciling::Reconciling;
 use crate::telemetry::Telemetry;
 use crate::watchdog::Watchdog;
 
@@ -30,6 +31,8 @@ pub struct Services {
     pub(crate) subscriber: Subscriber,
     pub(crate) watchdog: Watchdog,
     pub(crate) holds: Holds,
+    /// Reconciliations (undos of acquires whose replies were lost) that may still run.
+    pub(crate) reconciling: Arc<Reconciling>,
     /// Local wait queues and hand-off of the exclusive kinds.
     pub(crate) cohorts: Cohorts,
     pub(crate) latches: Latches,
@@ -106,6 +109,7 @@ impl Services {
             subscriber,
             watchdog,
             holds: Holds::default(),
+            reconciling: Arc::default(),
             cohorts: Cohorts::default(),
             latches: Latches::default(),
             background: Background {

@@ -501,7 +501,7 @@ fn resubscribing(channels: usize) {
 pub(crate) enum Reconciles {
     /// An acquire undone (its reply was lost, its caller left, or no replica acknowledged it).
     Acquire,
-    /// One of the two holds of a hand-off whose reply was lost, undone.
+    /// A local hand-off re-sent with the same request id.
     HandOff,
     /// An unlock re-sent with the same request id.
     Unlock,

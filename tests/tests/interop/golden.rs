@@ -1174,17 +1174,17 @@ async fn hand_off_tour(kind: Kind) -> Trace {
     trace
 }
 
-/// What a hand-off of `kind` from owner `from` to owner `to` runs (`lua/*_hand_off.lua`): the
-/// releasing owner's count read (a write lock's mode first), the hash's size (the owner alone,
-/// besides a write lock's `mode`), the next owner's field set, the releasing owner's deleted, the
-/// next owner's lease applied; a fenced lock then takes the next owner's token, as every
-/// acquisition does.
+/// What a hand-off of `kind` from owner `from` to owner `to` runs (`lua/*_hand_off.lua`): its latch
+/// read (a re-send replays the stored outcome), the releasing owner's count read (a write lock's
+/// mode first), the hash's size (the owner alone, besides a write lock's `mode`), the next owner's
+/// field set, the releasing owner's deleted, the next owner's lease applied; a fenced lock then
+/// takes the next owner's token, as every acquisition does; the outcome stored at the latch.
 pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> Vec<String> {
-    let (from, to) = (kind.field(from), kind.field(to));
-    let mut script = match kind {
-        Kind::Write => commands(&[&["hget", name, "mode"]]),
-        _ => Vec::new(),
-    };
+    let (from, to, latch) = (kind.field(from), kind.field(to), latch(name));
+    let mut script = commands(&[&["get", &latch]]);
+    if kind == Kind::Write {
+        script.extend(commands(&[&["hget", name, "mode"]]));
+    }
     script.extend(commands(&[
         &["hget", name, &from],
         &["hlen", name],
@@ -1192,9 +1192,15 @@ pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> V
         &["hdel", name, &from],
         &["pexpire", name, "30000"],
     ]));
-    if kind == Kind::Fenced {
+    // The latch keeps the outcome (1, or the next owner's token) for a re-send to replay. A fenced
+    // hand-off is traced in the hand-off tour alone, where thread 1 took token 1: the next is 2.
+    let outcome = if kind == Kind::Fenced {
         script.push(format!("incr {}", token_key()));
-    }
+        "2"
+    } else {
+        "1"
+    };
+    script.extend(commands(&[&["set", &latch, outcome, "px", "<ttl>"]]));
     script
 }
 

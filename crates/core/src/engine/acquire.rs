@@ -20,6 +20,7 @@ use crate::connection::{Commands, Connection, Written, outcome_unknown};
 use crate::error::{Error, Operation, Result};
 use crate::owner::Owner;
 use crate::pubsub::Subscription;
+use crate::reconciling::{Reconciliation, Reconciling};
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
 use crate::telemetry::{self, Acquisition, Reconciles};
@@ -308,6 +309,8 @@ async fn attempt<K: Kind>(
     wait: Wait,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
     until_synced(services, Operation::Acquire, kind.name(), || async {
+        // An undo of this owner's earlier attempt that may still run could take this one's hold.
+        services.reconciling.settled(kind.key(), field).await;
         let conn = services
             .commands
             .get(Operation::Acquire, kind.name())
@@ -334,7 +337,8 @@ async fn attempt_on<K: Kind>(
         || kind.undo_acquire_call(field, held_before, lease_time, wait),
         lease_time,
         Reconciles::Acquire,
-    );
+    )
+    .settling(&services.reconciling, kind.key(), field);
     let call = kind.acquire_call(field, lease_time, wait);
     let sent_at = Instant::now();
     let written = services.commands.write(&mut undo.conn.conn, &call).await;
@@ -380,7 +384,7 @@ async fn attempt_on<K: Kind>(
 ///
 /// The undo call is built (by `C`) only when it is sent: almost every write is answered, and building
 /// a call that is thrown away was a measurable part of an uncontended cycle.
-pub(crate) struct Undo<C: FnOnce() -> ScriptCall> {
+pub(crate) struct Undo<'a, C: FnOnce() -> ScriptCall> {
     pub(crate) conn: Connection,
     call: Option<C>,
     commands: Commands,
@@ -389,9 +393,15 @@ pub(crate) struct Undo<C: FnOnce() -> ScriptCall> {
     lease: Duration,
     /// What the undo reconciles, for logs and metrics.
     reconciles: Reconciles,
+    /// The owner whose holds the undo counts, registered while the undo is in flight (see
+    /// [`crate::reconciling`]); `None` for an undo that names exactly what it removes (a permit id).
+    settles: Option<Settles<'a>>,
 }
 
-impl<C: FnOnce() -> ScriptCall> Undo<C> {
+/// The registry, the lock key and the owner field of an undo that counts an owner's holds.
+type Settles<'a> = (&'a Arc<Reconciling>, &'a str, &'a str);
+
+impl<'a, C: FnOnce() -> ScriptCall> Undo<'a, C> {
     /// Arms the call `call` builds as the undo of what is about to be sent on `conn` (a write of the
     /// sort `reconciles` says); it keeps trying for as long as what it undoes could live (`lease`).
     pub(crate) fn arm(
@@ -408,7 +418,20 @@ impl<C: FnOnce() -> ScriptCall> Undo<C> {
             background: services.background.clone(),
             lease,
             reconciles,
+            settles: None,
         }
+    }
+
+    /// The undo counts `field`'s holds of `key`: while it is in flight, that owner waits before it
+    /// acts on the lock again (see [`crate::reconciling`]).
+    pub(crate) fn settling(
+        mut self,
+        registry: &'a Arc<Reconciling>,
+        key: &'a str,
+        field: &'a str,
+    ) -> Self {
+        self.settles = Some((registry, key, field));
+        self
     }
 
     /// The reply was seen: nothing to undo.
@@ -416,45 +439,38 @@ impl<C: FnOnce() -> ScriptCall> Undo<C> {
         self.call = None;
     }
 
-    /// Undoes now, on the caller's task. Returns whether the undo's reply was seen (so that what it
-    /// reconciles is settled), as opposed to given up on.
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: if dropped, the undo may or may not have run.
-    pub(crate) async fn finish(mut self) -> bool {
-        match self.call.take() {
-            Some(call) => {
-                let (commands, conn) = (self.commands.clone(), self.conn.clone());
-                Box::pin(undo(commands, conn, call(), self.lease, self.reconciles)).await
-            }
-            None => true,
-        }
+    /// The registration of this undo, about to be sent, as in flight.
+    fn in_flight(&self) -> Option<Reconciliation> {
+        self.settles
+            .map(|(registry, key, field)| registry.begin(key, field))
     }
 }
 
-impl<C: FnOnce() -> ScriptCall> Drop for Undo<C> {
+impl<C: FnOnce() -> ScriptCall> Drop for Undo<'_, C> {
     fn drop(&mut self) {
         if let Some(call) = self.call.take().map(|call| call()) {
+            let in_flight = self.in_flight();
             // A handle on the same multiplexed connection: the undo queues up behind the acquire.
             let conn = self.conn.clone();
             let commands = self.commands.clone();
             let undo = undo(commands, conn, call, self.lease, self.reconciles);
             drop(self.background.spawn(async move {
-                let _ = undo.await;
+                undo.await;
+                drop(in_flight);
             }));
         }
     }
 }
 
-/// Sends `call`, the undo of what was sent before it on `conn`; true once its reply is seen.
+/// Sends `call`, the undo of what was sent before it on `conn`, until its reply is seen or what it
+/// undoes has expired by itself.
 async fn undo(
     commands: Commands,
     mut conn: Connection,
     call: ScriptCall,
     lease: Duration,
     reconciles: Reconciles,
-) -> bool {
+) {
     let give_up_at = Instant::now() + lease;
     let lock = call.keys().first().cloned().unwrap_or_default();
     // On the acquire's connection, wait as long as the hold could live: a paused server answers late.
@@ -469,17 +485,17 @@ async fn undo(
                 let undone = matches!(value, Value::Int(1));
                 tracing::debug!(%lock, undone, "undo of an unconfirmed write ran");
                 telemetry::reconciled(reconciles, &lock, true);
-                return true;
+                return;
             }
             Some(Err(e)) if !outcome_unknown(&e) => {
                 tracing::warn!(%lock, error = %e, "undo of an unconfirmed write refused");
                 telemetry::reconciled(reconciles, &lock, false);
-                return false;
+                return;
             }
             _ if Instant::now() >= give_up_at => {
                 tracing::warn!(%lock, "undo of an unconfirmed write gave up; it expires with its lease");
                 telemetry::reconciled(reconciles, &lock, false);
-                return false;
+                return;
             }
             _ => {}
         }

@@ -139,10 +139,18 @@ pub trait HandOff: Send + Sync {
     /// The name of the kind's local queues: holds pass only between waiters of one kind.
     fn queue(&self) -> &'static str;
 
-    /// Passes the last hold of `from` to `to`, for `lease`. Replies nil when `from` holds nothing,
-    /// 0 when it holds more than once (nothing changed), else a positive integer for
+    /// Passes the last hold of `from` to `to`, for `lease`, idempotently under `latch` (kept for
+    /// `latch_ttl`), as an unlock is: a re-send replays the first outcome. Replies nil when `from`
+    /// holds nothing, 0 when it holds more than once (nothing changed), else a positive integer for
     /// [`HandOff::handed_off`].
-    fn hand_off_call(&self, from: &str, to: &str, lease: Duration) -> ScriptCall;
+    fn hand_off_call(
+        &self,
+        from: &str,
+        to: &str,
+        lease: Duration,
+        latch: &str,
+        latch_ttl: Duration,
+    ) -> ScriptCall;
 
     /// The next owner's token, from the hand-off's positive reply.
     fn handed_off(&self, reply: u64) -> Self::Token;

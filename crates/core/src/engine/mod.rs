@@ -28,10 +28,15 @@
 //! connection the acquire went out on and, unless the reply was seen, sends the kind's undo script on
 //! that connection from a background task. Redis runs commands of one connection in order, so the
 //! undo runs after the acquire if the acquire runs at all, and it removes exactly the hold that the
-//! acquire added (it compares the owner's count with the count the owner had before).
+//! acquire added (it compares the owner's count with the count the owner had before). That count
+//! cannot tell the hold the acquire added from one the same owner took since, so while such an undo
+//! is in flight its owner does not acquire, release or take a hand-off of that lock
+//! ([`crate::reconciling`]).
 //!
-//! Unlocks are made idempotent instead: one request id (the unlock latch, PROTOCOL.md §2.3) is used
-//! for every re-send, so a re-sent unlock that had already run replays its stored result.
+//! Unlocks and local hand-offs are made idempotent instead: one request id (the unlock latch,
+//! PROTOCOL.md §2.3) is used for every re-send, so a re-send of one that had already run replays its
+//! stored result. A hand-off is never undone: an undo by field could take away the hold its waiter
+//! later took by itself.
 
 mod acquire;
 mod detached;

@@ -8,13 +8,12 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use super::Wait;
-use super::acquire::Undo;
-use super::kind::{HandOff, Kind};
+use super::kind::Kind;
 use crate::cohort::{Claim, Next, Yield};
 use crate::connection::{Connection, Written};
 use crate::error::{Error, Operation, Result};
 use crate::names;
+use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
 use crate::telemetry::{self, Reconciles};
 
@@ -40,11 +39,14 @@ pub(crate) enum Released {
 ///
 /// Not cancel safe: run it through [`Releasing`], which finishes it in the background if dropped.
 pub(crate) async fn release<K: Kind + ?Sized>(
-    services: &Services,
-    kind: &K,
+    services: &Arc<Services>,
+    kind: &Arc<K>,
     field: &str,
 ) -> Result<Released> {
+    let kind_ref = &**kind;
     let (key, renewal) = (kind.key(), kind.renewal());
+    // An undo of this owner's that may still run counts its holds: let it run first.
+    services.reconciling.settled(key, field).await;
     let renewing = services.watchdog.deregister(renewal, key, field);
     let (lease, conn) = match services.holds.remove(key, field) {
         Some((lease, conn)) if !renewing => (lease, conn),
@@ -55,7 +57,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         .hand_off()
         .filter(|_| services.config.local_handoff && services.holds.count(key, field) == 0)
     else {
-        return unlock(services, kind, field, lease, conn).await;
+        return unlock(services, kind_ref, field, lease, conn).await;
     };
     let (queue, config) = (hand_off.queue(), &services.config);
     let yielding = match services.cohorts.releasing(
@@ -65,7 +67,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         config.local_handoff_limit,
         config.local_handoff_window,
     ) {
-        Next::HandOff(claim) => match pass(services, kind, hand_off, field, lease, claim).await {
+        Next::HandOff(claim) => match pass(services, kind, field, lease, claim).await {
             Passing::Done(released) => return released,
             Passing::Unlock => false,
         },
@@ -76,7 +78,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         _ => 0,
     };
     let sent_at = Instant::now();
-    let released = unlock(services, kind, field, lease, conn).await;
+    let released = unlock(services, kind_ref, field, lease, conn).await;
     // Waiters elsewhere hear the unlock about when its reply comes back, and need half a round
     // trip more to reach Redis: the local head holds back a round trip, and until the message is
     // back (a second round trip at most).
@@ -100,61 +102,94 @@ async fn unlock<K: Kind + ?Sized>(
     lease: Duration,
     conn: Option<Connection>,
 ) -> Result<Released> {
-    let key = kind.key();
-    let latch = names::unlock_latch(key, names::new_request_id());
+    let latch = names::unlock_latch(kind.key(), names::new_request_id());
     let call = kind.unlock_call(field, lease, &latch, services.config.unlock_latch_ttl());
+    let reused = conn.and_then(|conn| services.commands.still_fresh(conn));
+    let name = kind.name();
+    let reply = match send_latched(services, kind, &call, latch, reused, Reconciles::Unlock).await {
+        Latched::Seen(reply) => reply,
+        Latched::Failed(e) | Latched::Unknown(e) => return Err(e),
+    };
+    match reply {
+        Value::Int(1) => Ok(Released::Fully),
+        Value::Int(0) => Ok(Released::Partially),
+        Value::Nil => Err(Error::NotOwner {
+            name: name.to_owned(),
+            field: field.to_owned(),
+        }),
+        other => Err(Error::unexpected(Operation::Unlock, name, other)),
+    }
+}
+
+/// How a write under a latch ended.
+enum Latched {
+    /// A reply was seen: the first outcome (a re-send's reply replays it).
+    Seen(Value),
+    /// It did not run: Redis refused it, or it could not be sent.
+    Failed(Error),
+    /// No reply after every re-send: it may still run, once.
+    Unknown(Error),
+}
+
+/// Sends `call`, a write of `kind` made idempotent by the latch `latch` in it (an unlock, a
+/// hand-off), and re-sends it while its reply is lost, up to the configured retries: a re-send of
+/// a call that had run replays its stored outcome, so it applies once. It goes out first on `conn`
+/// if given.
+async fn send_latched<K: Kind + ?Sized>(
+    services: &Services,
+    kind: &K,
+    call: &ScriptCall,
+    latch: String,
+    mut conn: Option<Connection>,
+    reconciles: Reconciles,
+) -> Latched {
     let name = kind.name();
     let mut retry = 0;
-    // Whether an unlock was sent whose outcome is not known: the re-sends reconcile it.
+    // Whether a send's outcome is not known: the re-sends reconcile it.
     let mut unknown = false;
-    let mut reused = conn.and_then(|conn| services.commands.still_fresh(conn));
     loop {
-        let checkout = match reused.take() {
+        let checkout = match conn.take() {
             Some(conn) => Ok(conn),
             None => services.commands.get(Operation::Unlock, name).await,
         };
         let failure = match checkout {
-            Ok(mut conn) => match services.commands.write(&mut conn.conn, &call).await {
+            Ok(mut conn) => match services.commands.write(&mut conn.conn, call).await {
                 Written::Ran(reply) => {
                     if unknown {
-                        telemetry::reconciled(Reconciles::Unlock, name, true);
+                        telemetry::reconciled(reconciles, name, true);
                     }
-                    let released = match reply {
-                        Value::Int(1) => Ok(Released::Fully),
-                        Value::Int(0) => Ok(Released::Partially),
-                        Value::Nil => {
-                            return Err(Error::NotOwner {
-                                name: name.to_owned(),
-                                field: field.to_owned(),
-                            });
-                        }
-                        other => Err(Error::unexpected(Operation::Unlock, name, other)),
-                    };
                     services.forget_latch(latch);
-                    return released;
+                    return Latched::Seen(reply);
                 }
                 // Applied on the master only: re-sending replays the latch and waits again.
-                Written::Unsynced { replicas, .. } => Error::NoSyncedReplicas {
-                    operation: Operation::Unlock,
-                    name: name.to_owned(),
-                    replicas,
-                },
-                Written::Refused(e) => return Err(Error::from_redis(Operation::Unlock, key, e)),
+                Written::Unsynced { replicas, .. } => {
+                    unknown = true;
+                    Error::NoSyncedReplicas {
+                        operation: Operation::Unlock,
+                        name: name.to_owned(),
+                        replicas,
+                    }
+                }
+                Written::Refused(e) => {
+                    return Latched::Failed(Error::from_redis(Operation::Unlock, kind.key(), e));
+                }
                 Written::Unknown(lost) => {
                     unknown = true;
                     lost.into_error(Operation::Unlock, name)
                 }
             },
             Err(e) if e.is_transient() => e,
-            Err(e) => return Err(e),
+            Err(e) if unknown => return Latched::Unknown(e),
+            Err(e) => return Latched::Failed(e),
         };
         if retry >= services.config.retry_attempts {
-            if unknown {
-                telemetry::reconciled(Reconciles::Unlock, name, false);
+            if !unknown {
+                return Latched::Failed(failure);
             }
-            return Err(failure);
+            telemetry::reconciled(reconciles, name, false);
+            return Latched::Unknown(failure);
         }
-        tracing::debug!(lock = name, error = %failure, retry, "re-sending unlock with the same request id");
+        tracing::debug!(lock = name, error = %failure, retry, "re-sending with the same request id");
         tokio::time::sleep(services.config.retry_backoff(retry)).await;
         retry += 1;
     }
@@ -168,98 +203,207 @@ enum Passing {
     Unlock,
 }
 
-/// Passes the last hold of `from` (renewal stopped, `lease` its lease) to the claimed local waiter,
-/// in one script. A reply that is lost is never re-sent: both owners' holds are undone on the same
-/// connection after it (whatever it did, the lock ends up released, and published), then the waiter
-/// tries as usual. (It runs inside a [`Releasing`], which is never dropped half-way, so the undos
-/// need arming only once the reply is known to be missing.)
+/// Passes the last hold of `from` (its renewal stopped, `lease` its lease) to the claimed local
+/// waiter, in one script, idempotent under a latch as an unlock is: a reply that is lost is re-sent
+/// with the same request id, so whichever send runs first decides and the others replay its
+/// outcome. The waiter takes the lock only as a seen outcome says, so no reconciliation ever touches
+/// a field its owner may since have acquired by itself.
+///
+/// When no reply comes after the unlock's re-sends, the release fails (it is bounded as an unlock
+/// is) and the hand-off is settled in the background ([`settle_hand_off`]).
 async fn pass<K: Kind + ?Sized>(
-    services: &Services,
-    kind: &K,
-    hand_off: &dyn HandOff<Token = K::Token>,
+    services: &Arc<Services>,
+    kind: &Arc<K>,
     from: &str,
     lease: Duration,
     claim: Claim,
 ) -> Passing {
-    let (name, key, queue) = (kind.name(), kind.key(), hand_off.queue());
-    let Ok(mut conn) = services.commands.get(Operation::Unlock, name).await else {
+    let Some(hand_off) = kind.hand_off() else {
         claim.failed();
         return Passing::Unlock;
     };
-    let (to, to_lease) = (claim.field().to_owned(), claim.lease());
+    let (name, key) = (kind.name(), kind.key());
+    // A waiter with an undo in flight gets the lock in Redis, after the undo (see `reconciling`).
+    if services.reconciling.is_pending(key, claim.field()) {
+        claim.failed();
+        return Passing::Unlock;
+    }
+    let Ok(conn) = services.commands.get(Operation::Unlock, name).await else {
+        claim.failed();
+        return Passing::Unlock;
+    };
+    let latch = names::unlock_latch(key, names::new_request_id());
+    let call = hand_off.hand_off_call(
+        from,
+        claim.field(),
+        claim.lease(),
+        &latch,
+        services.config.unlock_latch_ttl(),
+    );
+    // The lease runs from the first send at the earliest, whichever send applied it.
     let sent_at = Instant::now();
-    let written = services
-        .commands
-        .write(&mut conn.conn, &hand_off.hand_off_call(from, &to, to_lease))
-        .await;
-    let failure = match written {
-        Written::Ran(Value::Int(passed)) if passed > 0 => {
+    let latched = send_latched(
+        services,
+        &**kind,
+        &call,
+        latch.clone(),
+        Some(conn),
+        Reconciles::HandOff,
+    );
+    match latched.await {
+        Latched::Seen(reply) => Box::pin(passed(services, kind, from, claim, sent_at, reply)).await,
+        Latched::Failed(failure) => {
+            claim.failed();
+            services.cohorts.released(key, hand_off.queue(), from, None);
+            Passing::Done(Err(failure))
+        }
+        Latched::Unknown(failure) => {
+            let hand_off = HandOffInFlight {
+                services: services.clone(),
+                kind: kind.clone(),
+                from: from.to_owned(),
+                lease,
+                call,
+                latch,
+                sent_at,
+            };
+            drop(services.background.spawn(settle_hand_off(hand_off, claim)));
+            Passing::Done(Err(failure))
+        }
+    }
+}
+
+/// What a hand-off's seen reply means: passed (the waiter holds the lock), not passed (the holder
+/// unlocks as usual), or the holder's lease was lost.
+async fn passed<K: Kind + ?Sized>(
+    services: &Arc<Services>,
+    kind: &Arc<K>,
+    from: &str,
+    claim: Claim,
+    sent_at: Instant,
+    reply: Value,
+) -> Passing {
+    let (name, key) = (kind.name(), kind.key());
+    let failure = match reply {
+        Value::Int(passed) if passed > 0 => {
             services.telemetry.handed_off(kind.label(), name);
+            let to = claim.field().to_owned();
             if !claim.passed(passed.unsigned_abs(), sent_at) {
                 // The waiter is gone: release its hold (to the next waiter, or for real).
-                let released = Box::pin(release(services, kind, &to)).await;
-                if let Err(e) = released {
+                if let Err(e) = release_again(services, kind, &to).await {
                     tracing::warn!(lock = name, error = %e, "releasing a hold passed to a dropped waiter failed");
                 }
             }
             return Passing::Done(Ok(Released::Fully));
         }
         // Held more than once (a local count behind Redis'), or a writer that also reads.
-        Written::Ran(Value::Int(0)) => {
+        Value::Int(0) => {
             claim.failed();
             return Passing::Unlock;
         }
-        Written::Ran(Value::Nil) => {
-            claim.failed();
-            services.cohorts.released(key, queue, from, None);
-            return Passing::Done(Err(Error::NotOwner {
-                name: name.to_owned(),
-                field: from.to_owned(),
-            }));
-        }
-        Written::Refused(e) => {
-            claim.failed();
-            services.cohorts.released(key, queue, from, None);
-            return Passing::Done(Err(Error::from_redis(Operation::Unlock, key, e)));
-        }
-        Written::Ran(other) => Error::unexpected(Operation::Unlock, name, other),
-        Written::Unsynced { replicas, .. } => Error::NoSyncedReplicas {
-            operation: Operation::Unlock,
+        Value::Nil => Error::NotOwner {
             name: name.to_owned(),
-            replicas,
+            field: from.to_owned(),
         },
-        Written::Unknown(unknown) => unknown.into_error(Operation::Unlock, name),
+        other => Error::unexpected(Operation::Unlock, name, other),
     };
-    // Whatever the script did is undone; then the lock is free (or another client's), and the
-    // waiter tries. The undos run in the background until they are done (or the holds they undo
-    // have expired); the caller waits for them no longer than for an unlock and its re-sends. The
-    // waiter may try before they are done: an undo takes one hold away if its owner has one, so a
-    // waiter that took the passed hold again (a re-entry) ends with one hold, as it should.
     claim.failed();
-    let undos = [(to.as_str(), to_lease), (from, lease)].map(|(owner, lease)| {
-        let call = kind.undo_acquire_call(owner, 0, lease, Wait::Forever);
-        let undo = Undo::arm(services, conn.clone(), || call, lease, Reconciles::HandOff);
-        services.background.spawn(undo.finish())
-    });
-    let budget = services
-        .config
-        .command_timeout
-        .saturating_mul(services.config.retry_attempts.saturating_add(1));
-    let reconciled = matches!(
-        tokio::time::timeout(budget, futures::future::join_all(undos)).await,
-        Ok(undone) if undone.iter().all(|undo| matches!(undo, Ok(true)))
-    );
-    services.cohorts.released(key, queue, from, None);
-    let outcome = match failure {
-        Error::Timeout { .. } | Error::Backend { .. } if reconciled => Ok(Released::Fully),
-        failure => Err(failure),
+    if let Some(hand_off) = kind.hand_off() {
+        services.cohorts.released(key, hand_off.queue(), from, None);
+    }
+    Passing::Done(Err(failure))
+}
+
+/// [`release`] from inside a release, boxed as a `Send` future: the type breaks the cycle the
+/// compiler would otherwise follow to prove the recursive future `Send`.
+fn release_again<'a, K: Kind + ?Sized>(
+    services: &'a Arc<Services>,
+    kind: &'a Arc<K>,
+    field: &'a str,
+) -> Pin<Box<dyn Future<Output = Result<Released>> + Send + 'a>> {
+    Box::pin(release(services, kind, field))
+}
+
+/// A hand-off whose outcome is not known after every re-send of its release.
+struct HandOffInFlight<K: Kind + ?Sized> {
+    services: Arc<Services>,
+    kind: Arc<K>,
+    /// The releasing owner's field, and its hold's lease.
+    from: String,
+    lease: Duration,
+    /// The hand-off under its latch, and when it was first sent.
+    call: ScriptCall,
+    latch: String,
+    sent_at: Instant,
+}
+
+/// Re-sends a hand-off in flight (under its latch, so it applies once) until a reply tells its
+/// outcome, then settles the claimed waiter as [`passed`] says; a hand-off that did not pass unlocks
+/// the releasing owner's hold as usual. Until then neither owner acquires or releases this lock
+/// (see [`crate::reconciling`]): a copy still in flight could otherwise pass a hold the releasing
+/// owner took since, or hand the waiter a hold it does not know of. Gives up once the releasing
+/// owner's hold has expired by itself (after its lease), when no copy can pass anything.
+async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: Claim) {
+    let HandOffInFlight {
+        services,
+        kind,
+        from,
+        lease,
+        call,
+        latch,
+        sent_at,
+    } = hand_off;
+    let (name, key) = (kind.name(), kind.key());
+    let in_flight =
+        [from.as_str(), claim.field()].map(|field| services.reconciling.begin(key, field));
+    let give_up_at = sent_at + lease;
+    let mut retry = 0;
+    let outcome = loop {
+        tokio::time::sleep(services.config.retry_backoff(retry)).await;
+        retry = retry.saturating_add(1);
+        if Instant::now() >= give_up_at {
+            break None;
+        }
+        let Ok(mut conn) = services.commands.get(Operation::Unlock, name).await else {
+            continue;
+        };
+        match services.commands.write(&mut conn.conn, &call).await {
+            Written::Ran(reply) => break Some(Ok(reply)),
+            Written::Refused(e) => break Some(Err(e)),
+            Written::Unsynced { .. } | Written::Unknown(_) => {}
+        }
     };
-    tracing::debug!(
-        lock = name,
-        ?outcome,
-        "reconciled a hand-off whose outcome was unknown"
-    );
-    Passing::Done(outcome)
+    telemetry::reconciled(Reconciles::HandOff, name, matches!(outcome, Some(Ok(_))));
+    let reply = match outcome {
+        Some(Ok(reply)) => {
+            services.forget_latch(latch);
+            reply
+        }
+        Some(Err(e)) => {
+            tracing::warn!(lock = name, error = %e, "a hand-off in flight was refused");
+            Value::Nil
+        }
+        None => {
+            tracing::warn!(
+                lock = name,
+                "a hand-off in flight gave up; the hold expires with its lease"
+            );
+            Value::Nil
+        }
+    };
+    // Settled: a release of the hold passed to a waiter that is gone must not wait for it.
+    drop(in_flight);
+    if let Passing::Unlock = passed(&services, &kind, &from, claim, sent_at, reply).await {
+        if let Err(e) = unlock(&services, &*kind, &from, lease, None).await {
+            tracing::warn!(lock = name, error = %e, "unlocking after a hand-off in flight failed");
+        }
+        if let Some(hand_off) = kind.hand_off() {
+            services
+                .cohorts
+                .released(key, hand_off.queue(), &from, None);
+        }
+    }
+    tracing::debug!(lock = name, "settled a hand-off whose outcome was unknown");
 }
 
 /// Deletes the lock `kind` whoever holds it (the kind's force-unlock script, which also wakes a
@@ -306,7 +450,7 @@ impl Releasing {
         let services_for_release = services.clone();
         Self {
             pending: Some(Box::pin(async move {
-                release(&services_for_release, &*kind, &field).await
+                release(&services_for_release, &kind, &field).await
             })),
             background: services.background.clone(),
             name,
