@@ -806,3 +806,46 @@ async fn an_acquire_that_never_ran_is_undone_before_its_owner_tries_again() {
         .expect("the owner unlocks its own hold");
     assert!(hash(&ctx, name).await.is_empty());
 }
+
+/// The reentrant lock's unlock, as `EVALSHA` names it.
+const LOCK_UNLOCK: &str = include_str!("../../crates/core/lua/lock_unlock.lua");
+
+/// An owner's unlock never runs, however often it is re-sent (the proxy drops every send and cuts
+/// its connection), so the unlock fails. The same owner then locks again: it must not find its old
+/// hold and re-enter it (a count of 2 that its next unlock leaves at 1, held by nobody until the
+/// lease runs out). The unlock goes on in the background under its latch and the owner's acquire
+/// waits for it, so the owner ends with one hold, its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_that_never_ran_is_settled_before_its_owner_locks_again() {
+    let ctx = Ctx::start(Deployment::Single).await;
+    let client = Ctx::client_of(&ctx.proxied, |config| config.retry_attempts = 2).await;
+    let name = "never-ran:unlock";
+    let proxy = ctx.proxied.proxy_of(name);
+    let owner = Owner::new();
+    let field = field_of(&client, owner);
+    let lock = client.lock(name).with_owner(owner);
+    let guard = lock.lock().await.expect("the owner locks");
+    // The first send and both re-sends.
+    for _ in 0..3 {
+        proxy.drop_request(
+            Match::command("EVALSHA")
+                .with_arg(script_sha1(LOCK_UNLOCK))
+                .with_arg(&field),
+            1,
+        );
+    }
+    let failed = guard.unlock().await;
+    assert!(
+        matches!(failed, Err(Error::Timeout { .. } | Error::Backend { .. })),
+        "every send of the unlock was dropped: {failed:?}"
+    );
+    assert_eq!(proxy.dropped_requests(), 3);
+    let guard = lock.lock().await.expect("the owner locks again");
+    assert_eq!(
+        hash(&ctx, name).await,
+        fields([(field.as_str(), "1")]),
+        "one hold, the new one"
+    );
+    guard.unlock().await.expect("the owner unlocks");
+    assert!(hash(&ctx, name).await.is_empty());
+}

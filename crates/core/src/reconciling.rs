@@ -10,6 +10,11 @@
 //! owner's next acquire, release or local hand-off to it waits (see [`Reconciling::settled`]) until
 //! the undo's reply has been seen, or until it gave up because what it undoes has expired anyway.
 //!
+//! The same holds for an unlock or a local hand-off whose reply is lost after every re-send (a late
+//! copy could release or pass a hold the owner took since: they go on being re-sent in the
+//! background until a reply says what they did), and for a fair-lock waiter's give-up (a late one
+//! would remove the owner's next queue entry).
+//!
 //! Only owners that act again with the same field can meet this: an owner of an
 //! [`Owner::scope`](crate::Owner::scope), a blocking thread, a handle bound with `with_owner`, a
 //! re-entry, or an acquisition retried after no replica acknowledged it. The fast path (nothing in

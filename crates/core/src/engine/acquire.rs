@@ -76,7 +76,12 @@ async fn acquire_as<K: Kind>(
     acquisition: &Acquisition<'_>,
 ) -> Result<Option<(K::Token, Expiry)>> {
     let channel = kind.channel(field);
-    let give_up = GiveUp::arm(services, kind.give_up_call(field, wait_for));
+    let give_up = GiveUp::arm(
+        services,
+        kind.key(),
+        field,
+        kind.give_up_call(field, wait_for),
+    );
     let deadline = wait_for.deadline();
     let queued = Queued::join(services, kind, field, wait_for, lease, channel.as_ref());
     if let Some(queued) = &queued {
@@ -512,14 +517,23 @@ async fn undo(
 
 /// A waiter's give-up (PROTOCOL.md §6.6): run when the wait ran out, sent in the background when the
 /// acquisition is dropped or failed, unless disarmed by success. Empty for kinds that need none.
+/// One sent in the background holds its owner back from this lock until it ran (it removes the
+/// owner's queue entry, which would be the owner's next one if it queued again meanwhile).
 struct GiveUp<'a> {
     call: Option<ScriptCall>,
     services: &'a Services,
+    key: &'a str,
+    field: &'a str,
 }
 
 impl<'a> GiveUp<'a> {
-    fn arm(services: &'a Services, call: Option<ScriptCall>) -> Self {
-        Self { call, services }
+    fn arm(services: &'a Services, key: &'a str, field: &'a str, call: Option<ScriptCall>) -> Self {
+        Self {
+            call,
+            services,
+            key,
+            field,
+        }
     }
 
     fn disarm(mut self) {
@@ -538,8 +552,12 @@ impl<'a> GiveUp<'a> {
 impl Drop for GiveUp<'_> {
     fn drop(&mut self) {
         if let Some(call) = self.call.take() {
+            let in_flight = self.services.reconciling.begin(self.key, self.field);
             let commands = self.services.commands.clone();
-            drop(self.services.background.spawn(give_up(commands, call)));
+            drop(self.services.background.spawn(async move {
+                give_up(commands, call).await;
+                drop(in_flight);
+            }));
         }
     }
 }

@@ -95,8 +95,13 @@ pub(crate) async fn release<K: Kind + ?Sized>(
 
 /// The kind's unlock script, re-sent with the same request id while its reply is lost. It goes out
 /// first on `conn` (the connection the hold was taken on) while the pool would still hand that out.
+///
+/// An unlock whose outcome is still unknown after every re-send fails, and goes on being re-sent in
+/// the background until a reply is seen (or the hold has expired by itself); until then the owner
+/// does not act on the lock (see [`crate::reconciling`]): a copy that runs late would otherwise
+/// release a hold the owner took since.
 async fn unlock<K: Kind + ?Sized>(
-    services: &Services,
+    services: &Arc<Services>,
     kind: &K,
     field: &str,
     lease: Duration,
@@ -106,9 +111,21 @@ async fn unlock<K: Kind + ?Sized>(
     let call = kind.unlock_call(field, lease, &latch, services.config.unlock_latch_ttl());
     let reused = conn.and_then(|conn| services.commands.still_fresh(conn));
     let name = kind.name();
-    let reply = match send_latched(services, kind, &call, latch, reused, Reconciles::Unlock).await {
+    let sent_at = Instant::now();
+    let latched = send_latched(services, kind, &call, latch.clone(), reused);
+    let reply = match latched.await {
         Latched::Seen(reply) => reply,
-        Latched::Failed(e) | Latched::Unknown(e) => return Err(e),
+        Latched::Failed(e) => return Err(e),
+        Latched::Unknown(e) => {
+            let in_flight = services.reconciling.begin(kind.key(), field);
+            let (services, name) = (services.clone(), name.to_owned());
+            drop(services.clone().background.spawn(async move {
+                let seen = resend_until_seen(&services, &name, &call, sent_at + lease).await;
+                settled_in_background(&services, Reconciles::Unlock, &name, latch, seen.as_ref());
+                drop(in_flight);
+            }));
+            return Err(e);
+        }
     };
     match reply {
         Value::Int(1) => Ok(Released::Fully),
@@ -141,7 +158,6 @@ async fn send_latched<K: Kind + ?Sized>(
     call: &ScriptCall,
     latch: String,
     mut conn: Option<Connection>,
-    reconciles: Reconciles,
 ) -> Latched {
     let name = kind.name();
     let mut retry = 0;
@@ -156,7 +172,7 @@ async fn send_latched<K: Kind + ?Sized>(
             Ok(mut conn) => match services.commands.write(&mut conn.conn, call).await {
                 Written::Ran(reply) => {
                     if unknown {
-                        telemetry::reconciled(reconciles, name, true);
+                        telemetry::reconciled(Reconciles::Unlock, name, true);
                     }
                     services.forget_latch(latch);
                     return Latched::Seen(reply);
@@ -183,11 +199,12 @@ async fn send_latched<K: Kind + ?Sized>(
             Err(e) => return Latched::Failed(e),
         };
         if retry >= services.config.retry_attempts {
-            if !unknown {
-                return Latched::Failed(failure);
-            }
-            telemetry::reconciled(reconciles, name, false);
-            return Latched::Unknown(failure);
+            // An unknown outcome is reconciled in the background, which tells telemetry.
+            return if unknown {
+                Latched::Unknown(failure)
+            } else {
+                Latched::Failed(failure)
+            };
         }
         tracing::debug!(lock = name, error = %failure, retry, "re-sending with the same request id");
         tokio::time::sleep(services.config.retry_backoff(retry)).await;
@@ -242,14 +259,7 @@ async fn pass<K: Kind + ?Sized>(
     );
     // The lease runs from the first send at the earliest, whichever send applied it.
     let sent_at = Instant::now();
-    let latched = send_latched(
-        services,
-        &**kind,
-        &call,
-        latch.clone(),
-        Some(conn),
-        Reconciles::HandOff,
-    );
+    let latched = send_latched(services, &**kind, &call, latch.clone(), Some(conn));
     match latched.await {
         Latched::Seen(reply) => Box::pin(passed(services, kind, from, claim, sent_at, reply)).await,
         Latched::Failed(failure) => {
@@ -324,6 +334,52 @@ fn release_again<'a, K: Kind + ?Sized>(
     Box::pin(release(services, kind, field))
 }
 
+/// Re-sends `call` (a write under a latch, so it applies once) until a reply is seen, backing off
+/// between tries, until `give_up_at`: `Some` with the reply or Redis' refusal, `None` if it gave up.
+async fn resend_until_seen(
+    services: &Services,
+    name: &str,
+    call: &ScriptCall,
+    give_up_at: Instant,
+) -> Option<redis::RedisResult<Value>> {
+    let mut retry = 0;
+    loop {
+        tokio::time::sleep(services.config.retry_backoff(retry)).await;
+        retry = retry.saturating_add(1);
+        if Instant::now() >= give_up_at {
+            return None;
+        }
+        let Ok(mut conn) = services.commands.get(Operation::Unlock, name).await else {
+            continue;
+        };
+        match services.commands.write(&mut conn.conn, call).await {
+            Written::Ran(reply) => return Some(Ok(reply)),
+            Written::Refused(e) => return Some(Err(e)),
+            Written::Unsynced { .. } | Written::Unknown(_) => {}
+        }
+    }
+}
+
+/// Tells telemetry and the logs how a write reconciled in the background ended, and lets its latch
+/// go once its reply was seen.
+fn settled_in_background(
+    services: &Services,
+    reconciles: Reconciles,
+    name: &str,
+    latch: String,
+    seen: Option<&redis::RedisResult<Value>>,
+) {
+    telemetry::reconciled(reconciles, name, matches!(seen, Some(Ok(_))));
+    match seen {
+        Some(Ok(_)) => services.forget_latch(latch),
+        Some(Err(e)) => tracing::warn!(lock = name, error = %e, "a write in flight was refused"),
+        None => tracing::warn!(
+            lock = name,
+            "a write in flight gave up; what it holds expires with its lease"
+        ),
+    }
+}
+
 /// A hand-off whose outcome is not known after every re-send of its release.
 struct HandOffInFlight<K: Kind + ?Sized> {
     services: Arc<Services>,
@@ -356,40 +412,13 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
     let (name, key) = (kind.name(), kind.key());
     let in_flight =
         [from.as_str(), claim.field()].map(|field| services.reconciling.begin(key, field));
-    let give_up_at = sent_at + lease;
-    let mut retry = 0;
-    let outcome = loop {
-        tokio::time::sleep(services.config.retry_backoff(retry)).await;
-        retry = retry.saturating_add(1);
-        if Instant::now() >= give_up_at {
-            break None;
-        }
-        let Ok(mut conn) = services.commands.get(Operation::Unlock, name).await else {
-            continue;
-        };
-        match services.commands.write(&mut conn.conn, &call).await {
-            Written::Ran(reply) => break Some(Ok(reply)),
-            Written::Refused(e) => break Some(Err(e)),
-            Written::Unsynced { .. } | Written::Unknown(_) => {}
-        }
-    };
-    telemetry::reconciled(Reconciles::HandOff, name, matches!(outcome, Some(Ok(_))));
-    let reply = match outcome {
-        Some(Ok(reply)) => {
-            services.forget_latch(latch);
-            reply
-        }
-        Some(Err(e)) => {
-            tracing::warn!(lock = name, error = %e, "a hand-off in flight was refused");
-            Value::Nil
-        }
-        None => {
-            tracing::warn!(
-                lock = name,
-                "a hand-off in flight gave up; the hold expires with its lease"
-            );
-            Value::Nil
-        }
+    let seen = resend_until_seen(&services, name, &call, sent_at + lease).await;
+    settled_in_background(&services, Reconciles::HandOff, name, latch, seen.as_ref());
+    // A hand-off that did not say it passed is taken as not passed: the hold it would have passed
+    // expires with its lease.
+    let reply = match seen {
+        Some(Ok(reply)) => reply,
+        Some(Err(_)) | None => Value::Nil,
     };
     // Settled: a release of the hold passed to a waiter that is gone must not wait for it.
     drop(in_flight);
