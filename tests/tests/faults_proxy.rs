@@ -10,8 +10,12 @@
 //! The workers' tasks hand locks to each other locally (rlock's default); `hand_off_replies_lost_*`
 //! loses the replies of exactly those hand-offs, next to a worker that races without hand-off.
 //!
-//! Each scenario runs a few seconds in the default suite; `scripts/soak.sh` runs them longer
-//! (`RLOCK_SOAK_SECS`) and adds up their figures.
+//! `failover_lost_replies_*` kills the locks' master in the middle of that (Sentinel, cluster) and
+//! holds what survives the failover to README.md's "What a failover can lose".
+//!
+//! Each scenario runs a few seconds in the default suite (a failover about 20 s, so the default
+//! suite plays the Sentinel one only); `scripts/soak.sh` runs them all, longer (`RLOCK_SOAK_SECS`),
+//! and adds up their figures.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -473,6 +477,7 @@ fn failover_lost_replies_sentinel() {
 }
 
 #[test]
+#[ignore = "suite budget: a failover takes about 20 s and the Sentinel one is in the suite; scripts/soak.sh runs it"]
 fn failover_lost_replies_cluster() {
     failover_lost_replies(Deployment::ReplicatedCluster);
 }
