@@ -176,8 +176,7 @@ impl Proxied {
         }
     }
 
-    /// The proxy in front of the master that holds `key` (its real port is
-    /// [`Proxied::master_of`]'s).
+    /// The proxy in front of the master that holds `key`.
     pub fn proxy_of(&self, key: &str) -> &FaultProxy {
         let port = self.master_of(key).port();
         self.proxies

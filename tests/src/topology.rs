@@ -2,7 +2,7 @@
 //! setup, built from private [`RedisServer`]s on loopback ports.
 //!
 //! The cluster is wired by hand with `CLUSTER MEET`, `CLUSTER ADDSLOTSRANGE` and `CLUSTER REPLICATE`
-//! (no `redis-cli` needed); the sentinel setup is a master, its replicas (`--replicaof`) and sentinels
+//! (no `redis-cli` needed); the sentinel setup is a master, its replicas (`REPLICAOF`) and sentinels
 //! that monitor it with short timeouts so a failover takes seconds.
 //!
 //! Everything here panics with a descriptive message on failure: it is test support.
