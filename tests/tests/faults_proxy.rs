@@ -25,8 +25,8 @@ use redis::Commands;
 use rlock_tests::RedisServer;
 use rlock_tests::history::monitor::LOCK_HAND_OFF;
 use rlock_tests::history::{
-    DoubleApplies, Event, FaultKind, Fleet, Record, Report, Summary, WorkerSpec, local_hand_offs,
-    now_ns, publish, scenario_length, script_sha1,
+    DoubleApplies, FaultKind, Fleet, Report, Summary, WorkerSpec, local_hand_offs, now_ns, publish,
+    scenario_length, script_sha1,
 };
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::{FaultProxy, Match};
@@ -404,18 +404,24 @@ fn failover_lost_replies(deployment: Deployment) {
     );
     let promoted = proxied.master_of(FAILOVER_NAMES[0]);
     // The acknowledged hold is on the promoted replica; the other one may or may not be.
-    let held_on_promoted = |index: usize| {
-        let records = fleet.lock().records(index);
-        let (name, field) = held_field(&records);
-        connect(promoted)
-            .hexists::<_, _, bool>(name, field)
-            .expect("HEXISTS")
+    let on_promoted = |index: usize| {
+        let held = fleet.lock().held_field(index);
+        held.map(|(name, field)| {
+            connect(promoted)
+                .hexists::<_, _, bool>(name, field)
+                .expect("HEXISTS")
+        })
     };
-    assert!(
-        held_on_promoted(kept),
-        "the hold a replica acknowledged survived the failover"
+    assert_eq!(
+        on_promoted(kept),
+        Some(true),
+        "the hold a replica acknowledged, still held, survived the failover"
     );
-    let losable_lost = !held_on_promoted(losable);
+    let losable_fate = match on_promoted(losable) {
+        Some(true) => "kept",
+        Some(false) => "lost",
+        None => "over before the promotion",
+    };
     fleet.lock().moved_to(&promoted.url());
     let doubles = DoubleApplies::watch(connect(promoted), &FAILOVER_NAMES);
     let lost_after = inject(
@@ -432,8 +438,7 @@ fn failover_lost_replies(deployment: Deployment) {
     publish(&summary);
     eprintln!(
         "failover::{deployment:?}: outage {outage:?}; replies lost {lost_before} before, {lost_after} after; \
-         the unacknowledged hold across it was {}",
-        if losable_lost { "lost" } else { "kept" }
+         the unacknowledged hold across it was {losable_fate}"
     );
     assert!(
         doubles_seen.is_empty(),
@@ -455,26 +460,6 @@ fn failover_lost_replies(deployment: Deployment) {
         "{kept_hold:?} spans the failover"
     );
     report.assert_sound();
-}
-
-/// The lock and hash field of the hold that `records` (one worker's) took last.
-fn held_field(records: &[Record]) -> (&str, &str) {
-    let mut names = std::collections::HashMap::new();
-    let mut last = None;
-    for record in records {
-        match &record.event {
-            Event::Started {
-                task, seq, name, ..
-            } => {
-                let _ = names.insert((*task, *seq), name.as_str());
-            }
-            Event::Acquired {
-                task, seq, field, ..
-            } => last = Some((names[&(*task, *seq)], field.as_str())),
-            _ => {}
-        }
-    }
-    last.expect("the worker acquired")
 }
 
 #[test]

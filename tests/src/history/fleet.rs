@@ -273,6 +273,12 @@ impl Fleet {
         holding(&self.records(index))
     }
 
+    /// The lock worker `index` holds right now (as far as its history tells), if any, with its
+    /// hold's hash field.
+    pub fn held_field(&self, index: usize) -> Option<(String, String)> {
+        open_hold(&self.records(index)).map(|(name, field)| (name.to_owned(), field.to_owned()))
+    }
+
     /// Polls worker `index`'s history every 5 ms until `ready` says yes, for at most `limit`.
     pub fn wait_until(
         &self,
@@ -516,7 +522,14 @@ fn describe(conn: &mut redis::Connection, key: &str) -> String {
 
 /// The lock an attempt in `records` has acquired and not yet started to release.
 fn holding(records: &[Record]) -> Option<String> {
-    let mut open: Vec<((u32, u64), &str)> = Vec::new();
+    open_hold(records).map(|(name, _)| name.to_owned())
+}
+
+/// The lock and hash field of the hold an attempt in `records` has acquired and not yet started to
+/// release.
+fn open_hold(records: &[Record]) -> Option<(&str, &str)> {
+    // Per open hold: its attempt, lock and field.
+    let mut open: Vec<(u32, u64, &str, &str)> = Vec::new();
     let mut names = std::collections::HashMap::new();
     for record in records {
         match &record.event {
@@ -525,16 +538,18 @@ fn holding(records: &[Record]) -> Option<String> {
             } => {
                 let _ = names.insert((*task, *seq), name.as_str());
             }
-            Event::Acquired { task, seq, .. } => {
+            Event::Acquired {
+                task, seq, field, ..
+            } => {
                 if let Some(name) = names.get(&(*task, *seq)) {
-                    open.push(((*task, *seq), name));
+                    open.push((*task, *seq, name, field.as_str()));
                 }
             }
             Event::Releasing { task, seq, .. } | Event::Released { task, seq, .. } => {
-                open.retain(|(id, _)| *id != (*task, *seq));
+                open.retain(|hold| (hold.0, hold.1) != (*task, *seq));
             }
             _ => {}
         }
     }
-    open.last().map(|(_, name)| (*name).to_owned())
+    open.last().map(|&(_, _, name, field)| (name, field))
 }
