@@ -86,9 +86,9 @@
 //! which it was the holder already is a violation even if it was (a failover scenario keeps the
 //! outage well shorter than the lease, so the lease cannot run out meanwhile: only the failover
 //! could have lost it). Other holds that span a failover may be lost ([`Report::failover_losable`]):
-//! the usual rule applies to them. With
-//! one replica, the one that acknowledged is the one promoted; with more, the rule above would be
-//! too strong (README: the replica that acknowledged may not be the one promoted).
+//! the usual rule applies to them. The rule assumes one replica, so that the one that acknowledged
+//! is the one promoted; with more it would be too strong (README: the replica that acknowledged may
+//! not be the one promoted).
 //!
 //! A process killed with `SIGKILL` stops executing at the kill: its open hold ends there (its key
 //! lives on in Redis until its lease runs out, which only delays the others), and its open attempts
