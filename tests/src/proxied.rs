@@ -4,12 +4,16 @@
 //! - [`Deployment::Single`]: one server behind one proxy.
 //! - [`Deployment::MasterReplica`]: a master behind a proxy (rlock waits for its replica with `WAIT`).
 //! - [`Deployment::Sentinel`]: sentinels that watch the master's proxy, so the master address they
-//!   give rlock is the proxy's (the replica replicates through it too).
+//!   give rlock is the proxy's (the replica replicates through it too); the replica is behind its
+//!   own proxy and announces it, so after a failover rlock reaches the promoted replica through it.
 //! - [`Deployment::Cluster`]: three masters, each behind its proxy; the nodes announce their own
 //!   addresses, and rlock maps them to the proxies with [`rlock_redisson::Config::nat_map`], so redirects go
 //!   through the proxies as well.
+//! - [`Deployment::ReplicatedCluster`]: the same with a replica per master, every node behind its
+//!   proxy: for failovers.
 //!
-//! Inspection goes around the proxies: [`Proxied::master_of`] is the real server.
+//! Inspection goes around the proxies: [`Proxied::master_of`] is the real server, and follows a
+//! [`Proxied::fail_over`].
 
 use std::time::Duration;
 
@@ -28,6 +32,8 @@ pub enum Deployment {
     Sentinel,
     /// Three masters.
     Cluster,
+    /// Three masters with a replica each.
+    ReplicatedCluster,
 }
 
 /// The servers of a deployment, kept alive with it.
@@ -48,8 +54,10 @@ pub struct Proxied {
     /// Which topology this is.
     pub deployment: Deployment,
     servers: Servers,
-    /// One per master, with the port of the server it fronts.
+    /// One per node rlock talks to, with the port of the server it fronts.
     proxies: Vec<(u16, FaultProxy)>,
+    /// The port of the replica promoted by [`Proxied::fail_over`] in a Sentinel setup.
+    promoted: Option<u16>,
 }
 
 impl Proxied {
@@ -78,19 +86,19 @@ impl Proxied {
                 (servers, vec![proxy])
             }
             Deployment::Sentinel => {
-                let mut proxy = None;
-                let setup = SentinelSetup::start_watching(1, 1, |master| {
-                    let (port, fronting) = front(master);
+                let mut proxies = Vec::new();
+                let setup = SentinelSetup::start_watching(1, 1, |server| {
+                    let (port, fronting) = front(server);
                     let watched = fronting.port();
-                    proxy = Some((port, fronting));
+                    proxies.push((port, fronting));
                     watched
                 });
-                let proxy = proxy.expect("the sentinels watch a proxy");
-                (Servers::Sentinel(setup), vec![proxy])
+                (Servers::Sentinel(setup), proxies)
             }
-            Deployment::Cluster => {
-                let cluster = Cluster::start(3, 0);
-                let proxies = cluster.masters().iter().map(front).collect();
+            Deployment::Cluster | Deployment::ReplicatedCluster => {
+                let replicas = usize::from(deployment == Deployment::ReplicatedCluster);
+                let cluster = Cluster::start(3, replicas);
+                let proxies = cluster.nodes.iter().map(front).collect();
                 (Servers::Cluster(cluster), proxies)
             }
         };
@@ -98,7 +106,31 @@ impl Proxied {
             deployment,
             servers,
             proxies,
+            promoted: None,
         }
+    }
+
+    /// Kills the master of `key` (`SIGKILL`), calls `killed` the moment it is dead, and returns once
+    /// a replica was promoted in its place (by the sentinels, or by the cluster's own failover) and
+    /// accepts writes. From then on [`Proxied::master_of`] and [`Proxied::proxy_of`] are the
+    /// promoted replica's.
+    ///
+    /// # Panics
+    ///
+    /// In a deployment without replicas to promote.
+    pub fn fail_over(&mut self, key: &str, killed: impl FnOnce()) -> &RedisServer {
+        match &mut self.servers {
+            Servers::Sentinel(setup) => {
+                setup.master.kill();
+                killed();
+                self.promoted = Some(setup.await_promotion());
+            }
+            Servers::Cluster(cluster) if self.deployment == Deployment::ReplicatedCluster => {
+                let _ = cluster.fail_over_master_of(key, killed);
+            }
+            _ => panic!("{:?} has no replica to promote", self.deployment),
+        }
+        self.master_of(key)
     }
 
     /// An rlock configuration that reaches every node through its proxy.
@@ -132,7 +164,14 @@ impl Proxied {
         match &self.servers {
             Servers::Single(server) => server,
             Servers::MasterReplica { master, .. } => master,
-            Servers::Sentinel(setup) => &setup.master,
+            Servers::Sentinel(setup) => match self.promoted {
+                Some(port) => setup
+                    .replicas
+                    .iter()
+                    .find(|replica| replica.port() == port)
+                    .expect("the promoted replica is one of the setup's"),
+                None => &setup.master,
+            },
             Servers::Cluster(cluster) => cluster.master_of(key),
         }
     }

@@ -2,7 +2,7 @@
 //! setup, built from private [`RedisServer`]s on loopback ports.
 //!
 //! The cluster is wired by hand with `CLUSTER MEET`, `CLUSTER ADDSLOTSRANGE` and `CLUSTER REPLICATE`
-//! (no `redis-cli` needed); the sentinel setup is a master, its replicas (`--replicaof`) and sentinels
+//! (no `redis-cli` needed); the sentinel setup is a master, its replicas (`REPLICAOF`) and sentinels
 //! that monitor it with short timeouts so a failover takes seconds.
 //!
 //! Everything here panics with a descriptive message on failure: it is test support.
@@ -153,15 +153,55 @@ impl Cluster {
         rlock_redisson::Config::cluster(self.seeds())
     }
 
-    /// The master that owns `key`'s slot.
+    /// The master that owns `key`'s slot: one of the masters at start, or a replica promoted in
+    /// place of a master that was killed.
     pub fn master_of(&self, key: &str) -> &RedisServer {
-        let slot = key_slot(&self.nodes[0], key);
-        let index = self
-            .masters()
-            .iter()
-            .position(|master| owns_slot(master, slot))
-            .expect("some master owns every slot");
-        &self.nodes[index]
+        self.owner_of(key_slot(self.live_node(), key))
+            .expect("some master owns every slot")
+    }
+
+    /// The running node that owns `slot`, as it sees itself.
+    fn owner_of(&self, slot: u16) -> Option<&RedisServer> {
+        self.live_nodes().find(|node| owns_slot(node, slot))
+    }
+
+    /// The nodes that run (not killed).
+    fn live_nodes(&self) -> impl Iterator<Item = &RedisServer> {
+        self.nodes.iter().filter(|node| node.is_running())
+    }
+
+    /// A node that runs, to ask about the cluster.
+    fn live_node(&self) -> &RedisServer {
+        self.live_nodes()
+            .next()
+            .expect("a node of the cluster runs")
+    }
+
+    /// Kills (`SIGKILL`) the master of `key`'s slot, calls `killed` the moment it is dead, and waits
+    /// until a replica, promoted by the cluster's own failover, owns the slot as every running node
+    /// sees it and their cluster state is ok again; returns that replica.
+    pub fn fail_over_master_of(&mut self, key: &str, killed: impl FnOnce()) -> &RedisServer {
+        let slot = key_slot(self.live_node(), key);
+        let dead = self.master_of(key).port();
+        self.nodes
+            .iter_mut()
+            .find(|node| node.port() == dead)
+            .expect("the master is a node")
+            .kill();
+        killed();
+        settle("a replica taking over the killed master's slots", || {
+            let Some(owner) = self.owner_of(slot).map(RedisServer::port) else {
+                return false;
+            };
+            self.live_nodes().all(|node| {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut connect(node))
+                    .unwrap_or_default();
+                info.contains("cluster_state:ok") && slot_owner_port(node, slot) == Some(owner)
+            })
+        });
+        self.master_of(key)
     }
 
     /// Moves `key`'s slot, with its keys, from its master to `to` (another master), the way
@@ -266,6 +306,9 @@ pub struct SentinelSetup {
     pub replicas: Vec<RedisServer>,
     /// The sentinels.
     pub sentinels: Vec<RedisServer>,
+    /// The port each replica announces (to its master, so to the sentinels and their clients), in
+    /// the order of `replicas`.
+    announced: Vec<u16>,
 }
 
 impl SentinelSetup {
@@ -278,17 +321,36 @@ impl SentinelSetup {
         Self::start_watching(replicas, sentinels, RedisServer::port)
     }
 
-    /// [`SentinelSetup::start`], with the sentinels watching the master at the port `watched`
-    /// returns for it (a proxy in front of it, say): the sentinels then name that address to clients.
+    /// [`SentinelSetup::start`], with every server reached at the port `watched` returns for it (a
+    /// proxy in front of it, say): the sentinels watch the master there, and each replica announces
+    /// its port (`replica-announce-port`) and replicates from the master's, so the sentinels name
+    /// those addresses to clients, after a failover too.
     pub fn start_watching(
         replicas: usize,
         sentinels: usize,
-        watched: impl FnOnce(&RedisServer) -> u16,
+        mut watched: impl FnMut(&RedisServer) -> u16,
     ) -> Self {
         let master = RedisServer::start();
         let port = watched(&master).to_string();
-        let replicas: Vec<RedisServer> = (0..replicas)
-            .map(|_| RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]))
+        let replicas: Vec<RedisServer> = (0..replicas).map(|_| RedisServer::start()).collect();
+        let announced = replicas
+            .iter()
+            .map(|replica| {
+                let announced = watched(replica);
+                let mut conn = connect(replica);
+                let _: () = redis::cmd("CONFIG")
+                    .arg("SET")
+                    .arg("replica-announce-port")
+                    .arg(announced)
+                    .query(&mut conn)
+                    .expect("CONFIG SET replica-announce-port");
+                let _: () = redis::cmd("REPLICAOF")
+                    .arg("127.0.0.1")
+                    .arg(&port)
+                    .query(&mut conn)
+                    .expect("REPLICAOF");
+                announced
+            })
             .collect();
         let quorum = sentinels / 2 + 1;
         let config = format!(
@@ -305,6 +367,7 @@ impl SentinelSetup {
             master,
             replicas,
             sentinels,
+            announced,
         };
         setup.wait_until_known();
         setup
@@ -367,27 +430,32 @@ impl SentinelSetup {
         })
     }
 
-    /// Kills the master and waits until the sentinels have promoted a replica that accepts writes.
+    /// Kills the master and waits until the sentinels have promoted a replica that accepts writes;
+    /// returns that replica's port (its own, not the one it announces).
     pub fn fail_over(&mut self) -> u16 {
-        let old = self.master.port();
         self.master.kill();
+        self.await_promotion()
+    }
+
+    /// Waits until the sentinels have promoted a replica that accepts writes, in place of the
+    /// master at start (killed); returns that replica's port (its own, not the one it announces).
+    pub fn await_promotion(&self) -> u16 {
         let mut promoted = None;
         settle("the sentinels promoting a replica", || {
-            promoted = self.current_master_port().filter(|port| *port != old);
-            promoted.is_some_and(|port| {
-                self.replicas.iter().any(|replica| {
-                    replica.port() == port && {
-                        let mut conn = connect(replica);
-                        conn.is_open()
-                            && redis::cmd("INFO")
-                                .arg("replication")
-                                .query::<String>(&mut conn)
-                                .is_ok_and(|info| info.contains("role:master"))
-                    }
-                })
+            promoted = self.current_master_port().and_then(|port| {
+                let index = self.announced.iter().position(|&a| a == port)?;
+                Some(&self.replicas[index])
+            });
+            promoted.is_some_and(|replica| {
+                let mut conn = connect(replica);
+                conn.is_open()
+                    && redis::cmd("INFO")
+                        .arg("replication")
+                        .query::<String>(&mut conn)
+                        .is_ok_and(|info| info.contains("role:master"))
             })
         });
-        promoted.unwrap_or(old)
+        promoted.map_or(self.master.port(), RedisServer::port)
     }
 }
 

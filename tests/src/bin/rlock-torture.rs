@@ -7,7 +7,8 @@
 //!                    [--kind lock|fair|spin|fenced|read|write|rw] [--fair-wait-timeout-ms 5000]
 //!                    [--topology single|master-replica|sentinel|cluster] [--nodes URL,...]
 //!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
-//!                    [--no-local-handoff] [--local-handoff-window-ms MS]
+//!                    [--no-local-handoff] [--local-handoff-window-ms MS] [--no-replica-acks]
+//!                    [--steady-hold]
 //! rlock-torture summarize FILE...
 //! ```
 //!
@@ -21,6 +22,9 @@
 //! The tasks of one process hand exclusive locks to each other locally (rlock's default) unless
 //! `--no-local-handoff` is given, so that a fleet can mix both behaviours on one lock;
 //! `--local-handoff-window-ms` lets a streak of hand-offs last longer than the default 10 ms.
+//! `--steady-hold` makes every hold last exactly `--hold-ms` (by default ±50 %).
+//! `--no-replica-acks` turns `check_lock_synced_replicas` off: in a replicated topology, lock writes
+//! then return whether or not a replica acknowledged them (the worker logs which, for failovers).
 //! When done it logs `finished` and keeps its client alive until its standard input closes, so the
 //! harness can check Redis for left-over holds while the client could still be renewing them.
 //!
@@ -122,6 +126,12 @@ struct WorkArgs {
     /// The client's `local_handoff_window` (default: the client's).
     #[arg(long)]
     local_handoff_window_ms: Option<u64>,
+    /// Turns `Config::check_lock_synced_replicas` off.
+    #[arg(long)]
+    no_replica_acks: bool,
+    /// Holds last exactly `--hold-ms`, without jitter.
+    #[arg(long)]
+    steady_hold: bool,
 }
 
 /// `--topology`: which [`Config`] constructor the client is built with.
@@ -220,6 +230,8 @@ impl Worker {
         if let Some(window) = args.local_handoff_window_ms {
             config.local_handoff_window = Duration::from_millis(window);
         }
+        config.check_lock_synced_replicas = !args.no_replica_acks;
+        let replicated = !matches!(args.topology, TopologyArg::Single);
         let client = match Client::with_config(config).await {
             Ok(client) => client,
             Err(e) => {
@@ -230,6 +242,11 @@ impl Worker {
         let _ = log.write_now(Event::Ready {
             node_id: client.node_id().to_owned(),
         });
+        if replicated {
+            let _ = log.write_now(Event::ReplicaAcks {
+                required: !args.no_replica_acks,
+            });
+        }
         let worker = Arc::new(Self {
             fences: Fences::new(args.fence_url.as_deref().unwrap_or(&args.url)),
             args,
@@ -353,6 +370,15 @@ impl Worker {
         }
     }
 
+    /// How long the next hold lasts.
+    fn hold_time(&self) -> Duration {
+        if self.args.steady_hold {
+            Duration::from_millis(self.args.hold_ms)
+        } else {
+            jitter(self.args.hold_ms)
+        }
+    }
+
     /// The critical section: fence in, hold (stopping early if the lease is lost), fence out, unlock.
     async fn hold<K: Logged>(
         &self,
@@ -373,7 +399,7 @@ impl Worker {
             },
         );
         let lost_inside = tokio::select! {
-            () = tokio::time::sleep(jitter(self.args.hold_ms)) => false,
+            () = tokio::time::sleep(self.hold_time()) => false,
             () = guard.lease_lost() => true,
         };
         let fence_after = K::fence_out(&self.fences, lock).await;
@@ -582,7 +608,8 @@ fn summarize(files: &[PathBuf]) -> ExitCode {
         + total.panics
         + total.inconsistencies
         + total.leaked_holds
-        + total.double_applies;
+        + total.double_applies
+        + total.failover_lost;
     if bad == 0 {
         ExitCode::SUCCESS
     } else {
@@ -633,6 +660,18 @@ fn render(total: &Summary) -> String {
     row("leaked holds", total.leaked_holds.to_string());
     row("double-applied acquires", total.double_applies.to_string());
     row("local hand-offs counted", total.hand_offs.to_string());
+    row(
+        "holds across a failover that a replica acknowledged",
+        total.failover_kept.to_string(),
+    );
+    row(
+        "holds across a failover it may lose (unacknowledged)",
+        total.failover_losable.to_string(),
+    );
+    row(
+        "acknowledged holds told lost after a failover",
+        total.failover_lost.to_string(),
+    );
     for (name, ms) in &total.figures {
         row(name, format!("{ms:.1}"));
     }

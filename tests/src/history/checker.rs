@@ -73,6 +73,23 @@
 //!   disagreeing with the clock, events of unknown attempts);
 //! * a hold still in Redis after the run (filled in by the harness, see `Report::leaked`).
 //!
+//! # What a failover may lose
+//!
+//! A `Failover` fault records the instant the locks' master was dead (a replica is promoted in its
+//! place). Redis replication is asynchronous, so the promoted replica may lack writes; README.md
+//! ("What a failover can lose") says which: an acquisition that returned only once a replica had
+//! it (`WAIT`, logged by its process as `ReplicaAcks { required: true }`) survives a failover to
+//! that replica; one that may have reached the master alone may be lost, and its holder is then
+//! told its lease was lost. So a hold acquired before a failover and still held after it, by a
+//! process whose acquisitions a replica acknowledged, is *kept by the failover*
+//! ([`Hold::kept_by_failover`]): its holder must never be told its lease was lost, and an overlap in
+//! which it was the holder already is a violation even if it was (a failover scenario keeps the
+//! outage well shorter than the lease, so the lease cannot run out meanwhile: only the failover
+//! could have lost it). Other holds that span a failover may be lost ([`Report::failover_losable`]):
+//! the usual rule applies to them. The rule assumes one replica, so that the one that acknowledged
+//! is the one promoted; with more it would be too strong (README: the replica that acknowledged may
+//! not be the one promoted).
+//!
 //! A process killed with `SIGKILL` stops executing at the kill: its open hold ends there (its key
 //! lives on in Redis until its lease runs out, which only delays the others), and its open attempts
 //! are counted as crashed, not starved. A hold whose holder was killed while it unlocked ends where
@@ -166,6 +183,9 @@ pub struct Hold {
     pub mode: Mode,
     /// The permits an exclusive hold takes.
     pub permits: u32,
+    /// Acquired before a failover and held past it, acknowledged by a replica: Redis must still
+    /// have it afterwards (see the module docs).
+    pub kept_by_failover: bool,
 }
 
 impl Hold {
@@ -216,6 +236,8 @@ pub struct Overlap {
     pub overlap_ns: u64,
     /// How it was seen.
     pub evidence: Evidence,
+    /// `first` was kept by a failover (acknowledged by the promoted replica), yet was intruded on.
+    pub failover_lost_acknowledged: bool,
 }
 
 impl fmt::Display for Overlap {
@@ -233,7 +255,15 @@ impl fmt::Display for Overlap {
             Duration::from_nanos(self.overlap_ns),
             self.evidence.clock,
             self.evidence.fence
-        )
+        )?;
+        if self.failover_lost_acknowledged {
+            write!(
+                f,
+                "; {} was acknowledged by a replica before the failover, which lost it",
+                self.first
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -363,6 +393,12 @@ pub struct Report {
     pub max_overrun_ns: Option<u64>,
     /// The longest unlock.
     pub max_unlock_ms: u64,
+    /// Holds that spanned a failover and may have been lost by it (their process's acquisitions
+    /// did not wait for a replica): the usual rule (an overlap only with lease loss signalled)
+    /// applies to them.
+    pub failover_losable: usize,
+    /// Holds kept by a failover whose holders were told their lease was lost: violations.
+    pub failover_lost: Vec<AttemptId>,
     /// Lock keys still present after the run, with their fields (filled in by the harness).
     pub leaked: Vec<String>,
 }
@@ -371,6 +407,15 @@ impl Report {
     /// Confirmed holds checked.
     pub fn acquisitions(&self) -> usize {
         self.holds.values().map(Vec::len).sum()
+    }
+
+    /// Holds kept by a failover: checked to have stayed exclusive.
+    pub fn failover_kept(&self) -> usize {
+        self.holds
+            .values()
+            .flatten()
+            .filter(|h| h.kept_by_failover)
+            .count()
     }
 
     /// Holds whose holder was told the lease was lost.
@@ -433,6 +478,11 @@ impl Report {
                 .iter()
                 .map(|a| format!("hold {a} was never released")),
         );
+        found.extend(self.failover_lost.iter().map(|a| {
+            format!(
+                "hold {a} was acknowledged by a replica before the failover, yet its holder was told its lease was lost"
+            )
+        }));
         found.extend(self.panics.iter().map(|p| format!("panic: {p}")));
         found.extend(
             self.inconsistencies
@@ -492,6 +542,9 @@ impl Report {
             leaked_holds: self.leaked.len(),
             double_applies: 0,
             hand_offs: 0,
+            failover_kept: self.failover_kept(),
+            failover_losable: self.failover_losable,
+            failover_lost: self.failover_lost.len(),
             figures: [
                 ("max wait for a lock", Some(self.max_wait_ns)),
                 (
@@ -558,6 +611,18 @@ pub struct Summary {
     /// from older summaries).
     #[serde(default)]
     pub hand_offs: usize,
+    /// Holds acquired before a failover, held past it and acknowledged by a replica: kept, so
+    /// checked to have stayed exclusive (absent from older summaries).
+    #[serde(default)]
+    pub failover_kept: usize,
+    /// Holds that spanned a failover without a replica's acknowledgement: allowed to be lost,
+    /// with lease loss signalled (absent from older summaries).
+    #[serde(default)]
+    pub failover_losable: usize,
+    /// Holds kept by a failover whose holders were told their lease was lost: must be 0 (absent
+    /// from older summaries).
+    #[serde(default)]
+    pub failover_lost: usize,
     /// Named maxima in milliseconds.
     pub figures: BTreeMap<String, f64>,
 }
@@ -590,6 +655,9 @@ impl Summary {
         self.leaked_holds += other.leaked_holds;
         self.double_applies += other.double_applies;
         self.hand_offs += other.hand_offs;
+        self.failover_kept += other.failover_kept;
+        self.failover_losable += other.failover_losable;
+        self.failover_lost += other.failover_lost;
         for (name, value) in &other.figures {
             let max = self.figures.entry(name.clone()).or_insert(*value);
             *max = max.max(*value);
@@ -640,6 +708,10 @@ struct Checker<'a> {
     halted: HashMap<String, Vec<u64>>,
     /// The declared permits of each lock; one if not declared.
     permits: HashMap<String, u32>,
+    /// When the locks' master was dead, at each failover.
+    failovers: Vec<u64>,
+    /// Processes whose acquisitions return only once a replica acknowledged them.
+    replica_acks: BTreeSet<String>,
 }
 
 impl<'a> Checker<'a> {
@@ -650,6 +722,8 @@ impl<'a> Checker<'a> {
             killed: HashMap::new(),
             halted: HashMap::new(),
             permits: HashMap::new(),
+            failovers: Vec::new(),
+            replica_acks: BTreeSet::new(),
         }
     }
 
@@ -686,11 +760,21 @@ impl<'a> Checker<'a> {
                         if *kind == FaultKind::KillHolder {
                             let _ = self.killed.insert(record.process.clone(), record.at_ns);
                         }
+                        if *kind == FaultKind::Failover {
+                            self.failovers.push(record.at_ns);
+                        }
                         if matches!(kind, FaultKind::KillHolder | FaultKind::StopHolder) {
                             self.halted
                                 .entry(record.process.clone())
                                 .or_default()
                                 .push(record.at_ns);
+                        }
+                    }
+                    Event::ReplicaAcks { required } => {
+                        if *required {
+                            let _ = self.replica_acks.insert(record.process.clone());
+                        } else {
+                            let _ = self.replica_acks.remove(&record.process);
                         }
                     }
                     Event::Panicked { message } => {
@@ -823,7 +907,19 @@ impl<'a> Checker<'a> {
                     continue;
                 }
             };
+            let spans_failover = self
+                .failovers
+                .iter()
+                .any(|&at| acquired < at && at < end_ns);
+            let kept_by_failover = spans_failover && self.replica_acks.contains(&id.process);
+            if spans_failover && !kept_by_failover {
+                self.report.failover_losable += 1;
+            }
+            if kept_by_failover && lease_lost {
+                self.report.failover_lost.push(id.clone());
+            }
             holds.entry(name.clone()).or_default().push(Hold {
+                kept_by_failover,
                 id: id.clone(),
                 name: name.clone(),
                 started_ns: started,
@@ -988,7 +1084,11 @@ impl<'a> Checker<'a> {
         overlap_ns: u64,
         evidence: Evidence,
     ) {
-        let known = first.lease_lost || second.is_some_and(|s| s.lease_lost);
+        // `first` held the lock already (it was acquired first, or its fence was taken first): one
+        // kept by a failover must still have been held in Redis, whatever its holder was told.
+        let lost_acknowledged = first.kept_by_failover;
+        let known =
+            !lost_acknowledged && (first.lease_lost || second.is_some_and(|s| s.lease_lost));
         let list = if known {
             &mut self.report.unsafe_windows
         } else {
@@ -1011,6 +1111,7 @@ impl<'a> Checker<'a> {
             modes: (first.mode, second.map(|s| s.mode)),
             overlap_ns,
             evidence,
+            failover_lost_acknowledged: lost_acknowledged,
         });
     }
 
@@ -1787,6 +1888,85 @@ mod tests {
         let (mut s, _) = Script::fair(LOCK);
         s.kill("first", 13);
         assert_eq!(s.check().overtakes.len(), 1);
+    }
+
+    /// `w1` holds "a" across a failover at 20 ms (from 10 to 40 ms, told at the end that its lease
+    /// was lost) while `w2` takes it at 30 ms on the promoted replica; `acks` says whether `w1`'s
+    /// acquisitions waited for a replica.
+    fn failover(acks: bool) -> Script {
+        let mut s = Script::default();
+        s.record("w1", 0, Event::ReplicaAcks { required: acks });
+        s.record("w2", 0, Event::ReplicaAcks { required: true });
+        s.fault("redis", 20, FaultKind::Failover);
+        s.hold("w1", "a", [5, 10, 40], 1, 2, true);
+        s.hold("w2", "a", [25, 30, 35], 2, 2, false);
+        s
+    }
+
+    #[test]
+    fn a_failover_may_lose_only_holds_no_replica_acknowledged() {
+        // Acknowledged by the replica that was promoted: losing it is a violation, told or not.
+        let report = failover(true).check();
+        let [overlap] = &report.overlaps[..] else {
+            panic!("one overlap: {:?}", report.overlaps)
+        };
+        assert!(overlap.failover_lost_acknowledged);
+        assert_eq!(
+            (overlap.first.process.as_str(), report.failover_kept()),
+            ("w1", 1)
+        );
+        assert!(report.violations()[0].contains("acknowledged by a replica before the failover"));
+        assert_eq!(report.failover_losable, 0);
+        // Its holder was told it was lost, which is a violation of its own.
+        assert_eq!(report.failover_lost.len(), 1);
+        assert_eq!(report.violations().len(), 2);
+        assert_eq!(report.summary("").failover_lost, 1);
+
+        // Not acknowledged: the documented loss, a known unsafe window since its holder was told.
+        let report = failover(false).check();
+        report.assert_sound();
+        assert_eq!(report.unsafe_windows.len(), 1);
+        assert_eq!((report.failover_kept(), report.failover_losable), (0, 1));
+        let summary = report.summary("");
+        assert_eq!((summary.failover_kept, summary.failover_losable), (0, 1));
+
+        // ...but never silently: untold, it is an overlap like any other.
+        let mut s = Script::default();
+        s.fault("redis", 20, FaultKind::Failover);
+        s.hold("w1", "a", [5, 10, 40], 1, 2, false);
+        s.hold("w2", "a", [25, 30, 35], 2, 2, false);
+        let report = s.check();
+        assert_eq!(report.overlaps.len(), 1);
+        assert!(!report.overlaps[0].failover_lost_acknowledged);
+    }
+
+    #[test]
+    fn only_holds_across_the_failover_are_kept_by_it() {
+        let mut s = Script::default();
+        s.record("w1", 0, Event::ReplicaAcks { required: true });
+        s.record("w2", 0, Event::ReplicaAcks { required: true });
+        s.fault("redis", 20, FaultKind::Failover);
+        // Released before the failover; then acquired after it and lease lost, overlapped by w2.
+        s.hold("w1", "a", [0, 1, 10], 1, 1, false);
+        s.hold("w1", "a", [21, 22, 40], 2, 3, true);
+        s.hold("w2", "a", [25, 30, 35], 3, 3, false);
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(report.failover_kept(), 0);
+        assert_eq!(report.unsafe_windows.len(), 1);
+
+        // A kept hold that enters after a lease-lost one is the intruder, not the one lost.
+        let mut s = Script::default();
+        s.record("w2", 0, Event::ReplicaAcks { required: true });
+        s.fault("redis", 20, FaultKind::Failover);
+        s.hold("w1", "a", [0, 1, 30], 1, 2, true);
+        s.hold("w2", "a", [5, 10, 40], 2, 2, false);
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(
+            (report.failover_kept(), report.unsafe_windows.len()),
+            (1, 1)
+        );
     }
 
     #[test]

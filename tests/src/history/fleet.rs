@@ -61,8 +61,10 @@ pub struct WorkerSpec {
     pub tasks: u32,
     /// How long the worker keeps starting attempts.
     pub run_for: Duration,
-    /// How long a hold lasts (±50 % jitter).
+    /// How long a hold lasts (±50 % jitter unless `steady_hold`).
     pub hold: Duration,
+    /// Every hold lasts exactly `hold` (`--steady-hold`).
+    pub steady_hold: bool,
     /// Pause between a task's attempts (±50 % jitter).
     pub think: Duration,
     /// The client's watchdog timeout.
@@ -87,6 +89,9 @@ pub struct WorkerSpec {
     pub local_handoff: bool,
     /// How long a streak of hand-offs may last (`None`: the client's default, 10 ms).
     pub local_handoff_window: Option<Duration>,
+    /// Whether lock writes return only once a replica acknowledged them, in a replicated topology
+    /// (`check_lock_synced_replicas`, on by default); `false` passes `--no-replica-acks`.
+    pub replica_acks: bool,
     /// More `rlock-torture work` flags, e.g. the topology (`--topology cluster --nodes ...`).
     pub client_args: Vec<String>,
 }
@@ -101,6 +106,7 @@ impl WorkerSpec {
             tasks: 3,
             run_for: Duration::from_secs(2),
             hold: Duration::from_millis(5),
+            steady_hold: false,
             think: Duration::from_millis(2),
             watchdog: Duration::from_secs(1),
             command_timeout: Duration::from_millis(300),
@@ -112,6 +118,7 @@ impl WorkerSpec {
             fair_wait_timeout: Duration::from_secs(5),
             local_handoff: true,
             local_handoff_window: None,
+            replica_acks: true,
             client_args: Vec::new(),
         }
     }
@@ -152,6 +159,12 @@ impl WorkerSpec {
         }
         if let Some(window) = self.local_handoff_window {
             args.extend(["--local-handoff-window-ms".to_owned(), ms(window)]);
+        }
+        if self.steady_hold {
+            args.push("--steady-hold".to_owned());
+        }
+        if !self.replica_acks {
+            args.push("--no-replica-acks".to_owned());
         }
         args.extend(self.client_args.iter().cloned());
         args
@@ -197,6 +210,12 @@ impl Fleet {
             names: BTreeSet::new(),
             faults: Vec::new(),
         }
+    }
+
+    /// Looks for left-over holds on the Redis at `url` from now on: the promoted master after a
+    /// failover.
+    pub fn moved_to(&mut self, url: &str) {
+        url.clone_into(&mut self.url);
     }
 
     /// Starts a worker; returns its index. Its process name in the history is `w<index>`.
@@ -252,6 +271,12 @@ impl Fleet {
     /// The lock worker `index` holds right now (as far as its history tells), if any.
     pub fn holding(&self, index: usize) -> Option<String> {
         holding(&self.records(index))
+    }
+
+    /// The lock worker `index` holds right now (as far as its history tells), if any, with its
+    /// hold's hash field.
+    pub fn held_field(&self, index: usize) -> Option<(String, String)> {
+        open_hold(&self.records(index)).map(|(name, field)| (name.to_owned(), field.to_owned()))
     }
 
     /// Polls worker `index`'s history every 5 ms until `ready` says yes, for at most `limit`.
@@ -497,7 +522,14 @@ fn describe(conn: &mut redis::Connection, key: &str) -> String {
 
 /// The lock an attempt in `records` has acquired and not yet started to release.
 fn holding(records: &[Record]) -> Option<String> {
-    let mut open: Vec<((u32, u64), &str)> = Vec::new();
+    open_hold(records).map(|(name, _)| name.to_owned())
+}
+
+/// The lock and hash field of the hold an attempt in `records` has acquired and not yet started to
+/// release.
+fn open_hold(records: &[Record]) -> Option<(&str, &str)> {
+    // Per open hold: its attempt, lock and field.
+    let mut open: Vec<(u32, u64, &str, &str)> = Vec::new();
     let mut names = std::collections::HashMap::new();
     for record in records {
         match &record.event {
@@ -506,16 +538,18 @@ fn holding(records: &[Record]) -> Option<String> {
             } => {
                 let _ = names.insert((*task, *seq), name.as_str());
             }
-            Event::Acquired { task, seq, .. } => {
+            Event::Acquired {
+                task, seq, field, ..
+            } => {
                 if let Some(name) = names.get(&(*task, *seq)) {
-                    open.push(((*task, *seq), name));
+                    open.push((*task, *seq, name, field.as_str()));
                 }
             }
             Event::Releasing { task, seq, .. } | Event::Released { task, seq, .. } => {
-                open.retain(|(id, _)| *id != (*task, *seq));
+                open.retain(|hold| (hold.0, hold.1) != (*task, *seq));
             }
             _ => {}
         }
     }
-    open.last().map(|(_, name)| (*name).to_owned())
+    open.last().map(|&(_, _, name, field)| (name, field))
 }

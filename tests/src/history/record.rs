@@ -44,6 +44,14 @@ pub enum Event {
         /// The client's node id.
         node_id: String,
     },
+    /// How the worker's lock writes return (logged after `Ready` in replicated topologies):
+    /// `required` when only once a replica acknowledged them (`WAIT`, with
+    /// `check_lock_synced_replicas` on, where the master has a replica connected: a failover
+    /// scenario makes sure it has), so that a failover to that replica keeps them.
+    ReplicaAcks {
+        /// Whether an acquisition returns only once a replica has it.
+        required: bool,
+    },
     /// An acquisition attempt started on lock `name`.
     Started {
         /// The worker task.
@@ -214,6 +222,7 @@ impl Event {
             | Self::GaveUp { task, seq }
             | Self::Failed { task, seq, .. } => Some((task, seq)),
             Self::Ready { .. }
+            | Self::ReplicaAcks { .. }
             | Self::Finished { .. }
             | Self::Panicked { .. }
             | Self::Fault { .. }
@@ -253,6 +262,9 @@ pub enum FaultKind {
     DelayedReplies,
     /// A fault proxy reset every connection through it.
     ConnectionReset,
+    /// The master of the locks was killed (`at_ns`: the instant it was dead) and a replica promoted
+    /// in its place.
+    Failover,
 }
 
 impl FaultKind {
@@ -272,6 +284,7 @@ impl FaultKind {
             Self::LostHandOffReply => "lost reply of a hand-off (proxy)",
             Self::DelayedReplies => "delayed replies (proxy)",
             Self::ConnectionReset => "connection reset (proxy)",
+            Self::Failover => "failover (master killed)",
         }
     }
 }
