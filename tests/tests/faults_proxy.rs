@@ -225,8 +225,8 @@ fn proxy_faults_cluster() {
 /// Replies of the hand-off script lost again and again: processes of four tasks pass the locks
 /// among their tasks (short holds, well inside the 10 ms hand-off window), next to a process whose
 /// tasks race in Redis without hand-off (`--no-local-handoff`). A hand-off whose reply is lost is
-/// never re-sent but undone (both owners' holds), and its waiter takes the lock in Redis: no hold
-/// may be counted twice, left behind or overlap another.
+/// re-sent under its latch, which replays its outcome, and its waiter takes the lock as that says:
+/// no hold may be counted twice, left behind or overlap another.
 fn hand_off_replies_lost(deployment: Deployment) {
     let proxied = Proxied::start(deployment);
     let (url, args) = client_args(&proxied, proxied.master_of(NAMES[0]).url());
