@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# The reliability soak: the fault scenarios of tests/tests/faults.rs run longer, then their figures.
+# The reliability soak: the fault scenarios of the test suite run longer, then their figures.
 #
 #   scripts/soak.sh [--minutes N] [--kinds KIND,...]      (defaults: 5; every kind)
 #
-# Every scenario of tests/tests/faults.rs (kill -9 of a holder, CLIENT KILL of subscribers, a lost
-# unlock message, CLIENT PAUSE and SIGSTOP of redis-server, restart with AOF, cancellation storms,
-# a holder frozen past its lease, a slow subscriber, pool exhaustion) runs for an equal share of N
-# minutes, but no shorter than in the quick test suite, one after the other, each checked by the
-# history checker (tests/src/history/). The kind-generic scenarios (kill -9, CLIENT KILL,
-# cancellation storms) run once per lock kind, named `<scenario>::<kind>`; --kinds picks the kinds
-# among lock, fair, spin, fenced, read, write and rw (readers and writers of one read-write lock).
-# The other scenarios run on the reentrant lock, so with `lock` among the kinds, and so do the
-# proxy scenarios of tests/tests/faults_proxy.rs: workers reach a single server, a master with a
-# replica (WAIT), a Sentinel setup and a cluster through fault proxies that lose the replies of
-# scripts that ran, delay replies and reset connections at random, while a monitor looks for
-# acquires applied twice (a hold count of 2); and the locks' master of a Sentinel setup and of a
-# cluster is killed while the proxies lose replies (what a failover may lose: README.md). Then the
-# property tests of tests/tests/fuzz.rs run with more cases. At the end the figures of all runs are
-# added up and printed: acquisitions checked, faults injected by kind, overlaps inside and outside
-# signalled lease loss, fair-lock acquisitions out of queue order, leaked holds, double-applied
-# acquires, holds across a failover, maximum delays.
+# N minutes are the budget of the whole run (the release build aside): before each scenario, what is
+# left is shared among the scenarios still to run, but none runs shorter than in the quick test
+# suite. Each is checked by the history checker (tests/src/history/):
+# - tests/tests/faults.rs: kill -9 of a holder, CLIENT KILL of subscribers, a lost unlock message,
+#   CLIENT PAUSE and SIGSTOP of redis-server, restart with AOF, cancellation storms, a holder frozen
+#   past its lease, a slow subscriber, pool exhaustion, a hand-off while Redis is frozen. The
+#   kind-generic ones run once per lock kind, named `<scenario>::<kind>`; the others on the
+#   reentrant lock (kind `lock`).
+# - tests/tests/faults_synchronizers.rs (kind `synchronizers`): the semaphore, the permit-expirable
+#   semaphore, the latch and the multi-lock under kill -9, killed subscribers, CLIENT PAUSE, SIGSTOP
+#   and a lost server, checked by the counting model.
+# - tests/tests/faults_proxy.rs (kind `lock`): workers reach a single server, a master with a
+#   replica (WAIT), a Sentinel setup and a cluster through fault proxies that lose the replies of
+#   scripts that ran, delay replies and reset connections, while a monitor looks for acquires
+#   applied twice; and a Sentinel and a cluster failover while replies are lost (what a failover
+#   may lose: README.md).
+# Then the property tests of tests/tests/fuzz.rs run with more cases. --kinds picks among lock,
+# fair, spin, fenced, read, write, rw (readers and writers of one read-write lock) and
+# synchronizers. At the end the figures of all runs are added up and printed (acquisitions checked,
+# faults injected by kind, overlaps inside and outside signalled lease loss, leaked holds,
+# double-applied acquires, panics, permits lost to killed holders, holds across a failover, maximum
+# delays), the run time against the budget, and a `failed: NAME` line per failed scenario.
 #
 # Exits non-zero if a scenario failed or a figure that must be 0 is not. Needs only a Rust toolchain
 # (redis-server is installed with apt-get when missing); servers are private, on loopback.
@@ -29,7 +34,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-all_kinds=lock,fair,spin,fenced,read,write,rw
+all_kinds=lock,fair,spin,fenced,read,write,rw,synchronizers
 minutes=5
 kinds=$all_kinds
 usage="usage: scripts/soak.sh [--minutes N] [--kinds KIND,...]"
@@ -39,7 +44,7 @@ while [ $# -gt 0 ]; do
     --minutes=*) minutes=${1#*=}; shift ;;
     --kinds) kinds=${2:-}; shift 2 || die "--kinds needs a value" ;;
     --kinds=*) kinds=${1#*=}; shift ;;
-    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 ($usage)" ;;
     esac
 done
@@ -49,62 +54,73 @@ IFS=, read -ra chosen <<<"$kinds"
 for kind in "${chosen[@]}"; do
     [[ ",$all_kinds," == *",$kind,"* ]] || die "unknown kind '$kind' (kinds: $all_kinds)"
 done
+chosen_kind() { [[ ",$kinds," == *",$1,"* ]]; }
 
 section "redis-server"
 ensure_redis_server
 
 section "build (release)"
+binaries=(faults faults_synchronizers faults_proxy)
 cargo build --release -q -p rlock-tests --bin rlock-torture
-cargo test --release -q -p rlock-tests --test faults --test faults_proxy --test fuzz --no-run
+cargo test --release -q -p rlock-tests $(printf -- '--test %s ' "${binaries[@]}") --test fuzz --no-run
 
-mapfile -t listed < <(cargo test --release -q -p rlock-tests --test faults -- --list 2>/dev/null |
-    sed -n 's/: test$//p')
+# Every scenario as `binary scenario`: the lock-kind ones (`<scenario>::<kind>`, else the reentrant
+# lock) of faults.rs, the synchronizers' and the proxies' (on the reentrant lock). Scenarios left out
+# of the quick suite (for its budget) run too: the soak tells the whole truth.
 scenarios=()
-for scenario in "${listed[@]}"; do
-    kind=lock
-    [[ "$scenario" == *::* ]] && kind=${scenario##*::}
-    if [[ ",$kinds," == *",$kind,"* ]]; then
-        scenarios+=("$scenario")
-    fi
+for binary in "${binaries[@]}"; do
+    while IFS= read -r scenario; do
+        case "$binary" in
+        faults) kind=lock; [[ "$scenario" == *::* ]] && kind=${scenario##*::} ;;
+        faults_synchronizers) kind=synchronizers ;;
+        faults_proxy) kind=lock ;;
+        esac
+        chosen_kind "$kind" && scenarios+=("$binary $scenario")
+    done < <(cargo test --release -q -p rlock-tests --test "$binary" -- --list 2>/dev/null |
+        sed -n 's/: test$//p')
 done
-proxy_scenarios=()
-if [[ ",$kinds," == *",lock,"* ]]; then
-    mapfile -t proxy_scenarios < <(cargo test --release -q -p rlock-tests --test faults_proxy -- \
-        --list 2>/dev/null | sed -n 's/: test$//p')
-fi
 [ "${#scenarios[@]}" -gt 0 ] || die "no fault scenarios found for kinds $kinds"
-per_scenario=$((minutes * 60 / (${#scenarios[@]} + ${#proxy_scenarios[@]})))
-[ "$per_scenario" -ge 5 ] || per_scenario=5
 
 figures=$(mktemp)
 trap 'rm -f "$figures"' EXIT
-export RLOCK_FAULTS_REPORT=$figures RLOCK_SOAK_SECS=$per_scenario
+export RLOCK_FAULTS_REPORT=$figures
+
+# The minutes are the budget of the whole run (the build aside): before each scenario, what is left
+# of it is shared among the scenarios still to run, the property tests counted as one. A scenario
+# never runs shorter than in the quick suite (its floor), so a budget below the floors' sum is
+# overrun by that much, and says so at the end.
+budget=$((minutes * 60))
+started=$SECONDS
+share() {
+    local left=$1 remaining=$((budget - (SECONDS - started)))
+    [ "$remaining" -gt 0 ] || remaining=0
+    echo $((remaining / left))
+}
 
 failed=()
-for scenario in "${scenarios[@]}"; do
-    section "$scenario (${per_scenario} s)"
-    # Scenarios ignored in the quick suite for a known bug run too: the soak tells the whole truth.
-    cargo test --release -q -p rlock-tests --test faults -- --exact "$scenario" --include-ignored \
-        --nocapture ||
+total=$((${#scenarios[@]} + 1))
+for i in "${!scenarios[@]}"; do
+    read -r binary scenario <<<"${scenarios[$i]}"
+    secs=$(share $((total - i)))
+    section "$scenario ($binary, ${secs} s of the budget)"
+    RLOCK_SOAK_SECS=$secs cargo test --release -q -p rlock-tests --test "$binary" -- \
+        --exact "$scenario" --include-ignored --nocapture ||
         failed+=("$scenario")
 done
 
-for scenario in "${proxy_scenarios[@]}"; do
-    section "$scenario (${per_scenario} s)"
-    # The cluster failover is left out of the quick suite for its length only.
-    cargo test --release -q -p rlock-tests --test faults_proxy -- --exact "$scenario" \
-        --include-ignored --nocapture ||
-        failed+=("$scenario")
-done
-
-section "property tests (500 cases each)"
-RLOCK_FUZZ_CASES=500 cargo test --release -q -p rlock-tests --test fuzz || failed+=(fuzz)
+# 500 cases per property take about 10 s; the budget's last share buys more.
+cases=$(($(share 1) * 50))
+[ "$cases" -ge 500 ] || cases=500
+section "property tests ($cases cases each)"
+RLOCK_FUZZ_CASES=$cases cargo test --release -q -p rlock-tests --test fuzz || failed+=(fuzz)
 
 section "figures of scripts/soak.sh --minutes $minutes --kinds $kinds"
 status=0
 cargo run --release -q -p rlock-tests --bin rlock-torture -- summarize "$figures" || status=1
+ran=$((SECONDS - started))
+printf 'scenarios: %s, run time: %s s of a %s s budget\n' "$total" "$ran" "$budget"
 if [ "${#failed[@]}" -gt 0 ]; then
-    printf 'failed: %s\n' "${failed[@]}" >&2
+    printf 'failed: %s\n' "${failed[@]}"
     status=1
 fi
 exit "$status"
