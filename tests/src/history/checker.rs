@@ -401,6 +401,14 @@ impl Report {
             .len()
     }
 
+    /// Whether `process` acquired something after `since_ns`.
+    pub fn acquired_after(&self, process: &str, since_ns: u64) -> bool {
+        self.holds
+            .values()
+            .flatten()
+            .any(|h| h.id.process == process && h.acquired_ns > since_ns)
+    }
+
     /// The longest hand-off, optionally only those after a killed holder.
     pub fn max_handoff(&self, after_crash: bool) -> Option<Duration> {
         self.handoffs
@@ -492,6 +500,7 @@ impl Report {
             leaked_holds: self.leaked.len(),
             double_applies: 0,
             hand_offs: 0,
+            permits_lost_to_killed_holders: 0,
             figures: [
                 ("max wait for a lock", Some(self.max_wait_ns)),
                 (
@@ -558,6 +567,11 @@ pub struct Summary {
     /// from older summaries).
     #[serde(default)]
     pub hand_offs: usize,
+    /// Semaphore permits that holders killed with `SIGKILL` left taken: a semaphore's permits come
+    /// back only by `release`, as Redisson's do (not leaked holds: the scenario gave them back; absent
+    /// from older summaries).
+    #[serde(default)]
+    pub permits_lost_to_killed_holders: usize,
     /// Named maxima in milliseconds.
     pub figures: BTreeMap<String, f64>,
 }
@@ -590,6 +604,7 @@ impl Summary {
         self.leaked_holds += other.leaked_holds;
         self.double_applies += other.double_applies;
         self.hand_offs += other.hand_offs;
+        self.permits_lost_to_killed_holders += other.permits_lost_to_killed_holders;
         for (name, value) in &other.figures {
             let max = self.figures.entry(name.clone()).or_insert(*value);
             *max = max.max(*value);
