@@ -719,12 +719,31 @@ impl Held for ExpirablePermits {
         }
     }
 
-    /// All or none: none when one had expired (and was counted back in), its lease lost.
+    /// All or none: none when one had expired (and was counted back in), its lease lost. A release
+    /// by id can be sent again, as an application would after a lost reply (rlock reports it, as
+    /// Redisson does, without sending it again): then none means they were released by the try
+    /// whose reply was lost, unless their lease may have run out meanwhile.
     async fn release(self) -> Result<bool, Error> {
-        let released = self.semaphore.try_release_many(&self.ids).await?;
-        Ok(released != self.ids.len())
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.semaphore.try_release_many(&self.ids).await {
+                Ok(released) => {
+                    let expired = self.until.is_some_and(|until| Instant::now() >= until);
+                    return Ok(released != self.ids.len() && (tries == 1 || expired));
+                }
+                Err(e) if tries < RELEASE_TRIES && e.is_transient() => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
+
+/// How many times a worker sends the release of an expirable semaphore's permits whose reply was
+/// lost: enough to outlast the outages of the fault scenarios.
+const RELEASE_TRIES: u32 = 20;
 
 /// A latch seen open: nothing to give back.
 struct Opened;
