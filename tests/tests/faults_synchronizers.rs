@@ -457,6 +457,12 @@ fn latch_wake_ups(report: &Report, name: &str, opened: &[u64]) -> Vec<Duration> 
 /// down from many tasks at once. Nothing is applied twice: never more permits held than there are
 /// (the checker), and at the end the permits, or the count-downs, add up to what the calls reported
 /// (a call whose outcome is unknown may or may not have been applied). Every outcome is typed.
+///
+/// A plain semaphore's acquire whose reply the outage lost (`OutcomeUnknown`) may have taken its
+/// permits for good, as the semaphore's docs say (rlock does not send it again, nor does Redisson):
+/// its waits are all bounded here, the harness gives such permits back at the end and counts them
+/// in the figures. An expirable semaphore's acquires are undone by rlock, and its releases (by id)
+/// are sent again by the workers.
 fn client_pause_and_a_frozen_server_apply_nothing_twice(synchronizer: Synchronizer) {
     const NAME: &str = "outage:x";
     const PERMITS: u32 = 3;
@@ -592,7 +598,7 @@ fn client_pause_and_a_frozen_server_apply_nothing_twice(synchronizer: Synchroniz
     }
 }
 
-/// How many count-downs each outage's batch sends (more than are needed to open the latch).
+/// The count a latch is set to before an outage, and how many count-downs are sent into it.
 const COUNT: u64 = 40;
 
 /// `n` count-downs of `latch` at once, from as many tasks; their outcomes.

@@ -489,8 +489,9 @@ impl Fleet {
         }
     }
 
-    /// Polls until none of the fleet's locks has a key left (see [`lock_keys`]), for at most
-    /// `settle`; describes the rest.
+    /// Polls until none of the fleet's locks has a key left (see [`lock_keys`]), on its server and
+    /// on the other servers its workers used (a multi-lock's), and none of its semaphores has a
+    /// permit taken (see [`permits_taken`]), for at most `settle`; describes the rest.
     fn leftover_locks(&self, settle: Duration) -> Vec<String> {
         let mut conns: Vec<(String, redis::Connection)> = std::iter::once(&self.url)
             .chain(&self.other_urls)
