@@ -78,11 +78,15 @@ fn scenario(what: &str, synchronizer: Synchronizer) -> String {
     format!("{what} ({})", synchronizer.name())
 }
 
-/// Workers contending for `names` of `synchronizer`: semaphores of `permits` permits.
+/// Workers contending for `names` of `synchronizer`: semaphores of `permits` permits. Their
+/// commands time out after 3 s, not 300 ms: a plain semaphore's acquire whose reply comes late only
+/// because the machine is loaded would be `OutcomeUnknown`, its permits maybe taken for good (seen
+/// with two CPU hogs: every permit gone, the waiters starved). The outage scenarios set it shorter.
 fn contenders(synchronizer: Synchronizer, names: &[&str], permits: u32) -> WorkerSpec {
     WorkerSpec {
         synchronizer: Some(synchronizer),
         permits,
+        command_timeout: Duration::from_secs(3),
         ..WorkerSpec::new(names)
     }
 }
@@ -743,9 +747,15 @@ fn a_multi_lock_across_two_servers_leaves_no_partial_hold(outage: Outage) {
     publish(&report.summary(name));
     report.assert_sound();
     // Not asserted: no lease should be lost (outages are shorter than a lease), yet about one run
-    // in twenty of `frozen` has a multi-lock whose attempt spanned the freeze told at its unlock,
-    // 15 ms after it acquired, that a member's hold was gone (see the figures' `lease_losses`).
-    assert_typed(report.errors.keys().chain(report.unlock_errors.keys()));
+    // in twenty has a multi-lock whose attempt spanned the outage told by its unlock, 15 ms after
+    // it acquired, that a member's hold was gone (`LeaseLost`; the figures' `lease_losses`).
+    assert_typed(report.errors.keys());
+    assert_typed(
+        report
+            .unlock_errors
+            .keys()
+            .filter(|kind| kind.as_str() != "lease_lost"),
+    );
     // A frozen member is waited for: its unlocks and acquires time out and are tried again.
     let failed: usize = report.errors.values().sum();
     let slow_unlock = Duration::from_millis(report.max_unlock_ms) >= COMMAND_TIMEOUT;
