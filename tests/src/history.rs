@@ -24,7 +24,7 @@ pub mod record;
 pub use checker::{
     AttemptId, Handoff, History, Hold, Overlap, Overtake, PermitExcess, Report, Summary,
 };
-pub use fleet::{Fleet, WorkerSpec};
+pub use fleet::{Fleet, Synchronizer, WorkerSpec};
 pub use monitor::{DoubleApplies, local_hand_offs, script_sha1};
 pub use record::{Event, FaultKind, LogWriter, Mode, Record, error_kind, now_ns, read_log};
 

@@ -9,6 +9,8 @@
 //!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
 //!                    [--no-local-handoff] [--local-handoff-window-ms MS] [--no-replica-acks]
 //!                    [--steady-hold]
+//!                    [--synchronizer semaphore|expirable|latch|multi] [--permits 1]
+//!                    [--take-min 1] [--take-max 1] [--lease-ms MS] [--multi-url URL]
 //! rlock-torture summarize FILE...
 //! ```
 //!
@@ -25,6 +27,14 @@
 //! `--steady-hold` makes every hold last exactly `--hold-ms` (by default ±50 %).
 //! `--no-replica-acks` turns `check_lock_synced_replicas` off: in a replicated topology, lock writes
 //! then return whether or not a replica acknowledged them (the worker logs which, for failovers).
+//!
+//! With `--synchronizer` the tasks contend for that synchronizer of each name instead, logged as
+//! holds of it (see `Synchronizer`): a semaphore's attempts take `--take-min`..=`--take-max` of its
+//! `--permits` permits (set up by the first worker; every worker declares them with a `permits`
+//! record) and hold them as a lock's, an expirable semaphore's for `--lease-ms` (stopping early once
+//! the lease may have run out); a latch's attempts wait until it is open (count-downs are the
+//! harness's); a multi-lock's take the lock of the name on `--url` and on `--multi-url` as one.
+//! Holds of a synchronizer take the same fence as a lock's.
 //! When done it logs `finished` and keeps its client alive until its standard input closes, so the
 //! harness can check Redis for left-over holds while the client could still be renewing them.
 //!
@@ -41,8 +51,11 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use redis::aio::MultiplexedConnection;
 use rlock_redisson::kind::{self, LockKind};
-use rlock_redisson::{Client, Config, Error, Guard, Lock, Owner};
-use rlock_tests::history::fleet::Kind;
+use rlock_redisson::{
+    Client, Config, Error, Guard, Lock, MultiGuard, MultiLock, Owner, PermitExpirableSemaphore,
+    PermitId, SemaphorePermits,
+};
+use rlock_tests::history::fleet::{Kind, Synchronizer};
 use rlock_tests::history::{Event, LogWriter, Mode, Summary, error_kind, now_ns};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -132,6 +145,24 @@ struct WorkArgs {
     /// Holds last exactly `--hold-ms`, without jitter.
     #[arg(long)]
     steady_hold: bool,
+    /// Contend for this synchronizer of each name instead of a lock of `--kind`.
+    #[arg(long, value_enum)]
+    synchronizer: Option<Synchronizer>,
+    /// A semaphore's permits, set up if it has none yet.
+    #[arg(long, default_value_t = 1)]
+    permits: u32,
+    /// The fewest permits an attempt on a semaphore takes.
+    #[arg(long, default_value_t = 1)]
+    take_min: u32,
+    /// The most permits an attempt on a semaphore takes.
+    #[arg(long, default_value_t = 1)]
+    take_max: u32,
+    /// The lease of an expirable semaphore's permits (default: they do not expire).
+    #[arg(long)]
+    lease_ms: Option<u64>,
+    /// The Redis of a multi-lock's second members.
+    #[arg(long)]
+    multi_url: Option<String>,
 }
 
 /// `--topology`: which [`Config`] constructor the client is built with.
@@ -145,8 +176,36 @@ enum TopologyArg {
 }
 
 impl WorkArgs {
-    /// The client's configuration, before the tunables.
+    /// The client's configuration, with the tunables.
     fn config(&self) -> Config {
+        let mut config = self.topology_config();
+        self.tune(&mut config);
+        config
+    }
+
+    /// The configuration of the client of a multi-lock's second members: a single server.
+    fn second_config(&self) -> Option<Config> {
+        let mut config = Config::new(self.multi_url.clone()?);
+        self.tune(&mut config);
+        Some(config)
+    }
+
+    fn tune(&self, config: &mut Config) {
+        config.watchdog_timeout = Duration::from_millis(self.watchdog_ms);
+        config.command_timeout = Duration::from_millis(self.command_timeout_ms);
+        config.pool_size = self.pool_size;
+        config.retry_delay = Duration::from_millis(100);
+        config.retry_max_delay = Duration::from_millis(200);
+        config.fair_lock_wait_timeout = Duration::from_millis(self.fair_wait_timeout_ms);
+        config.local_handoff = !self.no_local_handoff;
+        if let Some(window) = self.local_handoff_window_ms {
+            config.local_handoff_window = Duration::from_millis(window);
+        }
+        config.check_lock_synced_replicas = !self.no_replica_acks;
+    }
+
+    /// The client's configuration, before the tunables.
+    fn topology_config(&self) -> Config {
         let addresses = std::iter::once(self.url.clone()).chain(self.nodes.iter().cloned());
         let mut config = match self.topology {
             TopologyArg::Single => Config::new(self.url.clone()),
@@ -213,36 +272,39 @@ fn work(args: WorkArgs) -> ExitCode {
 struct Worker {
     args: WorkArgs,
     client: Client,
+    /// The client of a multi-lock's second members (`--multi-url`).
+    second: Option<Client>,
     fences: Fences,
     log: Arc<LogWriter>,
 }
 
 impl Worker {
     async fn run(args: WorkArgs, log: Arc<LogWriter>) -> ExitCode {
-        let mut config = args.config();
-        config.watchdog_timeout = Duration::from_millis(args.watchdog_ms);
-        config.command_timeout = Duration::from_millis(args.command_timeout_ms);
-        config.pool_size = args.pool_size;
-        config.retry_delay = Duration::from_millis(100);
-        config.retry_max_delay = Duration::from_millis(200);
-        config.fair_lock_wait_timeout = Duration::from_millis(args.fair_wait_timeout_ms);
-        config.local_handoff = !args.no_local_handoff;
-        if let Some(window) = args.local_handoff_window_ms {
-            config.local_handoff_window = Duration::from_millis(window);
-        }
-        config.check_lock_synced_replicas = !args.no_replica_acks;
-        let replicated = !matches!(args.topology, TopologyArg::Single);
-        let client = match Client::with_config(config).await {
-            Ok(client) => client,
+        let connected = async {
+            let second = match args.second_config() {
+                Some(config) => Some(Client::with_config(config).await?),
+                None => None,
+            };
+            Ok::<_, Error>((Client::with_config(args.config()).await?, second))
+        };
+        let (client, second) = match connected.await {
+            Ok(clients) => clients,
             Err(e) => {
                 eprintln!("rlock-torture {}: cannot connect: {e}", args.process);
                 return ExitCode::FAILURE;
             }
         };
+        if args.synchronizer == Some(Synchronizer::Multi) && second.is_none() {
+            eprintln!(
+                "rlock-torture {}: a multi-lock needs --multi-url",
+                args.process
+            );
+            return ExitCode::FAILURE;
+        }
         let _ = log.write_now(Event::Ready {
             node_id: client.node_id().to_owned(),
         });
-        if replicated {
+        if !matches!(args.topology, TopologyArg::Single) {
             let _ = log.write_now(Event::ReplicaAcks {
                 required: !args.no_replica_acks,
             });
@@ -251,8 +313,16 @@ impl Worker {
             fences: Fences::new(args.fence_url.as_deref().unwrap_or(&args.url)),
             args,
             client,
+            second,
             log,
         });
+        if let Err(e) = worker.set_up_permits().await {
+            eprintln!(
+                "rlock-torture {}: cannot set up permits: {e}",
+                worker.args.process
+            );
+            return ExitCode::FAILURE;
+        }
         let stdin_closed = stdin_closed();
         let deadline = Instant::now() + Duration::from_millis(worker.args.run_ms);
         let tasks: Vec<_> = (0..worker.args.tasks)
@@ -283,9 +353,35 @@ impl Worker {
         }
     }
 
-    /// One attempt on lock `name` of the worker's kind.
+    /// Sets up the permits of the semaphores of `--synchronizer` (the first worker does; the others
+    /// find them there) and declares them.
+    async fn set_up_permits(&self) -> Result<(), Error> {
+        let permits = self.args.permits;
+        for name in &self.args.names {
+            match self.args.synchronizer {
+                Some(Synchronizer::Semaphore) => {
+                    let _ = self.client.semaphore(name).try_set_permits(permits).await?;
+                }
+                Some(Synchronizer::Expirable) => {
+                    let semaphore = self.client.permit_expirable_semaphore(name);
+                    let _ = semaphore.try_set_permits(permits).await?;
+                }
+                _ => return Ok(()),
+            }
+            let name = name.clone();
+            let _ = self.log.write_now(Event::Permits { name, permits });
+        }
+        Ok(())
+    }
+
+    /// One attempt on lock (or synchronizer) `name` of the worker's kind.
     async fn attempt(&self, task: u32, seq: u64, name: &str) {
         let client = &self.client;
+        if let Some(synchronizer) = self.args.synchronizer {
+            return self
+                .attempt_synchronizer(task, seq, name, synchronizer)
+                .await;
+        }
         match self.args.kind {
             Kind::Lock => self.attempt_on(task, seq, client.lock(name)).await,
             Kind::Fair => self.attempt_on(task, seq, client.fair_lock(name)).await,
@@ -307,65 +403,123 @@ impl Worker {
         }
     }
 
-    async fn attempt_on<K: Logged>(&self, task: u32, seq: u64, lock: Lock<K>) {
+    /// One attempt on synchronizer `name`.
+    async fn attempt_synchronizer(
+        &self,
+        task: u32,
+        seq: u64,
+        name: &str,
+        synchronizer: Synchronizer,
+    ) {
+        let wait = self.args.wait_ms.map(Duration::from_millis);
+        let take = fastrand::u32(self.args.take_min..=self.args.take_max.max(self.args.take_min));
+        let exclusive = |permits| Attempted {
+            task,
+            seq,
+            name,
+            mode: Mode::Exclusive,
+            permits,
+        };
+        match synchronizer {
+            Synchronizer::Semaphore => {
+                let semaphore = self.client.semaphore(name);
+                let taken = async {
+                    match wait {
+                        Some(wait) => semaphore.try_acquire_for(take, wait).await,
+                        None => semaphore.acquire(take).await.map(Some),
+                    }
+                };
+                self.attempt_with(exclusive(take), taken).await;
+            }
+            Synchronizer::Expirable => {
+                let semaphore = self.client.permit_expirable_semaphore(name);
+                let lease = self.args.lease_ms.map(Duration::from_millis);
+                // The lease of the permits runs from the `now` of the try that took them, no
+                // earlier than this.
+                let until = lease.map(|lease| Instant::now() + lease);
+                let taken = async {
+                    let ids = match wait {
+                        Some(wait) => semaphore.try_acquire_many(take, wait, lease).await?,
+                        None => Some(semaphore.acquire_many(take, lease).await?),
+                    };
+                    Ok(ids.map(|ids| ExpirablePermits {
+                        semaphore: semaphore.clone(),
+                        ids,
+                        until,
+                    }))
+                };
+                self.attempt_with(exclusive(take), taken).await;
+            }
+            Synchronizer::Latch => {
+                let latch = self.client.count_down_latch(name);
+                let opened = async {
+                    match wait {
+                        Some(wait) => Ok(latch.await_for(wait).await?.then_some(Opened)),
+                        None => latch.await_zero().await.map(|()| Some(Opened)),
+                    }
+                };
+                let waiting = Attempted {
+                    mode: Mode::Read,
+                    ..exclusive(1)
+                };
+                self.attempt_with(waiting, opened).await;
+            }
+            Synchronizer::Multi => {
+                let second = self
+                    .second
+                    .as_ref()
+                    .expect("checked when the worker started");
+                let multi = MultiLock::new([self.client.lock(name), second.lock(name)])
+                    .with_owner(Owner::new());
+                let taken = async {
+                    let guard = match wait {
+                        Some(wait) => multi.try_lock_for(wait).await?,
+                        None => Some(multi.lock().await?),
+                    };
+                    Ok(guard.map(|guard| MultiHold {
+                        field: format!("{}:{}", self.client.node_id(), guard.owner().id()),
+                        guard,
+                    }))
+                };
+                self.attempt_with(exclusive(1), taken).await;
+            }
+        }
+    }
+
+    /// Logs an attempt, runs `acquire` (dropping it at random, as `--cancel-percent` says), logs its
+    /// outcome and holds what it took.
+    async fn attempt_with<H: Held>(
+        &self,
+        attempted: Attempted<'_>,
+        acquire: impl Future<Output = Result<Option<H>, Error>>,
+    ) {
+        let Attempted {
+            task,
+            seq,
+            name,
+            mode,
+            permits,
+        } = attempted;
         let log = |at_ns, event| {
             let _ = self.log.write(at_ns, event);
         };
-        // A fresh owner, as an unbound handle would use, but known in advance: a fair-lock waiter
-        // looks for it in the queue.
-        let owner = Owner::new();
-        let lock = lock.with_owner(owner);
         log(
             now_ns(),
             Event::Started {
                 task,
                 seq,
-                name: lock.name().to_owned(),
+                name: name.to_owned(),
                 wait_ms: self.args.wait_ms,
-                mode: K::MODE,
-                permits: 1,
+                mode,
+                permits,
             },
         );
-        let acquire = async {
-            let mut acquire = pin!(async {
-                match self.args.wait_ms {
-                    Some(wait) => lock.try_lock_for(Duration::from_millis(wait)).await,
-                    None => lock.lock().await.map(Some),
-                }
-            });
-            let queue_entry = format!("{}:{}", self.client.node_id(), owner.id());
-            tokio::select! {
-                biased;
-                outcome = &mut acquire => outcome,
-                () = K::queued(&lock, &queue_entry) => {
-                    log(now_ns(), Event::Queued { task, seq });
-                    acquire.await
-                }
-            }
-        };
-        let outcome = if fastrand::u8(..100) < self.args.cancel_percent {
-            let budget = Duration::from_micros(fastrand::u64(..=self.args.cancel_within_us));
-            tokio::time::timeout(budget, acquire).await.ok()
-        } else {
-            Some(acquire.await)
-        };
+        let outcome = self.maybe_cancelled(acquire).await;
         let returned_at = now_ns();
         match outcome {
-            Some(Ok(Some(guard))) => self.hold(task, seq, &lock, guard, returned_at).await,
+            Some(Ok(Some(held))) => self.hold_with(task, seq, name, held, returned_at).await,
             Some(Ok(None)) => log(returned_at, Event::GaveUp { task, seq }),
-            Some(Err(e)) => {
-                log(
-                    returned_at,
-                    Event::Failed {
-                        task,
-                        seq,
-                        error: error_kind(&e).to_owned(),
-                        message: e.to_string(),
-                    },
-                );
-                // Redis is in trouble: do not spin.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            Some(Err(e)) => self.failed(task, seq, returned_at, &e).await,
             None => log(returned_at, Event::Cancelled { task, seq }),
         }
     }
@@ -379,30 +533,49 @@ impl Worker {
         }
     }
 
-    /// The critical section: fence in, hold (stopping early if the lease is lost), fence out, unlock.
-    async fn hold<K: Logged>(
-        &self,
-        task: u32,
-        seq: u64,
-        lock: &Lock<K>,
-        guard: Guard<K::Token>,
-        acquired_at: u64,
-    ) {
-        let fence = K::fence_in(&self.fences, lock, guard.token()).await;
+    /// Runs `acquire`, or drops it after a random delay for a share of the attempts
+    /// (`--cancel-percent`): `None` then.
+    async fn maybe_cancelled<T>(&self, acquire: impl Future<Output = T>) -> Option<T> {
+        if fastrand::u8(..100) < self.args.cancel_percent {
+            let budget = Duration::from_micros(fastrand::u64(..=self.args.cancel_within_us));
+            tokio::time::timeout(budget, acquire).await.ok()
+        } else {
+            Some(acquire.await)
+        }
+    }
+
+    /// Logs a failed attempt, then pauses: Redis is in trouble, do not spin.
+    async fn failed(&self, task: u32, seq: u64, at_ns: u64, e: &Error) {
+        let _ = self.log.write(
+            at_ns,
+            Event::Failed {
+                task,
+                seq,
+                error: error_kind(e).to_owned(),
+                message: e.to_string(),
+            },
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    /// The critical section: fence in, hold (stopping early if it may be lost), fence out, give it
+    /// back.
+    async fn hold_with<H: Held>(&self, task: u32, seq: u64, name: &str, held: H, acquired_at: u64) {
+        let fence = held.fence_in(&self.fences, name).await;
         let _ = self.log.write(
             acquired_at,
             Event::Acquired {
                 task,
                 seq,
                 fence,
-                field: guard.field().to_owned(),
+                field: held.field(),
             },
         );
-        let lost_inside = tokio::select! {
-            () = tokio::time::sleep(self.hold_time()) => false,
-            () = guard.lease_lost() => true,
-        };
-        let fence_after = K::fence_out(&self.fences, lock).await;
+        tokio::select! {
+            () = tokio::time::sleep(self.hold_time()) => {}
+            () = held.ends() => {}
+        }
+        let fence_after = held.fence_out(&self.fences, name).await;
         let released_at = now_ns();
         // Logged before the unlock is sent: if this process is killed during the unlock, its hold
         // ended here, not at its death (the unlock may have run and the lock passed on).
@@ -414,12 +587,12 @@ impl Worker {
                 fence_after,
             },
         );
-        let lost_before = lost_inside || guard.is_lease_lost();
-        let unlocking = Instant::now();
-        let unlocked = guard.unlock().await;
-        let unlock_ms = u64::try_from(unlocking.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let (lease_lost, unlock_error) = match &unlocked {
-            Ok(()) => (lost_before, None),
+        let lost_before = held.is_lost();
+        let releasing = Instant::now();
+        let released = held.release().await;
+        let unlock_ms = u64::try_from(releasing.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (lease_lost, unlock_error) = match &released {
+            Ok(found_lost) => (lost_before || *found_lost, None),
             Err(e @ Error::LeaseLost { .. }) => (true, Some(error_kind(e).to_owned())),
             Err(e) => (lost_before, Some(error_kind(e).to_owned())),
         };
@@ -434,6 +607,203 @@ impl Worker {
                 unlock_ms,
             },
         );
+    }
+
+    async fn attempt_on<K: Logged>(&self, task: u32, seq: u64, lock: Lock<K>) {
+        // A fresh owner, as an unbound handle would use, but known in advance: a fair-lock waiter
+        // looks for it in the queue.
+        let owner = Owner::new();
+        let lock = lock.with_owner(owner);
+        let acquire = async {
+            let mut acquire = pin!(async {
+                match self.args.wait_ms {
+                    Some(wait) => lock.try_lock_for(Duration::from_millis(wait)).await,
+                    None => lock.lock().await.map(Some),
+                }
+            });
+            let queue_entry = format!("{}:{}", self.client.node_id(), owner.id());
+            let outcome = tokio::select! {
+                biased;
+                outcome = &mut acquire => outcome,
+                () = K::queued(&lock, &queue_entry) => {
+                    let _ = self.log.write(now_ns(), Event::Queued { task, seq });
+                    acquire.await
+                }
+            };
+            outcome.map(|guard| guard.map(|guard| LockHold { lock: &lock, guard }))
+        };
+        let attempted = Attempted {
+            task,
+            seq,
+            name: lock.name(),
+            mode: K::MODE,
+            permits: 1,
+        };
+        self.attempt_with(attempted, acquire).await;
+    }
+}
+
+/// An attempt, as its `Started` record gives it.
+struct Attempted<'a> {
+    task: u32,
+    seq: u64,
+    name: &'a str,
+    mode: Mode,
+    permits: u32,
+}
+
+/// What an attempt took, and how it is given back.
+trait Held {
+    /// What its `Acquired` record shows: a hash field, permit ids.
+    fn field(&self) -> String;
+
+    /// The fence taken first thing inside the hold: by default `INCR <name>:fence`, one counter
+    /// for every kind and side on a name.
+    async fn fence_in(&self, fences: &Fences, name: &str) -> Option<i64> {
+        fences.incr(name).await
+    }
+
+    /// The fence read back last thing inside the hold: `GET <name>:fence`.
+    async fn fence_out(&self, fences: &Fences, name: &str) -> Option<i64> {
+        fences.get(name).await
+    }
+
+    /// Completes when the hold must end early, as it may be lost; never for what has no lease.
+    async fn ends(&self) {
+        std::future::pending().await
+    }
+
+    /// Whether it is known to be lost (its holder was told).
+    fn is_lost(&self) -> bool {
+        false
+    }
+
+    /// Gives it back; `Ok(true)` when that found it lost already.
+    async fn release(self) -> Result<bool, Error>;
+}
+
+/// A lock's hold.
+struct LockHold<'a, K: LockKind> {
+    lock: &'a Lock<K>,
+    guard: Guard<K::Token>,
+}
+
+impl<K: Logged> Held for LockHold<'_, K> {
+    fn field(&self) -> String {
+        self.guard.field().to_owned()
+    }
+
+    async fn fence_in(&self, fences: &Fences, _: &str) -> Option<i64> {
+        K::fence_in(fences, self.lock, self.guard.token()).await
+    }
+
+    async fn fence_out(&self, fences: &Fences, _: &str) -> Option<i64> {
+        K::fence_out(fences, self.lock).await
+    }
+
+    async fn ends(&self) {
+        self.guard.lease_lost().await;
+    }
+
+    fn is_lost(&self) -> bool {
+        self.guard.is_lease_lost()
+    }
+
+    async fn release(self) -> Result<bool, Error> {
+        self.guard.unlock().await.map(|()| false)
+    }
+}
+
+impl Held for SemaphorePermits {
+    fn field(&self) -> String {
+        format!("{} permits", self.permits())
+    }
+
+    async fn release(self) -> Result<bool, Error> {
+        SemaphorePermits::release(self).await.map(|()| false)
+    }
+}
+
+/// Permits of an expirable semaphore, with the instant their lease may run out at the earliest.
+struct ExpirablePermits {
+    semaphore: PermitExpirableSemaphore,
+    ids: Vec<PermitId>,
+    until: Option<Instant>,
+}
+
+impl Held for ExpirablePermits {
+    fn field(&self) -> String {
+        let ids: Vec<String> = self.ids.iter().map(ToString::to_string).collect();
+        ids.join(",")
+    }
+
+    async fn ends(&self) {
+        match self.until {
+            Some(until) => tokio::time::sleep_until(until).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// All or none: none when one had expired (and was counted back in), its lease lost. A release
+    /// by id can be sent again, as an application would after a lost reply (rlock reports it, as
+    /// Redisson does, without sending it again): then none means they were released by the try
+    /// whose reply was lost, unless their lease may have run out meanwhile.
+    async fn release(self) -> Result<bool, Error> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.semaphore.try_release_many(&self.ids).await {
+                Ok(released) => {
+                    let expired = self.until.is_some_and(|until| Instant::now() >= until);
+                    return Ok(released != self.ids.len() && (tries == 1 || expired));
+                }
+                Err(e) if tries < RELEASE_TRIES && e.is_transient() => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// How many times a worker sends the release of an expirable semaphore's permits whose reply was
+/// lost: enough to outlast the outages of the fault scenarios.
+const RELEASE_TRIES: u32 = 20;
+
+/// A latch seen open: nothing to give back.
+struct Opened;
+
+impl Held for Opened {
+    fn field(&self) -> String {
+        "open".to_owned()
+    }
+
+    async fn release(self) -> Result<bool, Error> {
+        Ok(false)
+    }
+}
+
+/// A multi-lock's hold, with the field of its members on the worker's first client.
+struct MultiHold {
+    guard: MultiGuard,
+    field: String,
+}
+
+impl Held for MultiHold {
+    fn field(&self) -> String {
+        self.field.clone()
+    }
+
+    async fn ends(&self) {
+        self.guard.lease_lost().await;
+    }
+
+    fn is_lost(&self) -> bool {
+        self.guard.is_lease_lost()
+    }
+
+    async fn release(self) -> Result<bool, Error> {
+        self.guard.unlock().await.map(|()| false)
     }
 }
 
@@ -660,6 +1030,10 @@ fn render(total: &Summary) -> String {
     row("leaked holds", total.leaked_holds.to_string());
     row("double-applied acquires", total.double_applies.to_string());
     row("local hand-offs counted", total.hand_offs.to_string());
+    row(
+        "permits lost to killed holders (given back)",
+        total.permits_lost_to_killed_holders.to_string(),
+    );
     row(
         "holds across a failover that a replica acknowledged",
         total.failover_kept.to_string(),

@@ -446,6 +446,14 @@ impl Report {
             .len()
     }
 
+    /// Whether `process` acquired something after `since_ns`.
+    pub fn acquired_after(&self, process: &str, since_ns: u64) -> bool {
+        self.holds
+            .values()
+            .flatten()
+            .any(|h| h.id.process == process && h.acquired_ns > since_ns)
+    }
+
     /// The longest hand-off, optionally only those after a killed holder.
     pub fn max_handoff(&self, after_crash: bool) -> Option<Duration> {
         self.handoffs
@@ -545,6 +553,7 @@ impl Report {
             failover_kept: self.failover_kept(),
             failover_losable: self.failover_losable,
             failover_lost: self.failover_lost.len(),
+            permits_lost_to_killed_holders: 0,
             figures: [
                 ("max wait for a lock", Some(self.max_wait_ns)),
                 (
@@ -623,6 +632,11 @@ pub struct Summary {
     /// from older summaries).
     #[serde(default)]
     pub failover_lost: usize,
+    /// Semaphore permits that holders killed with `SIGKILL` left taken: a semaphore's permits come
+    /// back only by `release`, as Redisson's do (not leaked holds: the scenario gave them back; absent
+    /// from older summaries).
+    #[serde(default)]
+    pub permits_lost_to_killed_holders: usize,
     /// Named maxima in milliseconds.
     pub figures: BTreeMap<String, f64>,
 }
@@ -658,6 +672,7 @@ impl Summary {
         self.failover_kept += other.failover_kept;
         self.failover_losable += other.failover_losable;
         self.failover_lost += other.failover_lost;
+        self.permits_lost_to_killed_holders += other.permits_lost_to_killed_holders;
         for (name, value) in &other.figures {
             let max = self.figures.entry(name.clone()).or_insert(*value);
             *max = max.max(*value);

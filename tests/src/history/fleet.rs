@@ -5,12 +5,14 @@
 //! Workers are told to exit by closing their standard input, so a test that dies takes its workers
 //! with it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use rlock_redisson::PermitId;
 use tempfile::TempDir;
 
 use super::checker::{History, Report};
@@ -49,6 +51,40 @@ impl Kind {
     /// read-only workers).
     pub fn excludes(self) -> bool {
         self != Self::Read
+    }
+}
+
+/// A synchronizer a worker contends for instead of a lock of its [`Kind`] (its `--synchronizer`).
+/// Its attempts are logged like a lock's: a hold is permits taken, a latch seen open or every member
+/// of a multi-lock taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Synchronizer {
+    /// `client.semaphore(name)`: each attempt takes some of its permits (logged as an exclusive hold
+    /// of that many permits), held until released: they have no lease.
+    Semaphore,
+    /// `client.permit_expirable_semaphore(name)`: as the semaphore, with permit ids and, given a
+    /// lease, permits that come back by themselves when it runs out.
+    Expirable,
+    /// `client.count_down_latch(name)`: each attempt waits for the latch to open (logged as a read
+    /// hold, shared by every waiter, taken when the wait returns); somebody else counts down.
+    Latch,
+    /// A `MultiLock` of the lock `name` on the fleet's Redis and the lock `name` on a second one
+    /// ([`WorkerSpec::multi_url`]).
+    Multi,
+}
+
+impl Synchronizer {
+    /// The name on the command line.
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .expect("no synchronizer is skipped")
+            .get_name()
+            .to_owned()
+    }
+
+    /// Whether it counts permits: its names are checked for permits left taken, not for keys.
+    pub fn counts_permits(self) -> bool {
+        matches!(self, Self::Semaphore | Self::Expirable)
     }
 }
 
@@ -94,6 +130,17 @@ pub struct WorkerSpec {
     pub replica_acks: bool,
     /// More `rlock-torture work` flags, e.g. the topology (`--topology cluster --nodes ...`).
     pub client_args: Vec<String>,
+    /// Contend for this synchronizer instead of a lock of `kind`.
+    pub synchronizer: Option<Synchronizer>,
+    /// A semaphore's permits: every worker sets them up (`try_set_permits`, which only the first
+    /// one does) and declares them to the checker.
+    pub permits: u32,
+    /// How many permits an attempt on a semaphore takes, picked at random in this range.
+    pub take: RangeInclusive<u32>,
+    /// The lease of the permits of an expirable semaphore (`None`: they do not expire).
+    pub lease: Option<Duration>,
+    /// The second Redis of a multi-lock's members (its names are checked for leftovers there too).
+    pub multi_url: Option<String>,
 }
 
 impl WorkerSpec {
@@ -120,6 +167,11 @@ impl WorkerSpec {
             local_handoff_window: None,
             replica_acks: true,
             client_args: Vec::new(),
+            synchronizer: None,
+            permits: 1,
+            take: 1..=1,
+            lease: None,
+            multi_url: None,
         }
     }
 
@@ -167,6 +219,24 @@ impl WorkerSpec {
             args.push("--no-replica-acks".to_owned());
         }
         args.extend(self.client_args.iter().cloned());
+        if let Some(synchronizer) = self.synchronizer {
+            args.extend([
+                "--synchronizer".to_owned(),
+                synchronizer.name(),
+                "--permits".to_owned(),
+                self.permits.to_string(),
+                "--take-min".to_owned(),
+                self.take.start().to_string(),
+                "--take-max".to_owned(),
+                self.take.end().to_string(),
+            ]);
+            if let Some(lease) = self.lease {
+                args.extend(["--lease-ms".to_owned(), ms(lease)]);
+            }
+            if let Some(url) = &self.multi_url {
+                args.extend(["--multi-url".to_owned(), url.clone()]);
+            }
+        }
         args
     }
 }
@@ -190,6 +260,10 @@ pub struct Fleet {
     dir: TempDir,
     workers: Vec<Worker>,
     names: BTreeSet<String>,
+    /// Other servers whose keys of `names` are checked for leftovers (a multi-lock's second one).
+    other_urls: BTreeSet<String>,
+    /// Semaphores, with their kind and permits: checked for permits left taken.
+    counted: BTreeMap<String, (Synchronizer, u32)>,
     faults: Vec<Record>,
 }
 
@@ -208,6 +282,8 @@ impl Fleet {
                 .expect("a temporary directory for the histories"),
             workers: Vec::new(),
             names: BTreeSet::new(),
+            other_urls: BTreeSet::new(),
+            counted: BTreeMap::new(),
             faults: Vec::new(),
         }
     }
@@ -242,7 +318,15 @@ impl Fleet {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.binary.display()));
         let stdin = child.stdin.take();
-        self.names.extend(spec.names.iter().cloned());
+        match spec.synchronizer {
+            Some(synchronizer) if synchronizer.counts_permits() => self.counted.extend(
+                spec.names
+                    .iter()
+                    .map(|name| (name.clone(), (synchronizer, spec.permits))),
+            ),
+            _ => self.names.extend(spec.names.iter().cloned()),
+        }
+        self.other_urls.extend(spec.multi_url.iter().cloned());
         self.workers.push(Worker {
             name,
             log,
@@ -376,24 +460,7 @@ impl Fleet {
     ///
     /// When a worker does not finish in time or cannot be reaped, or a history is unreadable.
     pub fn finish(mut self, settle: Duration) -> Report {
-        for index in 0..self.workers.len() {
-            if self.workers[index].killed {
-                continue;
-            }
-            let limit = self.workers[index]
-                .finish_by
-                .saturating_duration_since(Instant::now());
-            let finished = self.wait_until(index, limit, |records| {
-                records
-                    .iter()
-                    .any(|r| matches!(r.event, Event::Finished { .. }))
-            });
-            assert!(
-                finished,
-                "worker {} did not finish",
-                self.workers[index].name
-            );
-        }
+        self.wait_finished();
         let leaked = self.leftover_locks(settle);
         let mut exits = Vec::new();
         for worker in &mut self.workers {
@@ -419,23 +486,64 @@ impl Fleet {
         report
     }
 
-    /// Polls until none of the fleet's locks has a key left (see [`lock_keys`]), for at most
-    /// `settle`; describes the rest.
+    /// Waits until every live worker has finished its attempts (its clients still alive, until
+    /// [`Fleet::finish`]): a scenario may look at Redis, and give back what killed holders left
+    /// taken, before the leak check.
+    ///
+    /// # Panics
+    ///
+    /// When a worker does not finish in time.
+    pub fn wait_finished(&self) {
+        for index in 0..self.workers.len() {
+            if self.workers[index].killed {
+                continue;
+            }
+            let limit = self.workers[index]
+                .finish_by
+                .saturating_duration_since(Instant::now());
+            let finished = self.wait_until(index, limit, |records| {
+                records
+                    .iter()
+                    .any(|r| matches!(r.event, Event::Finished { .. }))
+            });
+            assert!(
+                finished,
+                "worker {} did not finish",
+                self.workers[index].name
+            );
+        }
+    }
+
+    /// Polls until none of the fleet's locks has a key left (see [`lock_keys`]), on its server and
+    /// on the other servers its workers used (a multi-lock's), and none of its semaphores has a
+    /// permit taken (see [`permits_taken`]), for at most `settle`; describes the rest.
     fn leftover_locks(&self, settle: Duration) -> Vec<String> {
-        let client = redis::Client::open(self.url.as_str()).expect("a valid URL");
-        let mut conn = client
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .expect("connect to Redis to look for leaked holds");
-        conn.set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("read timeout");
+        let mut conns: Vec<(String, redis::Connection)> = std::iter::once(&self.url)
+            .chain(&self.other_urls)
+            .map(|url| (url.clone(), connect(url)))
+            .collect();
         let until = Instant::now() + settle;
         loop {
-            let keys: Vec<String> = self
-                .names
-                .iter()
-                .flat_map(|name| lock_keys(&mut conn, name))
-                .collect();
-            let left: Vec<String> = keys.iter().map(|key| describe(&mut conn, key)).collect();
+            let mut left = Vec::new();
+            for (i, (url, conn)) in conns.iter_mut().enumerate() {
+                let keys: Vec<String> = self
+                    .names
+                    .iter()
+                    .flat_map(|name| lock_keys(conn, name))
+                    .collect();
+                // Only the fleet's own server says where (most fleets have no other).
+                let at = if i == 0 {
+                    String::new()
+                } else {
+                    format!(" on {url}")
+                };
+                left.extend(keys.iter().map(|key| describe(conn, key) + &at));
+                if i == 0 {
+                    left.extend(self.counted.iter().filter_map(|(name, &(kind, permits))| {
+                        permits_taken(conn, name, kind, permits)
+                    }));
+                }
+            }
             if left.is_empty() || Instant::now() >= until {
                 return left;
             }
@@ -458,6 +566,64 @@ impl Drop for Fleet {
             }
         }
     }
+}
+
+/// A blocking connection to `url` for looking at what is left.
+fn connect(url: &str) -> redis::Connection {
+    let conn = redis::Client::open(url)
+        .expect("a valid URL")
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("connect to Redis to look for leaked holds");
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("read timeout");
+    conn
+}
+
+/// What semaphore `name` (of `kind`, set up with `permits`) has left taken, described; `None` when
+/// all its permits are available. An expirable semaphore's taken permits are its `{name}:timeout`
+/// members, expired ones included until some call counts them back in (PROTOCOL.md §8.6).
+fn permits_taken(
+    conn: &mut redis::Connection,
+    name: &str,
+    kind: Synchronizer,
+    permits: u32,
+) -> Option<String> {
+    let available: Option<i64> = redis::cmd("GET").arg(name).query(conn).expect("GET");
+    let mut taken = Vec::new();
+    if available != Some(i64::from(permits)) {
+        taken.push(format!(
+            "semaphore {name:?}: {available:?} of its {permits} permits available"
+        ));
+    }
+    if kind == Synchronizer::Expirable {
+        let timeouts = if name.contains('{') {
+            format!("{name}:timeout")
+        } else {
+            format!("{{{name}}}:timeout")
+        };
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(&timeouts)
+            .query(conn)
+            .expect("EXISTS");
+        if exists {
+            let ids: Vec<(Vec<u8>, String)> = redis::cmd("ZRANGE")
+                .arg(&timeouts)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(conn)
+                .expect("ZRANGE");
+            let ids: Vec<String> = ids
+                .iter()
+                .map(|(id, expiry)| match <[u8; 16]>::try_from(id.as_slice()) {
+                    Ok(id) => format!("{} until {expiry}", PermitId::from_bytes(id)),
+                    Err(_) => format!("{id:?} until {expiry}"),
+                })
+                .collect();
+            taken.push(format!("{timeouts}: permits taken {ids:?}"));
+        }
+    }
+    (!taken.is_empty()).then(|| taken.join("; "))
 }
 
 /// Waits up to ten seconds for a child told to exit; kills it after that.

@@ -249,6 +249,8 @@ pub enum FaultKind {
     StopServer,
     /// redis-server stopped and started again on the same port, with AOF.
     RestartServer,
+    /// redis-server killed with `SIGKILL`, then started again on the same port, with AOF.
+    KillServer,
     /// Acquire futures dropped at random points (one record per storm; the dropped attempts are
     /// counted as `Cancelled` events).
     CancellationStorm,
@@ -278,6 +280,7 @@ impl FaultKind {
             Self::ClientPause => "CLIENT PAUSE",
             Self::StopServer => "SIGSTOP/SIGCONT of redis-server",
             Self::RestartServer => "redis-server restart (AOF)",
+            Self::KillServer => "kill -9 of redis-server, restarted (AOF)",
             Self::CancellationStorm => "cancellation storm",
             Self::PoolExhaustion => "pool exhaustion",
             Self::LostReply => "lost reply (proxy)",
@@ -300,6 +303,9 @@ pub fn error_kind(error: &rlock_redisson::Error) -> &'static str {
         rlock_redisson::Error::UnexpectedReply { .. } => "unexpected_reply",
         rlock_redisson::Error::Backend { .. } => "backend",
         rlock_redisson::Error::Closed => "closed",
+        rlock_redisson::Error::OutcomeUnknown { .. } => "outcome_unknown",
+        rlock_redisson::Error::PermitNotFound { .. } => "permit_not_found",
+        rlock_redisson::Error::NoSyncedReplicas { .. } => "no_synced_replicas",
         _ => "other",
     }
 }
