@@ -124,17 +124,8 @@ macro_rules! over_kinds {
 }
 
 over_kinds! {
-    // Two variants are timing-sensitive on a loaded 2-core machine, so the default suite leaves them
-    // to scripts/soak.sh: a spin-lock victim polls against polling contenders and may get its lock
-    // only after they stopped, and in the read/write mix other readers may overlap a killed reader's
-    // hold, so no hand-off is recorded after it.
     a_killed_holder_frees_its_lock_within_the_watchdog_timeout: [
-        lock: Lock, fair: Fair,
-        #[ignore = "timing-sensitive under load; scripts/soak.sh runs it"]
-        spin: Spin,
-        fenced: Fenced, read: Read, write: Write,
-        #[ignore = "timing-sensitive under load; scripts/soak.sh runs it"]
-        rw: Rw,
+        lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
     ];
     // Spin-lock waiters poll and nothing is published: there is no subscriber connection to kill.
     waiters_acquire_through_killed_subscriber_connections: [
@@ -156,47 +147,86 @@ fn scenario(what: &str, kind: Kind) -> String {
 /// Holders killed while holding free their lock when their lease runs out: a waiter takes over (for
 /// read holds, which nobody waits for, their timeout keys expire). A fair lock's killed *waiter*
 /// blocks its queue until its deadline, then is purged as stale, as in Redisson.
+///
+/// Each round is staged so that what it asserts follows from the guarantees alone, however slow the
+/// machine: a victim whose hold outlasts the round acquires a lock while nobody else contends (a
+/// spin-lock victim racing polling contenders could wait for as long as they poll: spin locks are
+/// not fair), contenders then start on that lock, and the victim is killed once each of their tasks
+/// has started an attempt. For an exclusive hold those attempts all wait, and nothing else can start
+/// before one of them acquires, so the first acquisition after the kill is a hand-off from the dead
+/// holder. In the read/write mix the victim takes the write side and the read side in turn: a killed
+/// reader's hold is shared with live readers rather than passed on (readers are admitted while
+/// writers wait, so writers may wait as long as readers keep coming), and what must free is its
+/// timeout key.
 fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout(kind: Kind) {
     const WATCHDOG: Duration = Duration::from_secs(1);
     let server = RedisServer::start();
     let mut admin = admin(&server);
     let mut fleet = Fleet::new(TORTURE, &server.url());
-    let cycle = WATCHDOG * 2
-        + match kind {
-            Kind::Fair => FAIR_WAITER_CYCLE,
-            _ => Duration::ZERO,
-        };
-    let run = length(cycle + WATCHDOG * 2);
-    let contenders = WorkerSpec {
-        run_for: run,
+    let base = WorkerSpec {
         watchdog: WATCHDOG,
         kind,
         fair_wait_timeout: FAIR_WAIT,
         ..WorkerSpec::new(&["kill:a", "kill:b"])
     };
-    for _ in 0..2 {
-        let _ = fleet.spawn(&contenders);
-    }
-    // Each cycle a fresh victim with long holds acquires, is killed while holding, and its lock must
-    // pass to a waiting contender once its lease runs out.
-    let started = Instant::now();
-    let (mut kills, mut purged) = (0, Vec::new());
-    while started.elapsed() + cycle < run {
+    let victim_kinds = match kind {
+        Kind::Rw => vec![Kind::Write, Kind::Read],
+        _ => vec![kind],
+    };
+    // How long a round takes at most, on a quiet machine: the kill, the lease running out, the rest
+    // of the contenders' run (and for the fair lock, a killed waiter's round).
+    let round = WATCHDOG * 3
+        + match kind {
+            Kind::Fair => FAIR_WAITER_CYCLE,
+            _ => Duration::ZERO,
+        };
+    // One round per kind of victim, then more while `$RLOCK_SOAK_SECS` lasts.
+    let soak_until = Instant::now() + length(Duration::ZERO);
+    let (mut kills, mut purged, mut freed_by) = (0, Vec::new(), Vec::new());
+    for turn in 0.. {
+        if turn >= victim_kinds.len() && Instant::now() + round > soak_until {
+            break;
+        }
+        let victim_kind = victim_kinds[turn % victim_kinds.len()];
+        // Every earlier worker has finished: the victim acquires at once.
         let victim = fleet.spawn(&WorkerSpec {
             tasks: 1,
-            hold: Duration::from_millis(800),
-            run_for: run - started.elapsed(),
-            ..contenders.clone()
+            hold: FOREVER,
+            run_for: FOREVER,
+            kind: victim_kind,
+            ..base.clone()
         });
         let held = fleet
-            .wait_holding(victim, Duration::from_secs(5))
+            .wait_holding(victim, STARTUP)
             .expect("the victim acquires a lock");
-        // Let contenders start waiting for it (the victim holds for at least 400 ms).
-        thread::sleep(Duration::from_millis(100));
+        let contenders = WorkerSpec {
+            names: vec![held.clone()],
+            run_for: WATCHDOG * 2,
+            // No live fair-lock waiter goes stale: while a queue never empties, its head's deadline
+            // stays where the first waiter's was set (each acquisition takes the allowance off the
+            // deadlines behind it, PROTOCOL.md §6.4), so a short allowance would purge live waiters.
+            fair_wait_timeout: FOREVER,
+            ..base.clone()
+        };
+        let contending: Vec<usize> = (0..2).map(|_| fleet.spawn(&contenders)).collect();
+        for &index in &contending {
+            let started = fleet.wait_until(index, STARTUP, |records| {
+                let attempts = records
+                    .iter()
+                    .filter(|r| matches!(r.event, Event::Started { .. }))
+                    .count();
+                attempts >= contenders.tasks as usize
+            });
+            assert!(
+                started,
+                "every task of {} tried the lock",
+                fleet.name(index)
+            );
+        }
         fleet.kill(victim);
         kills += 1;
-        if kind.excludes() {
-            thread::sleep(WATCHDOG + Duration::from_millis(300));
+        if victim_kind.excludes() {
+            freed_by.push(fleet.name(victim).to_owned());
         } else {
             let node = node_id(&fleet, victim);
             let expired = eventually_sync(WATCHDOG + Duration::from_millis(500), || {
@@ -207,11 +237,12 @@ fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout(kind: Kind) {
                 "a killed reader's hold outlived the watchdog timeout"
             );
         }
+        for index in contending {
+            assert!(finished(&fleet, index), "{} finished", fleet.name(index));
+        }
         if kind == Kind::Fair {
             purged.push(a_killed_waiter_is_purged_at_its_deadline(
-                &mut fleet,
-                &contenders,
-                &mut admin,
+                &mut fleet, &base, &mut admin,
             ));
             kills += 1;
         }
@@ -226,13 +257,18 @@ fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout(kind: Kind) {
     }
     publish(&summary);
     report.assert_sound();
-    assert!(kills >= 1);
     assert_eq!(report.faults[&FaultKind::KillHolder], kills);
     assert_eq!(report.lease_losses(), 0, "nobody else lost a lease");
-    if kind.excludes() {
-        let freed = report
-            .max_handoff(true)
-            .expect("a waiter took over a killed holder's lock");
+    for victim in &freed_by {
+        let gaps: Vec<Duration> = report
+            .handoffs
+            .iter()
+            .filter(|h| h.after_crash && h.from.process == *victim)
+            .map(|h| Duration::from_nanos(h.gap_ns))
+            .collect();
+        let [freed] = gaps[..] else {
+            panic!("killed {victim}'s lock passed to one waiter, not {gaps:?}");
+        };
         assert!(
             freed <= WATCHDOG + Duration::from_millis(500),
             "a killed holder's lock freed after {freed:?}, watchdog timeout {WATCHDOG:?}"
@@ -240,9 +276,25 @@ fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout(kind: Kind) {
     }
 }
 
-/// A fair-lock waiter's queue deadline allowance (`fair_lock_wait_timeout`): the longest a killed
-/// waiter blocks its queue once it is at the head. Longer than a killed holder's lease, so that live
-/// waiters queued behind one never go stale.
+/// A hold (and a run) longer than any scenario: its worker is killed while holding.
+const FOREVER: Duration = Duration::from_secs(3600);
+
+/// How long a worker may take to start, connect and log its first steps on a loaded machine.
+const STARTUP: Duration = Duration::from_secs(10);
+
+/// Waits until worker `index` has logged that it finished its run (its attempts all over).
+fn finished(fleet: &Fleet, index: usize) -> bool {
+    fleet.wait_until(index, Duration::from_secs(30), |records| {
+        records
+            .iter()
+            .any(|r| matches!(r.event, Event::Finished { .. }))
+    })
+}
+
+/// A fair-lock waiter's queue deadline allowance (`fair_lock_wait_timeout`) in
+/// [`a_killed_waiter_is_purged_at_its_deadline`]: the longest a killed waiter blocks its queue once
+/// it is at the head. Its deadline (this plus the lease it queued behind) comes after the blocker's
+/// hold ends, so it does reach the head.
 const FAIR_WAIT: Duration = Duration::from_secs(1);
 
 /// How long [`a_killed_waiter_is_purged_at_its_deadline`] takes at most: a hold of up to 1.2 s,
@@ -250,30 +302,30 @@ const FAIR_WAIT: Duration = Duration::from_secs(1);
 const FAIR_WAITER_CYCLE: Duration = Duration::from_millis(3500);
 
 /// A fair-lock waiter killed in the queue behind a long hold stays there, blocking the waiters
-/// behind it once it is at the head, until its deadline; the next script then purges it. Returns
-/// how long after its deadline it left the queue.
+/// behind it once it is at the head, until its deadline; the scripts of their waits then purge it.
+/// Returns how long after its deadline it left the queue. Starts when no other worker runs.
 fn a_killed_waiter_is_purged_at_its_deadline(
     fleet: &mut Fleet,
-    contenders: &WorkerSpec,
+    base: &WorkerSpec,
     admin: &mut redis::Connection,
 ) -> Duration {
     let once = WorkerSpec {
         tasks: 1,
         run_for: Duration::from_millis(100),
-        ..contenders.clone()
+        ..base.clone()
     };
     let blocker = fleet.spawn(&WorkerSpec {
         hold: Duration::from_millis(800),
         ..once.clone()
     });
     let held = fleet
-        .wait_holding(blocker, Duration::from_secs(5))
+        .wait_holding(blocker, STARTUP)
         .expect("the blocker acquires a lock");
     let victim = fleet.spawn(&WorkerSpec {
         names: vec![held.clone()],
         ..once
     });
-    let queued = fleet.wait_until(victim, Duration::from_secs(2), |records| {
+    let queued = fleet.wait_until(victim, STARTUP, |records| {
         records
             .iter()
             .any(|r| matches!(r.event, Event::Queued { .. }))
@@ -281,6 +333,13 @@ fn a_killed_waiter_is_purged_at_its_deadline(
     assert!(queued, "the waiter queued behind the blocker");
     let node = node_id(fleet, victim);
     fleet.kill(victim);
+    // Waiters queue behind the dead one; the deadline it got when it queued is at least
+    // `FAIR_WAIT` away, time enough for them to start.
+    let behind = fleet.spawn(&WorkerSpec {
+        names: vec![held.clone()],
+        run_for: Duration::from_millis(100),
+        ..base.clone()
+    });
     // Its deadline moves up by the wait each time a waiter ahead acquires; at the head it blocks
     // everyone, so its deadline stays put until it goes stale.
     let mut last_seen = None;
@@ -304,6 +363,9 @@ fn a_killed_waiter_is_purged_at_its_deadline(
         late <= Duration::from_millis(500),
         "the killed waiter stayed in the queue {late:?} past its deadline"
     );
+    for index in [blocker, behind] {
+        assert!(finished(fleet, index), "{} finished", fleet.name(index));
+    }
     late
 }
 
@@ -991,15 +1053,17 @@ fn freeze_while_subscribed(
     false
 }
 
+/// Operations on a client with one pooled connection, through a `CLIENT PAUSE`: bounded waits and
+/// `Timeout` errors while Redis is paused, and a client that works again once it is over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exhausted_pool_gives_bounded_waits_and_clear_errors() {
-    const COMMAND_TIMEOUT: Duration = Duration::from_millis(100);
-    const WAIT: Duration = Duration::from_millis(200);
     const SLACK: Duration = Duration::from_millis(400);
+    // Longer than a command timeout: whatever is sent while Redis is paused times out.
+    const PAUSE: Duration = Duration::from_millis(300);
     let server = RedisServer::start();
     let client = client_with(&server, |config| {
         config.pool_size = 1;
-        config.command_timeout = COMMAND_TIMEOUT;
+        config.command_timeout = POOL_COMMAND_TIMEOUT;
         // Every waiter races in Redis: in the local queue (the default) only one waiter per lock
         // uses a connection, the others wait out their deadline without one, and the operations
         // are over before the pause that should find them queued for the connection.
@@ -1011,30 +1075,16 @@ async fn an_exhausted_pool_gives_bounded_waits_and_clear_errors() {
     let mut redis = raw(&server).await;
     let names: Vec<String> = (0..10).map(|i| format!("pool:{i}")).collect();
     let rounds = length(Duration::from_secs(1)).as_secs().max(1);
-    let (mut acquired, mut timeouts, mut slowest_overrun) = (0, 0, Duration::ZERO);
+    let (mut attempts, mut acquired, mut timeouts, mut slowest_overrun) = (0, 0, 0, Duration::ZERO);
     for _ in 0..rounds {
         let cycled = Arc::new(tokio::sync::Notify::new());
         let operations: Vec<_> = (0..300)
             .map(|i| {
-                let lock = client.lock(names[i % names.len()].as_str());
-                let cycled = cycled.clone();
-                tokio::spawn(async move {
-                    let started = tokio::time::Instant::now();
-                    let (outcome, budget) = if i % 3 == 0 {
-                        (lock.is_locked().await.map(|_| false), COMMAND_TIMEOUT * 2)
-                    } else {
-                        let outcome = match lock.try_lock_for(WAIT).await {
-                            Ok(Some(guard)) => guard.unlock().await.map(|()| true),
-                            Ok(None) => Ok(false),
-                            Err(e) => Err(e),
-                        };
-                        if matches!(outcome, Ok(true)) {
-                            cycled.notify_one();
-                        }
-                        (outcome, WAIT + COMMAND_TIMEOUT * 2)
-                    };
-                    (outcome, started.elapsed().saturating_sub(budget))
-                })
+                pool_operation(
+                    client.lock(names[i % names.len()].as_str()),
+                    i % 3 != 0,
+                    &cycled,
+                )
             })
             .collect();
         // A slow server on top, once a first lock/unlock went through (not after a fixed delay,
@@ -1045,13 +1095,33 @@ async fn an_exhausted_pool_gives_bounded_waits_and_clear_errors() {
             .expect("an operation locks and unlocks before the pause");
         let _: () = redis::cmd("CLIENT")
             .arg("PAUSE")
-            .arg(300)
+            .arg(PAUSE.as_millis() as u64)
             .arg("ALL")
             .query_async(&mut redis)
             .await
             .expect("CLIENT PAUSE");
+        // Sent while Redis is paused: these surely wait for the pool or a reply, and time out.
+        let paused: Vec<_> = names
+            .iter()
+            .flat_map(|name| {
+                [false, true]
+                    .map(|locks| pool_operation(client.lock(name.as_str()), locks, &cycled))
+            })
+            .collect();
+        let mut outcomes = Vec::new();
         for operation in operations {
-            let (outcome, overrun) = operation.await.expect("no panic");
+            outcomes.push(operation.await.expect("no panic"));
+        }
+        for operation in paused {
+            let (locks, outcome, overrun) = operation.await.expect("no panic");
+            assert!(
+                matches!(&outcome, Err(e) if e.is_timeout()),
+                "an operation sent while Redis was paused timed out: {outcome:?}"
+            );
+            outcomes.push((locks, outcome, overrun));
+        }
+        for (locks, outcome, overrun) in outcomes {
+            attempts += usize::from(locks);
             slowest_overrun = slowest_overrun.max(overrun);
             match outcome {
                 Ok(true) => acquired += 1,
@@ -1063,12 +1133,20 @@ async fn an_exhausted_pool_gives_bounded_waits_and_clear_errors() {
                 }
             }
         }
+        // The operations can all be over (timed out) while Redis is still paused: the next round
+        // starts once the client works again, or it would find nothing to lock.
+        let lock = client.lock(names[0].as_str());
+        let recovered = eventually(Duration::from_secs(2), async || {
+            lock.is_locked().await.is_ok()
+        })
+        .await;
+        assert!(recovered, "the client works again after the pause");
     }
     let mut summary = Summary {
         scenario: "pool exhaustion".into(),
         runs: 1,
         processes: 1,
-        attempts: 200 * rounds as usize,
+        attempts,
         acquisitions: acquired,
         ..Summary::default()
     };
@@ -1110,4 +1188,40 @@ async fn an_exhausted_pool_gives_bounded_waits_and_clear_errors() {
         .expect("free");
     guard.unlock().await.expect("unlock");
     assert_eq!(client.stats().renewing_locks, 0);
+}
+
+/// The command timeout of [`an_exhausted_pool_gives_bounded_waits_and_clear_errors`]'s client.
+const POOL_COMMAND_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// One operation of [`an_exhausted_pool_gives_bounded_waits_and_clear_errors`] on `lock`, spawned:
+/// `try_lock_for` 200 ms and unlock if `locks`, else `is_locked`. Gives back `locks`, whether it
+/// locked, and how far it overran its budget (the wait, if any, and two command timeouts); a lock
+/// and unlock that went through is told to `cycled`.
+fn pool_operation(
+    lock: rlock_redisson::Lock,
+    locks: bool,
+    cycled: &Arc<tokio::sync::Notify>,
+) -> tokio::task::JoinHandle<(bool, rlock_redisson::Result<bool>, Duration)> {
+    const WAIT: Duration = Duration::from_millis(200);
+    let cycled = cycled.clone();
+    tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        let (outcome, budget) = if locks {
+            let outcome = match lock.try_lock_for(WAIT).await {
+                Ok(Some(guard)) => guard.unlock().await.map(|()| true),
+                Ok(None) => Ok(false),
+                Err(e) => Err(e),
+            };
+            if matches!(outcome, Ok(true)) {
+                cycled.notify_one();
+            }
+            (outcome, WAIT + POOL_COMMAND_TIMEOUT * 2)
+        } else {
+            (
+                lock.is_locked().await.map(|_| false),
+                POOL_COMMAND_TIMEOUT * 2,
+            )
+        };
+        (locks, outcome, started.elapsed().saturating_sub(budget))
+    })
 }
