@@ -284,6 +284,11 @@ fn a_killed_holders_semaphore_permits_come_back_only_by_release() {
 fn a_killed_holders_expirable_permits_are_reclaimed_at_their_expiry() {
     const NAME: &str = "kill:expirable";
     const LEASE: Duration = Duration::from_secs(1);
+    // A worker ends an expirable hold early, when its lease may have run out counting from the start
+    // of its attempt; a victim that waited for the permit long enough would give it back before it
+    // is killed (seen under load: the permit was already gone). Its longer lease outlasts any wait
+    // the contenders' 1 s leases can cause.
+    const VICTIM_LEASE: Duration = Duration::from_secs(3);
     let server = RedisServer::start();
     let runtime = runtime();
     let mut redis = runtime.block_on(raw(&server));
@@ -298,8 +303,11 @@ fn a_killed_holders_expirable_permits_are_reclaimed_at_their_expiry() {
     for _ in 0..2 {
         let _ = fleet.spawn(&spec);
     }
-    let victim = victim(&spec);
-    let cycle = LEASE * 2;
+    let victim = WorkerSpec {
+        lease: Some(VICTIM_LEASE),
+        ..victim(&spec)
+    };
+    let cycle = VICTIM_LEASE + LEASE;
     let started = Instant::now();
     let (mut kills, mut latest) = (0, Duration::ZERO);
     while kills == 0 || started.elapsed() + cycle < run {
@@ -314,7 +322,7 @@ fn a_killed_holders_expirable_permits_are_reclaimed_at_their_expiry() {
         fleet.kill(index);
         kills += 1;
         let mut expiry = None;
-        let reclaimed = runtime.block_on(eventually(LEASE * 2, async || {
+        let reclaimed = runtime.block_on(eventually(VICTIM_LEASE * 2, async || {
             let score: Option<u64> = redis::cmd("ZSCORE")
                 .arg(format!("{{{NAME}}}:timeout"))
                 .arg(id.as_bytes())
@@ -354,8 +362,8 @@ fn a_killed_holders_expirable_permits_are_reclaimed_at_their_expiry() {
         .max_handoff(true)
         .expect("a contender took a killed holder's permit");
     assert!(
-        freed <= LEASE + Duration::from_millis(500),
-        "a killed holder's permit was taken over after {freed:?}, lease {LEASE:?}"
+        freed <= VICTIM_LEASE + Duration::from_millis(500),
+        "a killed holder's permit was taken over after {freed:?}, lease {VICTIM_LEASE:?}"
     );
 }
 
