@@ -443,6 +443,11 @@ fn waiters_acquire_through_killed_subscriber_connections(kind: Kind) {
         watchdog: WATCHDOG,
         hold: Duration::from_millis(20),
         kind,
+        // Nobody dies here, so no fair-lock waiter may go stale: while a queue never empties, its
+        // head's deadline stays where the first waiter's was set (PROTOCOL.md §6.4), and with the
+        // default allowance (5 s) live waiters of a soak-length run were purged and re-queued behind
+        // later ones (seen: out of turn).
+        fair_wait_timeout: FOREVER,
         ..WorkerSpec::new(&["pubsub:a", "pubsub:b"])
     };
     for _ in 0..3 {

@@ -147,6 +147,9 @@ impl Watchdog {
             Some((_, count)) => *count += 1,
             None => entry.holders.push((field.to_owned(), 1)),
         }
+        // The acquire applied the lease from `sent_at` at the earliest: the key is known held as
+        // long as after a renewal sent then.
+        entry.renewed_at = entry.renewed_at.max(sent_at);
         let lost = entry.lost.clone();
         drop(entries);
         if first {
@@ -338,6 +341,15 @@ impl Renewer {
             };
             if flag == Value::Int(1) {
                 entry.renewed_at = sent_at;
+            } else if entry
+                .holders
+                .iter()
+                .any(|(field, _)| !lock.fields.contains(field))
+            {
+                // None of the batch's fields held it, but a hold registered since the batch was
+                // put together may (a read lock's holders come and go while a renewal is in
+                // flight): not lost. Its acquire set the lease (`register` took that into
+                // `renewed_at`), and the next round renews it with its field.
             } else if let Some(entry) = entries.remove(&id) {
                 telemetry::lease_lost(entry.kind, &lock.key, LostBecause::Gone, self.lock_names);
                 entry.lost.cancel();
