@@ -112,7 +112,14 @@ async fn unlock<K: Kind + ?Sized>(
     let reused = conn.and_then(|conn| services.commands.still_fresh(conn));
     let name = kind.name();
     let sent_at = Instant::now();
-    let latched = send_latched(services, kind, &call, latch.clone(), reused);
+    let latched = send_latched(
+        services,
+        kind,
+        &call,
+        latch.clone(),
+        reused,
+        Reconciles::Unlock,
+    );
     let reply = match latched.await {
         Latched::Seen(reply) => reply,
         Latched::Failed(e) => return Err(e),
@@ -158,6 +165,7 @@ async fn send_latched<K: Kind + ?Sized>(
     call: &ScriptCall,
     latch: String,
     mut conn: Option<Connection>,
+    reconciles: Reconciles,
 ) -> Latched {
     let name = kind.name();
     let mut retry = 0;
@@ -172,7 +180,7 @@ async fn send_latched<K: Kind + ?Sized>(
             Ok(mut conn) => match services.commands.write(&mut conn.conn, call).await {
                 Written::Ran(reply) => {
                     if unknown {
-                        telemetry::reconciled(Reconciles::Unlock, name, true);
+                        telemetry::reconciled(reconciles, name, true);
                     }
                     services.forget_latch(latch);
                     return Latched::Seen(reply);
@@ -259,7 +267,14 @@ async fn pass<K: Kind + ?Sized>(
     );
     // The lease runs from the first send at the earliest, whichever send applied it.
     let sent_at = Instant::now();
-    let latched = send_latched(services, &**kind, &call, latch.clone(), Some(conn));
+    let latched = send_latched(
+        services,
+        &**kind,
+        &call,
+        latch.clone(),
+        Some(conn),
+        Reconciles::HandOff,
+    );
     match latched.await {
         Latched::Seen(reply) => Box::pin(passed(services, kind, from, claim, sent_at, reply)).await,
         Latched::Failed(failure) => {
