@@ -20,6 +20,7 @@
 
 pub mod harness;
 pub mod history;
+pub mod logs;
 pub mod proxied;
 pub mod proxy;
 pub mod recorder;

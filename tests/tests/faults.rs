@@ -793,8 +793,11 @@ fn cancellation_storms_leave_no_stray_field_in_any_lock(kind: Kind) {
     }
     let report = fleet.finish(Duration::from_secs(2));
     conclude(&scenario("cancellation storm", kind), &report);
+    // Read holds never wait for each other, so in the `read` scenario a drop lands only while the
+    // acquire's script is in flight (well under a millisecond of each 3 ms window): a few dozen in a
+    // short run on an idle machine (77 of 2422 attempts seen), hundreds for the kinds that wait.
     assert!(
-        report.cancelled >= 100,
+        report.cancelled >= 20,
         "{} acquires dropped",
         report.cancelled
     );

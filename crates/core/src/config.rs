@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
+use crate::credentials::{Credentials, CredentialsProvider};
 use crate::error::{Error, Result};
 
 #[cfg(feature = "redisson-config")]
@@ -51,6 +52,24 @@ pub enum ShardedPubSub {
     Off,
 }
 
+/// Whether the server at [`Config::url`] is a Redis Cluster presented as one address, by a proxy or a
+/// managed service's endpoint (Envoy, Azure Managed Redis's proxy policy, ...), that refuses a script
+/// whose keys lie in different slots with `CROSSSLOT` (PROTOCOL.md §9.2). There, rlock keeps every
+/// command within one slot: the watchdog renews its locks in one batch per slot (CRC16 of the key,
+/// hash tags honoured) instead of up to [`Config::watchdog_batch_size`] locks of any names. Outside
+/// [`Topology::Cluster`] only; a cluster reached as a cluster always works per slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProxiedCluster {
+    /// Find out when the client connects, as Redisson 4.x does: a two-key script on keys of
+    /// different slots either runs or is refused with `CROSSSLOT`. The default.
+    Detect,
+    /// The server is a cluster behind one address: no probe, every command stays within one slot.
+    Yes,
+    /// The server takes scripts across slots: no probe, renewals batch locks of any names.
+    No,
+}
+
 /// Settings of a [`Client`](crate::Client). Start from [`Config::new`] and change what you need.
 ///
 /// # Examples
@@ -88,6 +107,10 @@ pub struct Config {
     /// How long a lock write waits for replicas to acknowledge it (Redisson's `slavesSyncTimeout`).
     /// Default 1 s.
     pub replicas_sync_timeout: Duration,
+    /// Asked for the user name and password of every connection the client opens, in place of the
+    /// credentials in the URLs (for Sentinel: of the master's, the sentinels keep theirs): for
+    /// tokens and passwords that change while the client runs. Default none.
+    pub credentials_provider: Option<CredentialsProvider>,
     /// For `rediss://` URLs: a CA certificate (PEM) to trust instead of the system's trust store, e.g.
     /// for a private CA. Applies to single, master/replica and cluster topologies; Sentinel uses the
     /// system trust store (or `#insecure` in the URL). Default none.
@@ -97,6 +120,9 @@ pub struct Config {
     pub watchdog_timeout: Duration,
     /// How many locks one renewal script renews at most (Redisson's `lockWatchdogBatchSize`). Default 100.
     pub watchdog_batch_size: usize,
+    /// Whether the server is a cluster behind a proxy, where no script may cross slots. Default
+    /// [`ProxiedCluster::Detect`].
+    pub proxied_cluster: ProxiedCluster,
     /// Command connections in the pool. Each one multiplexes many requests. Default 8.
     pub pool_size: usize,
     /// How long one command may take before it counts as timed out (Redisson's `timeout`). Default 3 s.
@@ -148,9 +174,11 @@ impl Config {
             nat_map: HashMap::new(),
             check_lock_synced_replicas: true,
             replicas_sync_timeout: Duration::from_secs(1),
+            credentials_provider: None,
             tls_root_cert: None,
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
+            proxied_cluster: ProxiedCluster::Detect,
             pool_size: 8,
             command_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(10),
@@ -248,6 +276,36 @@ impl Config {
         half + half.mul_f64(fastrand::f64())
     }
 
+    /// This configuration with `credentials` in place of the configured ones: in every URL, or for
+    /// Sentinel, as the master's.
+    pub(crate) fn with_credentials(&self, credentials: &Credentials) -> redis::RedisResult<Self> {
+        let mut config = self.clone();
+        if let Topology::Sentinel {
+            username, password, ..
+        } = &mut config.topology
+        {
+            username.clone_from(&credentials.username);
+            *password = Some(credentials.password.clone());
+            return Ok(config);
+        }
+        for url in std::iter::once(&mut config.url).chain(&mut config.nodes) {
+            let invalid = || {
+                redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "a URL that cannot carry credentials",
+                    redact(url),
+                ))
+            };
+            let mut parsed = redis::parse_redis_url(url).ok_or_else(invalid)?;
+            parsed
+                .set_username(credentials.username.as_deref().unwrap_or_default())
+                .and_then(|()| parsed.set_password(Some(&credentials.password)))
+                .map_err(|()| invalid())?;
+            *url = parsed.into();
+        }
+        Ok(config)
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         let positive = |what: &str, value: Duration| {
             if value.is_zero() {
@@ -317,12 +375,14 @@ impl fmt::Debug for Config {
                 &self.check_lock_synced_replicas,
             )
             .field("replicas_sync_timeout", &self.replicas_sync_timeout)
+            .field("credentials_provider", &self.credentials_provider)
             .field(
                 "tls_root_cert",
                 &self.tls_root_cert.as_ref().map(|_| "<pem>"),
             )
             .field("watchdog_timeout", &self.watchdog_timeout)
             .field("watchdog_batch_size", &self.watchdog_batch_size)
+            .field("proxied_cluster", &self.proxied_cluster)
             .field("pool_size", &self.pool_size)
             .field("command_timeout", &self.command_timeout)
             .field("connect_timeout", &self.connect_timeout)

@@ -172,6 +172,18 @@ pub enum Error {
         /// What in the configuration needs it, e.g. `Topology::Cluster`.
         needed_by: &'static str,
     },
+    /// The server refuses a command every lock operation of this configuration needs: an ACL denies
+    /// it (`NOPERM`) or the service does not offer it (`unknown command`), e.g. `EVALSHA` on a server
+    /// where scripts are disabled, or `WAIT` on a serverless service.
+    /// [`Client::with_config`](crate::Client::with_config) returns it when it connects, before any
+    /// lock is taken; the reason says what to change.
+    #[error("the server refuses {command}: {reason}")]
+    Unsupported {
+        /// The command refused: `EVALSHA` or `WAIT`.
+        command: &'static str,
+        /// The server's reply, and what to do about it.
+        reason: String,
+    },
     /// The client was shut down (its runtime is gone).
     #[error("the rlock client is shut down")]
     Closed,

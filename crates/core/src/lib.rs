@@ -21,6 +21,7 @@ mod cohort;
 mod config;
 mod connection;
 mod count_down_latch;
+mod credentials;
 mod engine;
 mod error;
 mod expirable_semaphore;
@@ -44,8 +45,9 @@ mod wake;
 mod watchdog;
 
 pub use client::{Client, ClientStats};
-pub use config::{Config, ShardedPubSub, Topology};
+pub use config::{Config, ProxiedCluster, ShardedPubSub, Topology};
 pub use count_down_latch::CountDownLatch;
+pub use credentials::{Credentials, CredentialsProvider, ProviderError};
 pub use engine::Guard;
 pub use error::{Error, Operation, Result};
 pub use expirable_semaphore::{PermitExpirableSemaphore, PermitId};

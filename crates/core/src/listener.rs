@@ -39,7 +39,8 @@ impl ChannelListener {
     }
 
     /// Completes once the server has confirmed the subscription: messages published earlier are
-    /// not counted.
+    /// not counted. It also completes where the server refuses subscriptions (an ACL, a proxy
+    /// without pub/sub); [`ChannelListener::is_live`] then stays false.
     ///
     /// # Cancel safety
     ///

@@ -44,7 +44,8 @@ use crate::config::{Config, redact};
 use crate::connection::cluster_builder;
 #[cfg(feature = "sentinel")]
 use crate::connection::sentinel_client;
-use crate::connection::{Deployment, node_client};
+use crate::connection::{Deployment, node_client, refused};
+use crate::credentials::CredentialsProvider;
 use crate::telemetry::{self, Subscriptions};
 use crate::wake::{Armed, WakeRule, Wakeups};
 
@@ -90,6 +91,9 @@ pub(crate) struct Registry {
     changed: Notify,
     /// How many channels are live (`subscribed`), as a metric.
     live: Subscriptions,
+    /// Whether the server refuses subscriptions for good (an ACL, a proxy without pub/sub): then
+    /// nothing is subscribed and every waiter polls.
+    refused: AtomicBool,
 }
 
 impl Registry {
@@ -189,6 +193,21 @@ impl Registry {
         }
     }
 
+    /// Whether the server refuses subscriptions: waiters poll instead of waiting for a confirmation.
+    pub(crate) fn refused(&self) -> bool {
+        self.refused.load(Ordering::Acquire)
+    }
+
+    /// The server refused a subscription for good: every waiter stops waiting for a confirmation and
+    /// polls from now on.
+    fn refuse(&self) {
+        self.refused.store(true, Ordering::Release);
+        for (_, channel) in self.channels.lock().values() {
+            channel.confirmed.notify_waiters();
+            channel.wakeups.wake_all();
+        }
+    }
+
     /// Every channel stops being live; every waiter re-tries now and then waits bounded by the PTTL.
     fn connection_lost(&self) {
         for (_, channel) in self.channels.lock().values() {
@@ -220,6 +239,15 @@ impl Subscriber {
         let task = Connection {
             registry: registry.clone(),
             endpoint: Endpoint::of(config, deployment, sharded)?,
+            rotating: config
+                .credentials_provider
+                .clone()
+                .map(|provider| Rotating {
+                    provider,
+                    config: config.clone(),
+                    deployment,
+                    sharded,
+                }),
             connect_timeout: config.connect_timeout,
             url: redact(&config.url),
         };
@@ -253,7 +281,8 @@ impl Subscription {
         self.channel.subscribed.load(Ordering::Acquire)
     }
 
-    /// Completes once the server has confirmed the subscription.
+    /// Completes once the server has confirmed the subscription, or has refused subscriptions for
+    /// good (then [`Subscription::is_live`] stays false).
     ///
     /// # Cancel safety
     ///
@@ -263,7 +292,7 @@ impl Subscription {
             let confirmed = self.channel.confirmed.notified();
             tokio::pin!(confirmed);
             let _ = confirmed.as_mut().enable();
-            if self.is_live() {
+            if self.is_live() || self.registry.refused() {
                 return;
             }
             confirmed.await;
@@ -485,11 +514,40 @@ fn by_slot(channels: Vec<String>, sharded: bool) -> Vec<Vec<String>> {
 struct Connection {
     registry: Arc<Registry>,
     endpoint: Endpoint,
+    /// Where each connect gets fresh credentials, if it does.
+    rotating: Option<Rotating>,
     connect_timeout: Duration,
     url: String,
 }
 
+/// Credentials asked for anew for each connect ([`Config::credentials_provider`]).
+struct Rotating {
+    provider: CredentialsProvider,
+    config: Config,
+    deployment: Deployment,
+    sharded: bool,
+}
+
+impl Rotating {
+    /// The endpoint with the provider's current credentials.
+    async fn endpoint(&self) -> redis::RedisResult<Endpoint> {
+        let credentials = self.provider.credentials().await?;
+        let config = self.config.with_credentials(&credentials)?;
+        Endpoint::of(&config, self.deployment, self.sharded)
+    }
+}
+
 type Change = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
+
+/// How serving one connection ended.
+enum Served {
+    /// The client shut down.
+    ShutDown,
+    /// The connection broke (or a subscription failed on it): connect again.
+    Lost,
+    /// The server refuses to subscribe (`NOPERM`, `unknown command`): waiters poll for good.
+    Refused(redis::RedisError),
+}
 
 impl Connection {
     async fn run(mut self, shutdown: CancellationToken) {
@@ -497,7 +555,12 @@ impl Connection {
         // Whether a connection was lost (or never made): the next one is a reconnect.
         let mut reconnecting = false;
         loop {
-            let connect = tokio::time::timeout(self.connect_timeout, self.endpoint.connect());
+            let connect = tokio::time::timeout(self.connect_timeout, async {
+                if let Some(rotating) = &self.rotating {
+                    self.endpoint = rotating.endpoint().await?;
+                }
+                self.endpoint.connect().await
+            });
             let connected = tokio::select! {
                 () = shutdown.cancelled() => return,
                 connected = connect => connected,
@@ -510,11 +573,22 @@ impl Connection {
                     } else {
                         tracing::debug!(url = %self.url, "subscriber connected");
                     }
-                    // A connection that ends as the client shuts down was not lost.
-                    if self.serve(link, events, &shutdown).await.is_break()
-                        || shutdown.is_cancelled()
-                    {
-                        return;
+                    match self.serve(link, events, &shutdown).await {
+                        // A connection that ends as the client shuts down was not lost.
+                        _ if shutdown.is_cancelled() => return,
+                        Served::ShutDown => return,
+                        Served::Refused(e) => {
+                            tracing::warn!(
+                                url = %self.url,
+                                error = %e,
+                                "the server refuses subscriptions: waiters poll (every 25 ms up \
+                                 to 1 s, and at the latest when the lock's TTL ends) instead of \
+                                 being woken by unlock messages"
+                            );
+                            self.registry.refuse();
+                            return shutdown.cancelled().await;
+                        }
+                        Served::Lost => {}
                     }
                     tracing::warn!(url = %self.url, "subscriber connection lost; reconnecting");
                 }
@@ -533,13 +607,9 @@ impl Connection {
         }
     }
 
-    /// Serves one connection until it breaks (`Continue`) or the client shuts down (`Break`).
-    async fn serve(
-        &self,
-        link: Link,
-        mut events: Events,
-        shutdown: &CancellationToken,
-    ) -> std::ops::ControlFlow<()> {
+    /// Serves one connection until it breaks, the client shuts down or the server refuses to
+    /// subscribe.
+    async fn serve(&self, link: Link, mut events: Events, shutdown: &CancellationToken) -> Served {
         // Channels the server has confirmed (or that are being subscribed by `change`).
         let mut server: HashSet<String> = HashSet::new();
         let mut change: Option<(Change, Vec<String>)> = None;
@@ -550,7 +620,7 @@ impl Connection {
             tokio::select! {
                 // Shutdown first: the connection may close because the client is shutting down.
                 biased;
-                () = shutdown.cancelled() => return std::ops::ControlFlow::Break(()),
+                () = shutdown.cancelled() => return Served::ShutDown,
                 event = events.next() => match event {
                     Some(Event::Message { channel, payload }) => self.registry.dispatch(&channel, &payload),
                     Some(Event::Interrupted) => self.registry.wake_all(),
@@ -563,7 +633,7 @@ impl Connection {
                             self.registry.lost(&channel);
                         }
                     }
-                    None => return std::ops::ControlFlow::Continue(()),
+                    None => return Served::Lost,
                 },
                 result = async {
                     match change.as_mut() {
@@ -572,9 +642,13 @@ impl Connection {
                     }
                 }, if change.is_some() => {
                     let subscribed = change.take().map(|(_, names)| names).unwrap_or_default();
-                    if let Err(e) = result {
-                        tracing::warn!(error = %e, "subscription change failed");
-                        return std::ops::ControlFlow::Continue(());
+                    match result {
+                        Err(e) if refused(&e) => return Served::Refused(e),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "subscription change failed");
+                            return Served::Lost;
+                        }
+                        Ok(()) => {}
                     }
                     self.registry.confirm(&subscribed);
                 }

@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cohort::Cohorts;
 use crate::config::{Config, ShardedPubSub, Topology, redact};
-use crate::connection::{Commands, Connection, Deployment};
+use crate::connection::{self, Commands, Connection, Deployment};
 use crate::error::{Error, Operation, Result};
 use crate::owner::{self, Owner};
 use crate::pubsub::Subscriber;
@@ -53,7 +53,7 @@ impl std::fmt::Debug for Services {
 
 impl Services {
     /// Connects and starts the subscriber and the watchdog. Fails fast (with a `PING`) when Redis is
-    /// unreachable.
+    /// unreachable, and when it refuses what locks need (see [`connection::probe`]).
     ///
     /// # Cancel safety
     ///
@@ -67,12 +67,13 @@ impl Services {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::InvalidArgument("rlock_redisson::Client needs a tokio runtime".into())
         })?;
-        let commands = Commands::new(&config, deployment)?;
+        let mut commands = Commands::new(&config, deployment)?;
         let shutdown = CancellationToken::new();
         let guard = shutdown.clone().drop_guard();
         let _: String = commands
             .query(Operation::Connect, "", &redis::cmd("PING"))
             .await?;
+        connection::probe(&mut commands, &config).await?;
         // Publish and subscribe exactly as Redisson does (PROTOCOL.md §2.6), so Java hears us.
         let sharded = match (&config.topology, config.sharded_pubsub) {
             (Topology::Cluster, ShardedPubSub::On) => true,
@@ -238,7 +239,8 @@ impl Holds {
 /// How long an unlock latch whose reply is in hand waits to be deleted with the others.
 const LATCH_BATCH_DELAY: Duration = Duration::from_millis(100);
 
-/// Unlock latches whose replies are in hand, deleted together (one `DEL` per slot) a moment later.
+/// Unlock latches whose replies are in hand, deleted together a moment later (one `DEL` per slot
+/// where a command may not cross slots).
 /// Deleting each one on its own, as Redisson does, costs a command, a task and a wake-up per unlock;
 /// nothing reads a latch after its reply was seen, and each also expires by itself.
 #[derive(Debug, Default)]
@@ -263,7 +265,7 @@ impl Services {
             let mut by_slot: HashMap<_, Vec<String>> = HashMap::new();
             for latch in latches {
                 by_slot
-                    .entry(commands.slot_of(&latch))
+                    .entry(commands.batch_slot(&latch))
                     .or_default()
                     .push(latch);
             }

@@ -5,8 +5,9 @@
 //! Each watchdog hold is registered here by its key and hash field, under the [`Renewal`] of its
 //! kind (the script that renews it and how one lock is encoded into a batch call). Every
 //! [`Config::renewal_interval`] (a third of the watchdog timeout) the task renews all registered
-//! locks, batched per (renewal script, cluster slot), [`Config::watchdog_batch_size`] keys per script
-//! (PROTOCOL.md §4.2): each key is renewed only if one of this client's fields is still in it.
+//! locks, batched per renewal script (and per slot where a script may not cross slots: a cluster,
+//! reached as one or behind a proxy, PROTOCOL.md §9.2), [`Config::watchdog_batch_size`] keys per
+//! script (PROTOCOL.md §4.2): each key is renewed only if one of this client's fields is still in it.
 //!
 //! Unlike Redisson, a loss is never silent. A lock is declared lost, and its holders' lease-lost
 //! token cancelled, when a renewal finds the field gone, or when no renewal has been confirmed for a
@@ -30,7 +31,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::config::Topology;
 use crate::connection::{Commands, Slot, Written};
 use crate::error::Operation;
 use crate::scripts::ScriptCall;
@@ -106,7 +106,6 @@ impl Watchdog {
             interval: config.renewal_interval(),
             retry_delay: config.retry_delay.min(config.renewal_interval()),
             batch_size: config.watchdog_batch_size,
-            per_slot: config.topology == Topology::Cluster,
             renewals: Renewals::register(),
             lock_names: config.metrics_lock_names,
         };
@@ -210,7 +209,6 @@ struct Renewer {
     interval: Duration,
     retry_delay: Duration,
     batch_size: usize,
-    per_slot: bool,
     renewals: Renewals,
     /// Whether lost-lease metrics carry the lock's name.
     lock_names: bool,
@@ -266,14 +264,14 @@ impl Renewer {
     }
 
     /// Renews every registered lock; returns false if some batch failed and needs a quick retry.
-    /// A batch holds locks of one renewal script and, in cluster mode, of one slot, as a script may
-    /// not cross slots.
+    /// A batch holds locks of one renewal script and, where a script may not cross slots (a cluster,
+    /// reached as one or behind a proxy), of one slot.
     async fn renew_all(&self) -> bool {
         let started = Instant::now();
         let mut locks = 0;
         let mut batches: HashMap<(&'static str, Option<Slot>), Vec<Renewing>> = HashMap::new();
         for ((name, key), entry) in self.registry.entries.lock().iter() {
-            let slot = self.per_slot.then(|| Slot::for_key(key));
+            let slot = self.commands.batch_slot(key);
             batches.entry((name, slot)).or_default().push(Renewing {
                 renewal: entry.renewal,
                 key: key.clone(),

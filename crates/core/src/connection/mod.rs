@@ -42,30 +42,19 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::config::{Config, Topology};
+use crate::credentials::CredentialsProvider;
 use crate::error::{Error, Operation, Result};
 use crate::scripts::ScriptCall;
 
 #[cfg(feature = "cluster")]
 mod cluster;
+mod probe;
 
-/// Where a key lives, for what is kept per master (replica counts, renewal batches): its cluster
-/// hash slot.
-#[cfg(feature = "cluster")]
+pub(crate) use probe::probe;
+
+/// Where a key lives: its cluster hash slot, for what is kept per master (replica counts) and for
+/// the commands that must not cross slots (renewal batches, latch deletions).
 pub(crate) use redis::cluster_routing::Slot;
-
-/// Where a key lives, for what is kept per master (replica counts, renewal batches). Without the
-/// `cluster` feature there is one master, so one slot holds every key.
-#[cfg(not(feature = "cluster"))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Slot;
-
-#[cfg(not(feature = "cluster"))]
-impl Slot {
-    /// The slot of every key: the one master's.
-    pub(crate) fn for_key(_key: &str) -> Self {
-        Self
-    }
-}
 
 /// How a [`Config`] reaches Redis, among the topologies this build supports.
 #[derive(Clone, Copy, Debug)]
@@ -236,9 +225,18 @@ enum Factory {
 
 pub(crate) struct Manager {
     factory: Factory,
+    /// Where each new connection gets fresh credentials, if it does.
+    rotating: Option<Rotating>,
     /// No response timeout (rlock applies its own deadlines), the configured connect timeout.
     settings: redis::AsyncConnectionConfig,
     failures: Arc<AtomicU64>,
+}
+
+/// Credentials asked for anew for each connection ([`Config::credentials_provider`]).
+struct Rotating {
+    provider: CredentialsProvider,
+    config: Config,
+    deployment: Deployment,
 }
 
 impl std::fmt::Debug for Manager {
@@ -270,10 +268,44 @@ impl managed::Manager for Manager {
 
 impl Manager {
     async fn open(&self) -> Result<Conn, RedisError> {
-        Ok(match &self.factory {
+        match &self.rotating {
+            None => self.factory.open(&self.settings).await,
+            Some(rotating) => {
+                let credentials = rotating.provider.credentials().await?;
+                let config = rotating.config.with_credentials(&credentials)?;
+                let factory = Factory::of(&config, rotating.deployment)?;
+                factory.open(&self.settings).await
+            }
+        }
+    }
+}
+
+impl Factory {
+    fn of(config: &Config, deployment: Deployment) -> RedisResult<Self> {
+        Ok(match deployment {
+            Deployment::Node => Self::Node(node_client(config, &config.url)?),
+            #[cfg(feature = "cluster")]
+            Deployment::Cluster => Self::Cluster(
+                cluster_builder(config)
+                    // Never send a request again by itself: after an I/O error it may have run.
+                    // `cluster` follows what proves it did not (redirects, "not now" refusals).
+                    .retries(0)
+                    // A backstop only: rlock's own, shorter deadline decides.
+                    .response_timeout(config.command_timeout * 2 + config.replicas_sync_timeout)
+                    .build()?,
+            ),
+            #[cfg(feature = "sentinel")]
+            Deployment::Sentinel => {
+                Self::Sentinel(tokio::sync::Mutex::new(sentinel_client(config)?))
+            }
+        })
+    }
+
+    async fn open(&self, settings: &redis::AsyncConnectionConfig) -> Result<Conn, RedisError> {
+        Ok(match self {
             Factory::Node(client) => Conn::Node(
                 client
-                    .get_multiplexed_async_connection_with_config(&self.settings)
+                    .get_multiplexed_async_connection_with_config(settings)
                     .await?,
             ),
             #[cfg(feature = "cluster")]
@@ -283,7 +315,7 @@ impl Manager {
                 let master = sentinel.lock().await.async_get_client().await?;
                 Conn::Node(
                     master
-                        .get_multiplexed_async_connection_with_config(&self.settings)
+                        .get_multiplexed_async_connection_with_config(settings)
                         .await?,
                 )
             }
@@ -394,6 +426,9 @@ pub(crate) struct Commands {
     replicas: Arc<Mutex<HashMap<Slot, u32>>>,
     sync: Option<ReplicaSync>,
     cluster: bool,
+    /// Whether a command may name keys of one slot only: in a cluster, reached as one or behind a
+    /// proxy (see [`probe`]).
+    single_slot: bool,
     pub(crate) timeout: Duration,
 }
 
@@ -455,27 +490,18 @@ impl Commands {
             operation: Operation::Connect,
             source,
         };
-        let factory = match deployment {
-            Deployment::Node => Factory::Node(node_client(config, &config.url).map_err(backend)?),
-            #[cfg(feature = "cluster")]
-            Deployment::Cluster => Factory::Cluster(
-                cluster_builder(config)
-                    // Never send a request again by itself: after an I/O error it may have run.
-                    // `cluster` follows what proves it did not (redirects, "not now" refusals).
-                    .retries(0)
-                    // A backstop only: rlock's own, shorter deadline decides.
-                    .response_timeout(config.command_timeout * 2 + config.replicas_sync_timeout)
-                    .build()
-                    .map_err(backend)?,
-            ),
-            #[cfg(feature = "sentinel")]
-            Deployment::Sentinel => Factory::Sentinel(tokio::sync::Mutex::new(
-                sentinel_client(config).map_err(backend)?,
-            )),
-        };
+        let factory = Factory::of(config, deployment).map_err(backend)?;
         let failures = Arc::new(AtomicU64::new(0));
         let manager = Manager {
             factory,
+            rotating: config
+                .credentials_provider
+                .clone()
+                .map(|provider| Rotating {
+                    provider,
+                    config: config.clone(),
+                    deployment,
+                }),
             settings: redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(config.connect_timeout))
                 .set_response_timeout(None),
@@ -497,8 +523,15 @@ impl Commands {
                 required: config.check_lock_synced_replicas,
             }),
             cluster: config.topology == Topology::Cluster,
+            single_slot: config.topology == Topology::Cluster,
             timeout: config.command_timeout,
         })
+    }
+
+    /// The slot that a command naming several keys, `key` among them, must keep to: `None` where
+    /// keys of any slots may share a command.
+    pub(crate) fn batch_slot(&self, key: &str) -> Option<Slot> {
+        self.single_slot.then(|| Slot::for_key(key))
     }
 
     /// The slot `key` belongs to: its cluster slot, or one slot for a whole single server.
@@ -726,13 +759,10 @@ impl Commands {
 }
 
 /// The cache slot of every key outside cluster mode, where one master owns everything.
-#[cfg(feature = "cluster")]
 const SINGLE_NODE: Slot = match Slot::new(0) {
     Some(slot) => slot,
     None => unreachable!(),
 };
-#[cfg(not(feature = "cluster"))]
-const SINGLE_NODE: Slot = Slot;
 
 /// `connected_slaves:<n>` of an `INFO replication` reply.
 fn connected_replicas(info: &str) -> u32 {
@@ -758,6 +788,15 @@ fn is_broken(e: &RedisError) -> bool {
 /// timed out. Any other error is Redis refusing the command, which then changed nothing.
 pub(crate) fn outcome_unknown(e: &RedisError) -> bool {
     is_broken(e) || e.is_timeout()
+}
+
+/// Whether `e` is the server refusing a command for good: an ACL denies it (`NOPERM`) or the server
+/// does not know it (a proxy or a service that does not offer it).
+pub(crate) fn refused(e: &RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || e.to_string()
+            .to_ascii_lowercase()
+            .contains("unknown command")
 }
 
 /// Whether `e` means this connection should not be used again: it broke, or it talks to a master

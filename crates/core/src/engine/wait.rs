@@ -96,8 +96,8 @@ where
 /// 1. **Try.** When another local waiter already listens on the channel, join it first (free);
 ///    otherwise the first try goes out alone, so the uncontended path is one round trip.
 /// 2. **Subscribe.** After a first failure, subscribe and wait until the server confirms it, so no
-///    message can slip between the try and the wait (bounded by the subscription timeout; past it the
-///    waiter polls).
+///    message can slip between the try and the wait (bounded by the subscription timeout; past it, or
+///    at once where the server refuses subscriptions, the waiter polls).
 /// 3. **Arm, retry, wait.** Arm the channel's wake-up *before* each retry, retry, and on failure wait
 ///    for a wake-up or the bound the attempt returned (the lock's PTTL), never past the deadline. A
 ///    waiter whose subscription is not live also waits at most the kind's poll delay.
@@ -149,10 +149,13 @@ where
                 let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
                 path = tokio::select! {
                     confirmed = tokio::time::timeout_at(confirm_by, joined.confirmed()) => {
-                        if confirmed.is_ok() {
+                        if joined.is_live() {
                             Path::Subscribed
                         } else {
-                            tracing::warn!(lock = name, "subscription not confirmed in time; polling");
+                            // A server that refuses subscriptions was reported once, by the subscriber.
+                            if confirmed.is_err() {
+                                tracing::warn!(lock = name, "subscription not confirmed in time; polling");
+                            }
                             Path::Polling
                         }
                     }
