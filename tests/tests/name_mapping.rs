@@ -30,10 +30,16 @@ async fn mapping_client(server: &RedisServer) -> Client {
     .await
 }
 
-async fn java(server: &RedisServer) -> JavaClient {
-    JavaClient::connect(&server.url(), RedissonVersion::V4)
+/// A private server (kept until the test ends), an rlock client that maps, a Java client, and a
+/// plain connection.
+async fn sides() -> (RedisServer, Client, JavaClient, MultiplexedConnection) {
+    let server = RedisServer::start();
+    let client = mapping_client(&server).await;
+    let java = JavaClient::connect(&server.url(), RedissonVersion::V4)
         .await
-        .expect("emulated java client connects")
+        .expect("emulated java client connects");
+    let redis = harness::raw(&server).await;
+    (server, client, java, redis)
 }
 
 /// The name a mapping Java client gives Redis for `name`.
@@ -45,27 +51,37 @@ async fn exists(redis: &mut MultiplexedConnection, key: &str) -> bool {
     redis.exists(key).await.expect("EXISTS")
 }
 
-/// Waits until `channel` has `count` subscribers.
-async fn subscribed(redis: &mut MultiplexedConnection, channel: &str, count: i64) {
-    let seen = harness::eventually(Duration::from_secs(5), async || {
+/// Runs the Java waiter `wait` in a task until it subscribes `channel`, then `release` (rlock's),
+/// and returns what the waiter returned: it must wake within [`WAKE_LIMIT`], so on that channel.
+async fn java_woken_on<T: Send + 'static>(
+    redis: &mut MultiplexedConnection,
+    channel: &str,
+    wait: impl Future<Output = redis::RedisResult<T>> + Send + 'static,
+    release: impl Future<Output = rlock_redisson::Result<()>>,
+) -> T {
+    let waiter = tokio::spawn(wait);
+    let subscribed = harness::eventually(Duration::from_secs(5), async || {
         let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
             .arg("NUMSUB")
             .arg(channel)
             .query_async(redis)
             .await
             .expect("PUBSUB NUMSUB");
-        counts.first().is_some_and(|(_, n)| *n == count)
+        counts.first().is_some_and(|(_, n)| *n == 1)
     })
     .await;
-    assert!(seen, "{channel} never had {count} subscribers");
+    assert!(subscribed, "the Java waiter subscribed {channel}");
+    release.await.expect("rlock releases");
+    tokio::time::timeout(WAKE_LIMIT, waiter)
+        .await
+        .expect("the Java waiter woke at once")
+        .expect("no panic")
+        .expect("the Java waiter's call")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_lock_excludes_and_wakes_a_java_client_that_maps_alike() {
-    let server = RedisServer::start();
-    let client = mapping_client(&server).await;
-    let java = java(&server).await;
-    let mut redis = harness::raw(&server).await;
+    let (_server, client, java, mut redis) = sides().await;
 
     let lock = client.lock("nm:orders");
     assert_eq!(lock.name(), "app:nm:orders");
@@ -81,17 +97,14 @@ async fn reentrant_lock_excludes_and_wakes_a_java_client_that_maps_alike() {
     );
     assert!(!java_lock.try_lock(THREAD).await.expect("java tryLock"));
     // A Java waiter sleeps on the mapped name's channel, and rlock's unlock wakes it there.
-    let waiter = tokio::spawn({
-        let java_lock = java_lock.clone();
-        async move { java_lock.lock(THREAD).await }
-    });
-    subscribed(&mut redis, "redisson_lock__channel:{app:nm:orders}", 1).await;
-    guard.unlock().await.expect("rlock unlock");
-    tokio::time::timeout(WAKE_LIMIT, waiter)
-        .await
-        .expect("the java waiter woke at once")
-        .expect("no panic")
-        .expect("java lock");
+    let waiter = java_lock.clone();
+    java_woken_on(
+        &mut redis,
+        "redisson_lock__channel:{app:nm:orders}",
+        async move { waiter.lock(THREAD).await },
+        guard.unlock(),
+    )
+    .await;
     assert!(java_lock.is_held_by_thread(THREAD).await.expect("held"));
 
     // The other way round: rlock waits on the same channel, and Java's unlock wakes it.
@@ -110,10 +123,7 @@ async fn reentrant_lock_excludes_and_wakes_a_java_client_that_maps_alike() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_java_client_without_the_mapper_holds_the_same_names_at_the_same_time() {
-    let server = RedisServer::start();
-    let client = mapping_client(&server).await;
-    let java = java(&server).await;
-    let mut redis = harness::raw(&server).await;
+    let (_server, client, java, mut redis) = sides().await;
 
     let lock = client.lock("nm:plain");
     let guard = lock.lock().await.expect("rlock acquires");
@@ -166,10 +176,7 @@ async fn a_java_client_without_the_mapper_holds_the_same_names_at_the_same_time(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_lock_excludes_a_java_client_that_maps_alike() {
-    let server = RedisServer::start();
-    let client = mapping_client(&server).await;
-    let java = java(&server).await;
-    let mut redis = harness::raw(&server).await;
+    let (_server, client, java, mut redis) = sides().await;
 
     let rw = client.read_write_lock("nm:rw");
     assert_eq!(rw.name(), "app:nm:rw");
@@ -204,17 +211,14 @@ async fn read_write_lock_excludes_a_java_client_that_maps_alike() {
         Some(0)
     );
     // A Java writer waits on the mapped name's channel; rlock's release wakes it.
-    let writer = tokio::spawn({
-        let write = java_rw.write_lock();
-        async move { write.lock(THREAD + 1).await }
-    });
-    subscribed(&mut redis, "redisson_rwlock:{app:nm:rw}", 1).await;
-    read.unlock().await.expect("rlock read unlock");
-    tokio::time::timeout(WAKE_LIMIT, writer)
-        .await
-        .expect("the java writer woke at once")
-        .expect("no panic")
-        .expect("java write lock");
+    let writer = java_rw.write_lock();
+    java_woken_on(
+        &mut redis,
+        "redisson_rwlock:{app:nm:rw}",
+        async move { writer.lock(THREAD + 1).await },
+        read.unlock(),
+    )
+    .await;
     assert!(
         rw.read().try_lock().await.expect("rlock read").is_none(),
         "rlock's reader is kept out by the Java writer"
@@ -231,10 +235,7 @@ async fn read_write_lock_excludes_a_java_client_that_maps_alike() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_and_latch_are_shared_with_a_java_client_that_maps_alike() {
-    let server = RedisServer::start();
-    let client = mapping_client(&server).await;
-    let java = java(&server).await;
-    let mut redis = harness::raw(&server).await;
+    let (_server, client, java, mut redis) = sides().await;
 
     let semaphore = client.semaphore("nm:sem");
     assert_eq!(semaphore.name(), "app:nm:sem");
@@ -251,17 +252,14 @@ async fn semaphore_and_latch_are_shared_with_a_java_client_that_maps_alike() {
             .await
             .expect("java tryAcquire")
     );
-    let java_waiter = tokio::spawn({
-        let java_semaphore = java_semaphore.clone();
-        async move { java_semaphore.acquire(1).await }
-    });
-    subscribed(&mut redis, "redisson_sc:{app:nm:sem}", 1).await;
-    permit.release().await.expect("rlock release");
-    tokio::time::timeout(WAKE_LIMIT, java_waiter)
-        .await
-        .expect("the java waiter woke at once")
-        .expect("no panic")
-        .expect("java acquire");
+    let waiter = java_semaphore.clone();
+    java_woken_on(
+        &mut redis,
+        "redisson_sc:{app:nm:sem}",
+        async move { waiter.acquire(1).await },
+        permit.release(),
+    )
+    .await;
     assert!(semaphore.try_acquire(1).await.expect("rlock try").is_none());
 
     let latch = client.count_down_latch("nm:latch");
@@ -272,22 +270,14 @@ async fn semaphore_and_latch_are_shared_with_a_java_client_that_maps_alike() {
         "redisson_countdownlatch__channel__{app:nm:latch}"
     );
     assert_eq!(java_latch.count().await.expect("java count"), 1);
-    let opened = tokio::spawn({
-        let java_latch = java_latch.clone();
-        async move { java_latch.await_for(Duration::from_secs(10)).await }
-    });
-    subscribed(
+    let opened = java_woken_on(
         &mut redis,
         "redisson_countdownlatch__channel__{app:nm:latch}",
-        1,
+        async move { java_latch.await_for(Duration::from_secs(10)).await },
+        latch.count_down(),
     )
     .await;
-    latch.count_down().await.expect("rlock count down");
-    let opened = tokio::time::timeout(WAKE_LIMIT, opened)
-        .await
-        .expect("the java waiter woke at once")
-        .expect("no panic");
-    assert!(opened.expect("java await"), "the latch opened");
+    assert!(opened, "the latch opened");
     assert!(!exists(&mut redis, "app:nm:latch").await);
 }
 

@@ -414,21 +414,9 @@ fn name_prefix_puts_every_command_under_the_prefix() {
 #[test]
 fn demo_workers_inherit_the_name_prefix() {
     let server = RedisServer::start();
-    let args = [
-        "--name-prefix",
-        "app:",
-        "demo",
-        "--processes",
-        "2",
-        "--tasks",
-        "2",
-        "--locks",
-        "2",
-        "--iterations",
-        "10",
-        "--hold-ms",
-        "1",
-    ];
+    let demo =
+        "--name-prefix app: demo --processes 2 --tasks 2 --locks 2 --iterations 10 --hold-ms 1";
+    let args: Vec<&str> = demo.split(' ').collect();
     let totals = run_ok(Some(&server.url()), &args)
         .pop()
         .expect("a totals line");
