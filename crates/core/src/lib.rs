@@ -30,6 +30,7 @@ mod fenced_lock;
 mod listener;
 mod lock;
 mod multi_lock;
+mod name_mapper;
 mod names;
 mod owner;
 mod pubsub;
@@ -57,6 +58,7 @@ pub use listener::ChannelListener;
 pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
 #[allow(deprecated)]
 pub use multi_lock::{AnyLock, MultiGuard, MultiLock, RedLock};
+pub use name_mapper::NameMapper;
 pub use owner::Owner;
 pub use rw_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use semaphore::{Semaphore, SemaphorePermits};
