@@ -50,6 +50,7 @@ const NOT_APPLICABLE: &[&str] = &[
     "protocol",
     "valkeyCapabilities",
     "tcpNoDelay",
+    "tcpKeepAlive",
     // Every server section (BaseConfig and its subclasses); since 4.0 the TCP settings are also
     // at the top level.
     "idleConnectionTimeout",
@@ -78,9 +79,11 @@ const NOT_APPLICABLE: &[&str] = &[
     "failedSlaveNodeDetector",
     "loadBalancer",
     "readMode",
+    "fallbackLoadingToMaster",
     "subscriptionMode",
     "dnsMonitoring",
     "dnsMonitoringInterval",
+    "dnsMonitoringTimes",
     "scanInterval",
     "checkSlotsCoverage",
     "slots",
@@ -111,6 +114,8 @@ const SHARED: &[&str] = &[
     "sslTruststore",
     "sslKeystore",
     "sslKeystorePassword",
+    "sslTrustManagerFactory",
+    "sslKeyManagerFactory",
 ];
 
 /// The Java classes of Redisson's defaults, which do what rlock does.
@@ -178,8 +183,10 @@ struct Servers {
 }
 
 /// The settings Redisson 4.x keeps at the top level of the file and older versions in the server
-/// section, where 4.x still reads them (PROTOCOL.md §9.1): the section's value wins, the top level
-/// is the fallback. `null` is unset at either level.
+/// section, where 4.x still reads them (PROTOCOL.md §9.1). Where both levels give one, the top
+/// level's wins, as in Redisson 4.x's `MasterSlaveConnectionManager.createRedisConfig`
+/// (`Objects.toString(serviceCfg.getPassword(), config.getPassword())`, where `serviceCfg` is the
+/// top-level `Config` and `config` the section); see [`Levels`]. `null` is unset at either level.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct Shared {
@@ -193,6 +200,9 @@ struct Shared {
     ssl_truststore: Option<String>,
     ssl_keystore: Option<String>,
     ssl_keystore_password: Option<String>,
+    /// Java objects, which Redisson's `toYAML` writes as `null`.
+    ssl_trust_manager_factory: Option<IgnoredAny>,
+    ssl_key_manager_factory: Option<IgnoredAny>,
 }
 
 /// A `natMapper`. Its class shows in its keys: `hostsPortMap` for `HostPortNatMapper`, `hostsMap`
@@ -325,7 +335,7 @@ impl Servers {
 }
 
 /// The [`Shared`] settings of the file's section and of its top level, read with Redisson 4.x's
-/// precedence.
+/// precedence: the top level's value, else the section's (the deprecated place).
 struct Levels<'a> {
     /// The section's name, e.g. `singleServerConfig`.
     name: &'static str,
@@ -334,25 +344,40 @@ struct Levels<'a> {
 }
 
 impl<'a> Levels<'a> {
-    /// The setting `key` (`field` of [`Shared`]): the section's value when it gives one, else the
-    /// top level's, with the key as the file spells it where it was found
-    /// (`singleServerConfig.sslTruststore` or `sslTruststore`), for messages.
+    /// The setting `key` (`field` of [`Shared`]): the top level's value when it gives one, else
+    /// the section's, with the key as the file spells it where it was found (`sslTruststore` or
+    /// `singleServerConfig.sslTruststore`), for messages.
     fn get<T>(&self, key: &str, field: fn(&Shared) -> &Option<T>) -> Option<(String, &'a T)> {
-        match (field(self.section), field(self.top)) {
-            (Some(value), _) => Some((format!("{}.{key}", self.name), value)),
-            (None, Some(value)) => Some((key.to_owned(), value)),
-            (None, None) => None,
+        self.pick(key, field, false)
+    }
+
+    /// [`Levels::get`], or with the section's value first.
+    fn pick<T>(
+        &self,
+        key: &str,
+        field: fn(&Shared) -> &Option<T>,
+        section_first: bool,
+    ) -> Option<(String, &'a T)> {
+        let top = field(self.top)
+            .as_ref()
+            .map(|value| (key.to_owned(), value));
+        let section = field(self.section).as_ref();
+        let section = section.map(|value| (format!("{}.{key}", self.name), value));
+        if section_first {
+            section.or(top)
+        } else {
+            top.or(section)
         }
     }
 
     /// `key`'s value at each level that gives one, each with its key as the file spells it.
     fn each<T>(&self, key: &str, field: fn(&Shared) -> &Option<T>) -> Vec<(String, &'a T)> {
-        let section = field(self.section).as_ref();
-        let section = section.map(|value| (format!("{}.{key}", self.name), value));
         let top = field(self.top)
             .as_ref()
             .map(|value| (key.to_owned(), value));
-        section.into_iter().chain(top).collect()
+        let section = field(self.section).as_ref();
+        let section = section.map(|value| (format!("{}.{key}", self.name), value));
+        top.into_iter().chain(section).collect()
     }
 }
 
@@ -369,8 +394,8 @@ impl Config {
     /// The configuration that a Redisson YAML config (what Java's `Config.fromYAML` reads) describes:
     /// its `singleServerConfig`, `clusterServersConfig`, `sentinelServersConfig` or
     /// `masterSlaveServersConfig`, its lock settings, and the credentials and TLS settings that
-    /// Redisson 4.x keeps at the top level (a section's own value wins, as in Redisson), over
-    /// rlock's defaults.
+    /// Redisson 4.x keeps at the top level (and older files in the section: where both give one,
+    /// the top level's wins, as in Redisson 4.x), over rlock's defaults.
     ///
     /// `${VAR}` and `${VAR:-default}` are replaced by environment variables first, as Redisson does.
     /// Redisson settings that do not apply to rlock (threads, codec, pool sizes, read mode, ...) are
@@ -547,8 +572,8 @@ fn parse(yaml: &str, env: impl Fn(&str) -> Option<String>) -> Result<Parsed> {
 
 /// The Java objects a file may name by class: `nameMapper` (refused unless Redisson's identity
 /// mapper, since ignoring it breaks mutual exclusion), `commandMapper` and `credentialsResolver`
-/// (warned about unless Redisson's defaults). Every level is checked: Redisson uses the section's
-/// object unless it is the default, and the top level's otherwise.
+/// (warned about unless Redisson's defaults). Both levels are checked: Redisson uses the top
+/// level's object unless it is the default, and the section's otherwise.
 fn check_java_objects(levels: &Levels<'_>, warnings: &mut Vec<String>) -> Result<()> {
     for (key, mapper) in levels.each("nameMapper", |shared| &shared.name_mapper) {
         if let Some(class) = custom_class(&key, mapper, DEFAULT_NAME_MAPPER)? {
@@ -743,10 +768,28 @@ fn apply_connection_settings(
         config.retry_delay = first;
         config.retry_max_delay = max;
     }
-    if let Some((key, _)) = levels.get("sslKeystore", |shared| &shared.ssl_keystore) {
+    let client_certificates = levels
+        .get("sslKeystore", |shared| &shared.ssl_keystore)
+        .map(|(key, _)| key)
+        .or_else(|| {
+            let factory = levels.get("sslKeyManagerFactory", |shared| {
+                &shared.ssl_key_manager_factory
+            });
+            factory.map(|(key, _)| key)
+        });
+    if let Some(key) = client_certificates {
         return Err(invalid(
             &key,
             "client certificates (mutual TLS) are not supported by rlock",
+        ));
+    }
+    // Refused rather than skipped, as a JKS trust store is (see `trusted_ca`).
+    if let Some((key, _)) = levels.get("sslTrustManagerFactory", |shared| {
+        &shared.ssl_trust_manager_factory
+    }) {
+        return Err(invalid(
+            &key,
+            "rlock cannot run Java code: give the CA certificate as a PEM file in sslTruststore",
         ));
     }
     if let Some((key, password)) = levels.get("sslKeystorePassword", |shared| {
@@ -855,9 +898,16 @@ impl Tls {
         if let Some((key, false)) = identification {
             warnings.push(format!("{key} false ignored: {HOST_NAMES}"));
         }
-        let Some((key, mode)) = levels.get("sslVerificationMode", |shared| {
-            &shared.ssl_verification_mode
-        }) else {
+        // Redisson takes the top level's mode unless it is STRICT, the default, and then the
+        // section's.
+        let top_strict = levels.top.ssl_verification_mode.as_deref();
+        let top_strict = top_strict.is_some_and(|mode| mode.eq_ignore_ascii_case("STRICT"));
+        let mode = levels.pick(
+            "sslVerificationMode",
+            |shared| &shared.ssl_verification_mode,
+            top_strict,
+        );
+        let Some((key, mode)) = mode else {
             return Ok(Self::Verify);
         };
         match mode.to_ascii_uppercase().as_str() {
@@ -1319,19 +1369,24 @@ mod tests {
     }
 
     #[test]
-    fn top_level_credentials_apply_and_a_sections_own_win() {
+    fn top_level_credentials_apply_over_the_sections() {
         let url = |yaml: &str| parse_ok(yaml).config.url;
         assert_eq!(
             url(&format!("{}username: app\npassword: pw\n", single(""))),
             "redis://app:pw@h:1/"
         );
-        // The section's value wins; `null` in the section is unset and falls back to the top.
+        // The section's (deprecated) values still apply alone.
+        assert_eq!(
+            url(&single("  username: own-user\n  password: own\n")),
+            "redis://own-user:own@h:1/"
+        );
+        // Both given: the top level wins, as in Redisson 4.x; `null` is unset at either level.
         assert_eq!(
             url(&format!(
-                "{}password: top\nusername: top-user\n",
-                single("  password: own\n  username: null\n")
+                "{}password: top\nusername: null\n",
+                single("  password: own\n  username: own-user\n")
             )),
-            "redis://top-user:own@h:1/"
+            "redis://own-user:top@h:1/"
         );
         assert_eq!(
             url(&format!(
@@ -1339,6 +1394,10 @@ mod tests {
                 single("  password: own\n")
             )),
             "redis://:own@h:1/"
+        );
+        assert_eq!(
+            url(&format!("{}password: top\n", single("  password: null\n"))),
+            "redis://:top@h:1/"
         );
         let sentinel = parse_ok(
             "sentinelServersConfig:\n  sentinelAddresses: [redis://s:1]\n  masterName: m\n  \
@@ -1364,28 +1423,74 @@ mod tests {
     }
 
     #[test]
-    fn top_level_tls_settings_apply_and_a_sections_own_win() {
+    fn top_level_tls_settings_apply_over_the_sections() {
         let tls = |section: &str, top: &str| {
             let yaml = format!("singleServerConfig:\n  address: rediss://h:1\n{section}{top}");
             parse_ok(&yaml).config.url
         };
-        assert_eq!(
-            tls("", "sslVerificationMode: NONE\n"),
-            "rediss://h:1/#insecure"
-        );
+        let insecure = "rediss://h:1/#insecure";
+        assert_eq!(tls("", "sslVerificationMode: NONE\n"), insecure);
+        assert_eq!(tls("  sslVerificationMode: NONE\n", ""), insecure);
         assert_eq!(
             tls(
                 "  sslVerificationMode: STRICT\n",
                 "sslVerificationMode: NONE\n"
             ),
-            "rediss://h:1/"
+            insecure
         );
         assert_eq!(
             tls(
                 "  sslVerificationMode: null\n",
                 "sslVerificationMode: NONE\n"
             ),
-            "rediss://h:1/#insecure"
+            insecure
+        );
+        // STRICT is Redisson's default at the top level, so a section's other mode counts.
+        assert_eq!(
+            tls(
+                "  sslVerificationMode: NONE\n",
+                "sslVerificationMode: STRICT\n"
+            ),
+            insecure
+        );
+        assert_eq!(
+            tls(
+                "  sslVerificationMode: STRICT\n",
+                "sslVerificationMode: null\n"
+            ),
+            "rediss://h:1/"
+        );
+        // Java objects that Redisson writes as null pass; others are refused.
+        assert_eq!(
+            tls(
+                "  sslKeyManagerFactory: null\n",
+                "sslTrustManagerFactory: null\n"
+            ),
+            "rediss://h:1/"
+        );
+        let factory = error(&format!(
+            "{}sslTrustManagerFactory: !<javax.net.ssl.TrustManagerFactory> {{}}\n",
+            single("")
+        ));
+        assert!(
+            factory.starts_with("sslTrustManagerFactory: rlock cannot run Java code"),
+            "{factory}"
+        );
+        let factory = error(&single(
+            "  sslKeyManagerFactory: !<javax.net.ssl.KeyManagerFactory> {}\n",
+        ));
+        assert!(
+            factory.starts_with("singleServerConfig.sslKeyManagerFactory: client certificates"),
+            "{factory}"
+        );
+        // Both levels name a trust store: the top level's is read.
+        let both = error(&format!(
+            "{}sslTruststore: file:/nonexistent/top.pem\n",
+            single("  sslTruststore: file:/nonexistent/section.pem\n")
+        ));
+        assert!(
+            both.starts_with("sslTruststore: cannot read /nonexistent/top.pem"),
+            "{both}"
         );
         // Refusals name the key where the value was found.
         let keystore = error(&format!("{}sslKeystore: file:/k.jks\n", single("")));
@@ -1571,8 +1676,8 @@ mod tests {
             parsed.warnings,
             [
                 format!("commandMapper com.example.Renamer {rlock_commands}"),
-                format!("singleServerConfig.credentialsResolver com.example.Vault {credentials}"),
                 format!("credentialsResolver com.example.Iam {credentials}"),
+                format!("singleServerConfig.credentialsResolver com.example.Vault {credentials}"),
                 format!("sslEnableEndpointIdentification false {host_names}"),
                 format!("sslVerificationMode CA_ONLY {host_names}"),
                 "singleServerConfig.retryDelay FullJitterDelay: FullJitterDelay waits a random \
