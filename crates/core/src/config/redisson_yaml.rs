@@ -172,7 +172,7 @@ struct Servers {
     sentinel_password: Option<String>,
     database: Option<u32>,
     nat_map: Option<HashMap<String, String>>,
-    nat_mapper: Option<NatMapper>,
+    nat_mapper: Option<Tagged<NatMapper>>,
     sharded_subscription_mode: Option<String>,
     connect_timeout: Option<u64>,
     timeout: Option<u64>,
@@ -205,8 +205,8 @@ struct Shared {
     ssl_key_manager_factory: Option<IgnoredAny>,
 }
 
-/// A `natMapper`. Its class shows in its keys: `hostsPortMap` for `HostPortNatMapper`, `hostsMap`
-/// for `HostNatMapper`, none for `DefaultNatMapper`.
+/// A `natMapper`'s settings: `hostsPortMap` for `HostPortNatMapper`, `hostsMap` for
+/// `HostNatMapper`, none for `DefaultNatMapper` (so the keys tell the class of an untagged one).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct NatMapper {
@@ -721,7 +721,13 @@ fn deployment(
                 username: credentials.username.map(str::to_owned),
                 password: credentials.password.map(str::to_owned),
             };
-            if servers.nat_mapper.is_some() {
+            let mapper = servers.nat_mapper.as_ref();
+            if !mapper
+                .map(|mapper| nat_pairs(name, mapper))
+                .transpose()?
+                .unwrap_or_default()
+                .is_empty()
+            {
                 return Err(invalid(
                     &format!("{name}.natMapper"),
                     "not supported with Sentinel (rlock maps cluster nodes only)",
@@ -1153,20 +1159,45 @@ fn trusted_ca(key: &str, truststore: &str) -> Result<Vec<u8>> {
     Ok(pem)
 }
 
-/// `natMap` (old Redisson) and `natMapper` (`HostPortNatMapper`'s `hostsPortMap`).
+/// `natMap` (old Redisson) and `natMapper` (see [`nat_pairs`]).
 fn nat_map(name: &str, servers: &Servers) -> Result<HashMap<String, String>> {
     let mut map = servers.nat_map.clone().unwrap_or_default();
     if let Some(mapper) = &servers.nat_mapper {
-        if mapper.hosts_map.is_some() {
-            return Err(invalid(
-                &format!("{name}.natMapper.hostsMap"),
-                "HostNatMapper maps hosts without their ports: rlock maps host:port pairs \
-                 (HostPortNatMapper's hostsPortMap)",
-            ));
-        }
-        map.extend(mapper.hosts_port_map.clone().unwrap_or_default());
+        map.extend(nat_pairs(name, mapper)?);
     }
     Ok(map)
+}
+
+/// The host:port pairs of a `natMapper`: `HostPortNatMapper`'s `hostsPortMap`, none for
+/// `DefaultNatMapper` (the identity, which Redisson's `toYAML` writes). Any other class is refused,
+/// since connections would go to addresses the mapper would have changed.
+fn nat_pairs(name: &str, mapper: &Tagged<NatMapper>) -> Result<HashMap<String, String>> {
+    const PORTS: &str =
+        "rlock maps host:port pairs (org.redisson.api.HostPortNatMapper's hostsPortMap)";
+    let key = format!("{name}.natMapper");
+    match mapper.class.as_deref() {
+        None | Some("org.redisson.api.DefaultNatMapper" | "org.redisson.api.HostPortNatMapper") => {
+        }
+        Some("org.redisson.api.HostNatMapper") => {
+            return Err(invalid(
+                &key,
+                format!("HostNatMapper maps hosts without their ports: {PORTS}"),
+            ));
+        }
+        Some(class) => {
+            return Err(invalid(
+                &key,
+                format!("class {class}: rlock cannot run Java code; {PORTS}"),
+            ));
+        }
+    }
+    if mapper.value.hosts_map.is_some() {
+        return Err(invalid(
+            &format!("{key}.hostsMap"),
+            format!("HostNatMapper maps hosts without their ports: {PORTS}"),
+        ));
+    }
+    Ok(mapper.value.hosts_port_map.clone().unwrap_or_default())
 }
 
 fn sharded_pubsub(name: &str, mode: &str) -> Result<ShardedPubSub> {
@@ -1398,6 +1429,11 @@ mod tests {
         assert_eq!(
             url(&format!("{}password: top\n", single("  password: null\n"))),
             "redis://:top@h:1/"
+        );
+        // A password YAML reads as a number is the text Redisson sends.
+        assert_eq!(
+            url(&format!("{}password: 012345\n", single(""))),
+            "redis://:012345@h:1/"
         );
         let sentinel = parse_ok(
             "sentinelServersConfig:\n  sentinelAddresses: [redis://s:1]\n  masterName: m\n  \
@@ -1856,10 +1892,42 @@ mod tests {
         );
         assert_eq!(old.config.nat_map, expected);
         let message = error(
-            "clusterServersConfig:\n  nodeAddresses: [redis://a:1]\n  natMapper: !<org.redisson.api.HostNatMapper> {hostsMap: {}}\n",
+            "clusterServersConfig:\n  nodeAddresses: [redis://a:1]\n  natMapper: {hostsMap: {}}\n",
         );
         assert!(
             message.contains("clusterServersConfig.natMapper.hostsMap"),
+            "{message}"
+        );
+        let message = error(
+            "clusterServersConfig:\n  nodeAddresses: [redis://a:1]\n  natMapper: !<org.redisson.api.HostNatMapper> {hostsMap: {}}\n",
+        );
+        assert!(
+            message.starts_with("clusterServersConfig.natMapper: HostNatMapper"),
+            "{message}"
+        );
+        let message = error(
+            "clusterServersConfig:\n  nodeAddresses: [redis://a:1]\n  natMapper: !<com.example.K8sMapper> {}\n",
+        );
+        assert!(
+            message.starts_with("clusterServersConfig.natMapper: class com.example.K8sMapper"),
+            "{message}"
+        );
+        // The identity, which Redisson writes into every file, also with Sentinel.
+        let identity = "natMapper: !<org.redisson.api.DefaultNatMapper> {}\n";
+        let cluster = parse_ok(&format!(
+            "clusterServersConfig:\n  nodeAddresses: [redis://a:1]\n  {identity}"
+        ));
+        assert!(cluster.config.nat_map.is_empty());
+        let sentinel = parse_ok(&format!(
+            "sentinelServersConfig:\n  sentinelAddresses: [redis://s:1]\n  masterName: m\n  {identity}"
+        ));
+        assert!(sentinel.unknown.is_empty(), "{:?}", sentinel.unknown);
+        let message = error(
+            "sentinelServersConfig:\n  sentinelAddresses: [redis://s:1]\n  masterName: m\n  natMapper: \
+             !<org.redisson.api.HostPortNatMapper> {hostsPortMap: {\"a:1\": \"b:2\"}}\n",
+        );
+        assert!(
+            message.starts_with("sentinelServersConfig.natMapper: not supported"),
             "{message}"
         );
     }
