@@ -606,22 +606,7 @@ async fn a_4_7_file_with_a_top_level_password_logs_in() {
 
 #[tokio::test]
 async fn a_4_7_file_with_a_top_level_acl_user_logs_in() {
-    let server = RedisServer::start_authenticated(
-        Some("locker"),
-        "locker-pw",
-        &[
-            "--user",
-            "locker",
-            "on",
-            ">locker-pw",
-            "~*",
-            "&*",
-            "+@all",
-            "--user",
-            "default",
-            "off",
-        ],
-    );
+    let server = RedisServer::start_acl_user("locker", "locker-pw");
     let yaml = single_server_4_7(server.port())
         .replace(
             "password: \"s3cret pw\"\nusername: null",

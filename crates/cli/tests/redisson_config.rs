@@ -203,22 +203,7 @@ fn check_runs_on_a_password_protected_server_from_a_4x_file() {
 
 #[test]
 fn check_runs_as_an_acl_user_from_a_4x_file() {
-    let server = RedisServer::start_authenticated(
-        Some("locker"),
-        "locker-pw",
-        &[
-            "--user",
-            "locker",
-            "on",
-            ">locker-pw",
-            "~*",
-            "&*",
-            "+@all",
-            "--user",
-            "default",
-            "off",
-        ],
-    );
+    let server = RedisServer::start_acl_user("locker", "locker-pw");
     let dir = tempfile::tempdir().expect("temporary directory");
     let top = "username: \"locker\"\npassword: \"locker-pw\"\n";
     check_succeeds(
