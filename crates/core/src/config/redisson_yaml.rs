@@ -1118,10 +1118,18 @@ fn node_url(
     if url.host_str().is_none_or(str::is_empty) {
         return Err(invalid(key, format!("{address:?} names no host")));
     }
+    // Credentials written into the address win over the file's, as in Redisson
+    // (`Objects.toString(address.getPassword(), config.getPassword())`).
+    let username = Some(url.username())
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned);
+    let password = url.password().map(str::to_owned);
+    let username = username.as_deref().or(credentials.username);
+    let password = password.as_deref().or(credentials.password);
     let composed = url
         .set_scheme(scheme)
-        .and_then(|()| url.set_username(credentials.username.unwrap_or_default()))
-        .and_then(|()| url.set_password(credentials.password));
+        .and_then(|()| url.set_username(username.unwrap_or_default()))
+        .and_then(|()| url.set_password(password));
     if composed.is_err() {
         return Err(invalid(
             key,
@@ -1752,6 +1760,21 @@ mod tests {
             .expect("redis reads the URL");
         assert_eq!(info.redis_settings().password(), Some("p@ss:w/rd"));
         assert_eq!(info.redis_settings().username(), Some("app"));
+    }
+
+    #[test]
+    fn credentials_in_the_address_win_over_the_files() {
+        let url = |yaml: &str| parse_ok(yaml).config.url;
+        let address = "singleServerConfig:\n  address: \"redis://own:p%40ss@h:1\"\n";
+        assert_eq!(url(address), "redis://own:p%40ss@h:1/");
+        assert_eq!(
+            url(&format!("{address}username: app\npassword: pw\n")),
+            "redis://own:p%40ss@h:1/"
+        );
+        assert_eq!(
+            url("singleServerConfig:\n  address: \"redis://:p%40ss@h:1\"\nusername: app\n"),
+            "redis://app:p%40ss@h:1/"
+        );
     }
 
     #[test]
