@@ -183,10 +183,9 @@ struct Servers {
 }
 
 /// The settings Redisson 4.x keeps at the top level of the file and older versions in the server
-/// section, where 4.x still reads them (PROTOCOL.md §9.1). Where both levels give one, the top
-/// level's wins, as in Redisson 4.x's `MasterSlaveConnectionManager.createRedisConfig`
-/// (`Objects.toString(serviceCfg.getPassword(), config.getPassword())`, where `serviceCfg` is the
-/// top-level `Config` and `config` the section); see [`Levels`]. `null` is unset at either level.
+/// section, where 4.x still reads them (PROTOCOL.md §9.1). Where both levels give one, the
+/// section's wins and the top level is the fallback, as the contract says; see [`Levels`]. `null`
+/// is unset at either level.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct Shared {
@@ -334,8 +333,8 @@ impl Servers {
     }
 }
 
-/// The [`Shared`] settings of the file's section and of its top level, read with Redisson 4.x's
-/// precedence: the top level's value, else the section's (the deprecated place).
+/// The [`Shared`] settings of the file's section and of its top level, read with the precedence of
+/// PROTOCOL.md §9.1: the section's value, else the top level's.
 struct Levels<'a> {
     /// The section's name, e.g. `singleServerConfig`.
     name: &'static str,
@@ -344,30 +343,16 @@ struct Levels<'a> {
 }
 
 impl<'a> Levels<'a> {
-    /// The setting `key` (`field` of [`Shared`]): the top level's value when it gives one, else
-    /// the section's, with the key as the file spells it where it was found (`sslTruststore` or
-    /// `singleServerConfig.sslTruststore`), for messages.
+    /// The setting `key` (`field` of [`Shared`]): the section's value when it gives one, else the
+    /// top level's (PROTOCOL.md §9.1), with the key as the file spells it where it was found
+    /// (`sslTruststore` or `singleServerConfig.sslTruststore`), for messages.
     fn get<T>(&self, key: &str, field: fn(&Shared) -> &Option<T>) -> Option<(String, &'a T)> {
-        self.pick(key, field, false)
-    }
-
-    /// [`Levels::get`], or with the section's value first.
-    fn pick<T>(
-        &self,
-        key: &str,
-        field: fn(&Shared) -> &Option<T>,
-        section_first: bool,
-    ) -> Option<(String, &'a T)> {
         let top = field(self.top)
             .as_ref()
             .map(|value| (key.to_owned(), value));
         let section = field(self.section).as_ref();
         let section = section.map(|value| (format!("{}.{key}", self.name), value));
-        if section_first {
-            section.or(top)
-        } else {
-            top.or(section)
-        }
+        section.or(top)
     }
 
     /// `key`'s value at each level that gives one, each with its key as the file spells it.
@@ -395,7 +380,7 @@ impl Config {
     /// its `singleServerConfig`, `clusterServersConfig`, `sentinelServersConfig` or
     /// `masterSlaveServersConfig`, its lock settings, and the credentials and TLS settings that
     /// Redisson 4.x keeps at the top level (and older files in the section: where both give one,
-    /// the top level's wins, as in Redisson 4.x), over rlock's defaults.
+    /// the section's wins, the top level is the fallback), over rlock's defaults.
     ///
     /// `${VAR}` and `${VAR:-default}` are replaced by environment variables first, as Redisson does.
     /// Redisson settings that do not apply to rlock (threads, codec, pool sizes, read mode, ...) are
@@ -904,15 +889,9 @@ impl Tls {
         if let Some((key, false)) = identification {
             warnings.push(format!("{key} false ignored: {HOST_NAMES}"));
         }
-        // Redisson takes the top level's mode unless it is STRICT, the default, and then the
-        // section's.
-        let top_strict = levels.top.ssl_verification_mode.as_deref();
-        let top_strict = top_strict.is_some_and(|mode| mode.eq_ignore_ascii_case("STRICT"));
-        let mode = levels.pick(
-            "sslVerificationMode",
-            |shared| &shared.ssl_verification_mode,
-            top_strict,
-        );
+        let mode = levels.get("sslVerificationMode", |shared| {
+            &shared.ssl_verification_mode
+        });
         let Some((key, mode)) = mode else {
             return Ok(Self::Verify);
         };
@@ -1408,7 +1387,7 @@ mod tests {
     }
 
     #[test]
-    fn top_level_credentials_apply_over_the_sections() {
+    fn top_level_credentials_are_the_sections_fallback() {
         let url = |yaml: &str| parse_ok(yaml).config.url;
         assert_eq!(
             url(&format!("{}username: app\npassword: pw\n", single(""))),
@@ -1419,13 +1398,21 @@ mod tests {
             url(&single("  username: own-user\n  password: own\n")),
             "redis://own-user:own@h:1/"
         );
-        // Both given: the top level wins, as in Redisson 4.x; `null` is unset at either level.
+        // Both given: the section's wins, the top level is the fallback; `null` is unset at
+        // either level.
         assert_eq!(
             url(&format!(
                 "{}password: top\nusername: null\n",
                 single("  password: own\n  username: own-user\n")
             )),
-            "redis://own-user:top@h:1/"
+            "redis://own-user:own@h:1/"
+        );
+        assert_eq!(
+            url(&format!(
+                "{}password: top\nusername: top-user\n",
+                single("  password: own\n")
+            )),
+            "redis://top-user:own@h:1/"
         );
         assert_eq!(
             url(&format!(
@@ -1467,7 +1454,7 @@ mod tests {
     }
 
     #[test]
-    fn top_level_tls_settings_apply_over_the_sections() {
+    fn top_level_tls_settings_are_the_sections_fallback() {
         let tls = |section: &str, top: &str| {
             let yaml = format!("singleServerConfig:\n  address: rediss://h:1\n{section}{top}");
             parse_ok(&yaml).config.url
@@ -1475,12 +1462,13 @@ mod tests {
         let insecure = "rediss://h:1/#insecure";
         assert_eq!(tls("", "sslVerificationMode: NONE\n"), insecure);
         assert_eq!(tls("  sslVerificationMode: NONE\n", ""), insecure);
+        // The section's mode wins, the top level's is the fallback.
         assert_eq!(
             tls(
                 "  sslVerificationMode: STRICT\n",
                 "sslVerificationMode: NONE\n"
             ),
-            insecure
+            "rediss://h:1/"
         );
         assert_eq!(
             tls(
@@ -1489,7 +1477,6 @@ mod tests {
             ),
             insecure
         );
-        // STRICT is Redisson's default at the top level, so a section's other mode counts.
         assert_eq!(
             tls(
                 "  sslVerificationMode: NONE\n",
@@ -1527,13 +1514,15 @@ mod tests {
             factory.starts_with("singleServerConfig.sslKeyManagerFactory: client certificates"),
             "{factory}"
         );
-        // Both levels name a trust store: the top level's is read.
+        // Both levels name a trust store: the section's is read.
         let both = error(&format!(
             "{}sslTruststore: file:/nonexistent/top.pem\n",
             single("  sslTruststore: file:/nonexistent/section.pem\n")
         ));
         assert!(
-            both.starts_with("sslTruststore: cannot read /nonexistent/top.pem"),
+            both.starts_with(
+                "singleServerConfig.sslTruststore: cannot read /nonexistent/section.pem"
+            ),
             "{both}"
         );
         // Refusals name the key where the value was found.
