@@ -506,11 +506,15 @@ impl Fleet {
                     .iter()
                     .any(|r| matches!(r.event, Event::Finished { .. }))
             });
-            assert!(
-                finished,
-                "worker {} did not finish",
-                self.workers[index].name
-            );
+            if !finished {
+                // What it was doing when time ran out: its last records, newest last.
+                let records = self.records(index);
+                let last = &records[records.len().saturating_sub(8)..];
+                panic!(
+                    "worker {} did not finish; its last records:\n{last:#?}",
+                    self.workers[index].name
+                );
+            }
         }
     }
 

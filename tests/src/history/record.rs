@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -367,28 +367,36 @@ impl LogWriter {
     }
 }
 
-/// Reads a history file. A last line cut short (its writer was killed mid-write) is skipped; any
-/// other unreadable line is an error.
+/// Reads a history file. Every record is written as one line with its newline, so text after the
+/// last newline is a record still being written (the reader raced its writer) or cut short (its
+/// writer was killed mid-write): it is skipped. Any other unreadable line is an error.
+///
+/// The file is read once, to its end as it is at that moment: reading on after an end of file, as
+/// a line iterator does, could pick up the rest of a record that was being written and make the
+/// part read before it look like a torn line in the middle (seen in `scripts/soak.sh`).
 ///
 /// # Errors
 ///
 /// When the file cannot be read or holds a malformed line.
 pub fn read_log(path: &Path) -> io::Result<Vec<Record>> {
-    let lines: Vec<String> = BufReader::new(File::open(path)?)
-        .lines()
-        .collect::<io::Result<_>>()?;
-    let mut records = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        match serde_json::from_str(line) {
-            Ok(record) => records.push(record),
-            Err(_) if i + 1 == lines.len() && !line.ends_with('}') => {}
-            Err(e) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}:{}: {e}: {line}", path.display(), i + 1),
-                ));
-            }
-        }
+    let text = std::fs::read(path)?;
+    let Some(end) = text.iter().rposition(|&byte| byte == b'\n') else {
+        return Ok(Vec::new());
+    };
+    let mut records = Vec::new();
+    for (i, line) in text[..end].split(|&byte| byte == b'\n').enumerate() {
+        let record = serde_json::from_slice(line).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}:{}: {e}: {}",
+                    path.display(),
+                    i + 1,
+                    String::from_utf8_lossy(line)
+                ),
+            )
+        })?;
+        records.push(record);
     }
     Ok(records)
 }
