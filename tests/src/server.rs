@@ -97,6 +97,20 @@ impl RedisServer {
         Self::start_configured_as(None, args, format!("{}:{password}@", user.unwrap_or("")))
     }
 
+    /// Starts a server whose only user is the ACL user `user` with `password` and every right (the
+    /// default user is off), which [`RedisServer::url`] and [`RedisServer::client`] log in as.
+    ///
+    /// # Panics
+    ///
+    /// If `redis-server` cannot be found or does not become ready in time.
+    pub fn start_acl_user(user: &str, password: &str) -> Self {
+        let secret = format!(">{password}");
+        let args = [
+            "--user", user, "on", &secret, "~*", "&*", "+@all", "--user", "default", "off",
+        ];
+        Self::start_authenticated(Some(user), password, &args)
+    }
+
     /// Starts a Sentinel (`redis-server sentinel.conf --sentinel`) whose configuration file holds
     /// `config`; Sentinel rewrites that file as it learns the topology.
     ///

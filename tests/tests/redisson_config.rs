@@ -330,3 +330,294 @@ async fn a_sentinel_master_from_its_file_takes_locks() {
     let pttl = pttl_while_held(config, "yaml:sentinel", &setup.master).await;
     assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
 }
+
+/// The keys every server section of a Redisson 4.7 file has (`BaseConfig`), as `Config.toYAML()`
+/// writes them with the defaults: the credentials, TLS and mapper keys that 4.x moved to the top
+/// level are still written here, as null or as the defaults.
+const BASE_CONFIG_4_7: &str = r#"  idleConnectionTimeout: 10000
+  connectTimeout: 10000
+  timeout: 3000
+  subscriptionTimeout: 7500
+  retryAttempts: 4
+  retryInterval: 1500
+  retryDelay: !<org.redisson.config.EqualJitterDelay> {baseDelay: PT1S, maxDelay: PT2S}
+  reconnectionDelay: !<org.redisson.config.EqualJitterDelay> {baseDelay: PT0.1S, maxDelay: PT10S}
+  password: null
+  username: null
+  credentialsResolver: !<org.redisson.client.DefaultCredentialsResolver> {}
+  subscriptionsPerConnection: 5
+  clientName: null
+  sslVerificationMode: "STRICT"
+  sslKeystoreType: null
+  sslProvider: "JDK"
+  sslTruststore: null
+  sslTruststorePassword: null
+  sslKeystore: null
+  sslKeystorePassword: null
+  sslProtocols: null
+  sslCiphers: null
+  sslTrustManagerFactory: null
+  sslKeyManagerFactory: null
+  pingConnectionInterval: 30000
+  keepAlive: false
+  tcpKeepAliveCount: 0
+  tcpKeepAliveIdle: 0
+  tcpKeepAliveInterval: 0
+  tcpUserTimeout: 0
+  tcpNoDelay: true
+  nameMapper: !<org.redisson.api.DefaultNameMapper> {}
+  commandMapper: !<org.redisson.config.DefaultCommandMapper> {}
+"#;
+
+/// The keys of `BaseMasterSlaveServersConfig` (cluster, sentinel and master/slave sections).
+const MASTER_SLAVE_4_7: &str = r#"  loadBalancer: !<org.redisson.connection.balancer.RoundRobinLoadBalancer> {}
+  slaveConnectionMinimumIdleSize: 24
+  slaveConnectionPoolSize: 64
+  failedSlaveReconnectionInterval: 3000
+  failedSlaveCheckInterval: 180000
+  failedSlaveNodeDetector: !<org.redisson.client.FailedConnectionDetector> {checkInterval: 180000}
+  masterConnectionMinimumIdleSize: 24
+  masterConnectionPoolSize: 64
+  readMode: "SLAVE"
+  fallbackLoadingToMaster: true
+  subscriptionMode: "MASTER"
+  subscriptionConnectionMinimumIdleSize: 1
+  subscriptionConnectionPoolSize: 50
+  dnsMonitoringInterval: 5000
+  dnsMonitoringTimes: 1
+"#;
+
+/// Every top-level key of `org.redisson.config.Config` in 4.7, as `toYAML()` writes them, with the
+/// credentials set at the top level, where 4.x keeps them.
+const TOP_LEVEL_4_7: &str = r#"password: "s3cret pw"
+username: null
+credentialsResolver: !<org.redisson.client.DefaultCredentialsResolver> {}
+threads: 16
+nettyThreads: 32
+nettyExecutor: null
+codec: !<org.redisson.codec.Kryo5Codec> {}
+executor: null
+referenceEnabled: true
+transportMode: "NIO"
+eventLoopGroup: null
+lockWatchdogTimeout: 30000
+lockWatchdogBatchSize: 100
+fairLockWaitTimeout: 300000
+checkLockSyncedSlaves: true
+slavesSyncTimeout: 1000
+reliableTopicWatchdogTimeout: 600000
+keepPubSubOrder: true
+useScriptCache: true
+minCleanUpDelay: 5
+maxCleanUpDelay: 1800
+cleanUpKeysAmount: 100
+nettyHook: !<org.redisson.client.DefaultNettyHook> {}
+connectionListener: null
+useThreadClassLoader: true
+addressResolverGroupFactory: !<org.redisson.connection.SequentialDnsAddressResolverFactory> {}
+lazyInitialization: false
+protocol: "RESP2"
+valkeyCapabilities: []
+nameMapper: !<org.redisson.api.DefaultNameMapper> {}
+commandMapper: !<org.redisson.config.DefaultCommandMapper> {}
+sslVerificationMode: "STRICT"
+sslKeystoreType: null
+sslProvider: "JDK"
+sslTruststore: null
+sslTruststorePassword: null
+sslKeystore: null
+sslKeystorePassword: null
+sslProtocols: null
+sslCiphers: null
+sslTrustManagerFactory: null
+sslKeyManagerFactory: null
+tcpKeepAlive: false
+tcpKeepAliveCount: 0
+tcpKeepAliveIdle: 0
+tcpKeepAliveInterval: 0
+tcpUserTimeout: 0
+tcpNoDelay: true
+"#;
+
+/// A Redisson 4.7 file: `section` (its name and topology-specific keys, after the shared ones of
+/// `BaseConfig`, and `BaseMasterSlaveServersConfig`'s where `master_slave`), then the top level.
+fn redisson_4_7(section: &str, specific: &str, master_slave: bool) -> String {
+    let master_slave = if master_slave { MASTER_SLAVE_4_7 } else { "" };
+    format!("---\n{section}:\n{BASE_CONFIG_4_7}{master_slave}{specific}{TOP_LEVEL_4_7}")
+}
+
+fn single_server_4_7(port: u16) -> String {
+    redisson_4_7(
+        "singleServerConfig",
+        &format!(
+            r#"  address: "redis://127.0.0.1:{port}"
+  subscriptionConnectionMinimumIdleSize: 1
+  subscriptionConnectionPoolSize: 50
+  connectionMinimumIdleSize: 24
+  connectionPoolSize: 64
+  database: 0
+  dnsMonitoringInterval: 5000
+"#
+        ),
+        false,
+    )
+}
+
+/// `yaml`'s configuration, and the lines it logged.
+fn load_logged(yaml: &str) -> (Result<Config, Error>, String) {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let config = tracing::subscriber::with_default(subscriber, || Config::from_redisson_yaml(yaml));
+    let logs = String::from_utf8(captured.0.lock().expect("buffer").clone()).expect("UTF-8 logs");
+    (config, logs)
+}
+
+/// The warnings in `logs`, without their time stamps and targets.
+fn warnings(logs: &str) -> Vec<&str> {
+    logs.lines()
+        .filter(|line| line.contains("WARN"))
+        .map(|line| {
+            line.split_once("Redisson config: ")
+                .map_or(line, |(_, text)| text)
+        })
+        .collect()
+}
+
+#[test]
+fn a_redisson_4_7_file_loads_without_unknown_keys() {
+    let mut expected = Config::new("redis://:s3cret%20pw@127.0.0.1:6379/");
+    // retryDelay's EqualJitterDelay(1 s, 2 s) is rlock's own retry model, and wins over the
+    // deprecated retryInterval that toYAML also writes.
+    expected.retry_delay = Duration::from_secs(1);
+    expected.retry_max_delay = Duration::from_secs(2);
+    let cases = [
+        (single_server_4_7(6379), expected, vec![]),
+        (
+            redisson_4_7(
+                "clusterServersConfig",
+                r#"  nodeAddresses:
+  - "redis://127.0.0.1:7000"
+  - "redis://127.0.0.1:7001"
+  scanInterval: 5000
+  checkSlotsCoverage: true
+  natMapper: !<org.redisson.api.DefaultNatMapper> {}
+  shardedSubscriptionMode: "AUTO"
+"#,
+                true,
+            ),
+            {
+                let mut expected = Config::cluster([
+                    "redis://:s3cret%20pw@127.0.0.1:7000/",
+                    "redis://:s3cret%20pw@127.0.0.1:7001/",
+                ]);
+                expected.retry_delay = Duration::from_secs(1);
+                expected.retry_max_delay = Duration::from_secs(2);
+                expected
+            },
+            vec![],
+        ),
+        (
+            // A sentinel section with a retry delay that rlock can only approximate.
+            redisson_4_7(
+                "sentinelServersConfig",
+                r#"  sentinelAddresses:
+  - "redis://127.0.0.1:26379"
+  masterName: "mymaster"
+  sentinelUsername: null
+  sentinelPassword: null
+  database: 0
+  natMapper: !<org.redisson.api.DefaultNatMapper> {}
+  scanInterval: 1000
+  checkSentinelsList: true
+  checkSlaveStatusWithSyncing: true
+  sentinelsDiscovery: true
+"#,
+                true,
+            )
+            .replace(
+                "retryDelay: !<org.redisson.config.EqualJitterDelay> {baseDelay: PT1S",
+                "retryDelay: !<org.redisson.config.FullJitterDelay> {baseDelay: PT0.5S",
+            ),
+            {
+                let mut expected = Config::sentinel("mymaster", ["redis://127.0.0.1:26379/"]);
+                expected.topology = Topology::Sentinel {
+                    master_name: "mymaster".into(),
+                    username: None,
+                    password: Some("s3cret pw".into()),
+                };
+                expected.retry_delay = Duration::from_millis(500);
+                expected.retry_max_delay = Duration::from_secs(2);
+                expected
+            },
+            vec![
+                "sentinelServersConfig.retryDelay FullJitterDelay: FullJitterDelay waits a random \
+                 time between 0 and the doubled delay; rlock doubles from baseDelay up to \
+                 maxDelay and waits half of that plus a random part of the other half \
+                 (EqualJitterDelay), with the same baseDelay and maxDelay",
+            ],
+        ),
+    ];
+    for (yaml, expected, expected_warnings) in cases {
+        let (config, logs) = load_logged(&yaml);
+        assert_eq!(config.expect("a Redisson 4.7 file"), expected, "{yaml}");
+        assert!(!logs.contains("unknown key"), "{logs}");
+        assert_eq!(warnings(&logs), expected_warnings, "{logs}");
+    }
+}
+
+#[test]
+fn a_custom_name_mapper_is_refused_naming_the_key_and_the_class() {
+    let yaml = single_server_4_7(6379).replace(
+        "\nnameMapper: !<org.redisson.api.DefaultNameMapper> {}",
+        "\nnameMapper: !<com.example.PrefixMapper> {prefix: \"app:\"}",
+    );
+    let (config, logs) = load_logged(&yaml);
+    let Err(Error::InvalidArgument(message)) = config else {
+        panic!("not refused: {config:?}");
+    };
+    assert!(
+        message.starts_with("nameMapper: class com.example.PrefixMapper refused: "),
+        "{message}"
+    );
+    for part in [
+        "cannot run Java code",
+        "would not exclude each other",
+        "Config::name_mapper",
+        "--name-prefix PREFIX",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    assert!(warnings(&logs).is_empty(), "{logs}");
+}
+
+#[tokio::test]
+async fn a_4_7_file_with_a_top_level_password_logs_in() {
+    let password = "s3cret pw";
+    let server = RedisServer::start_authenticated(None, password, &["--requirepass", password]);
+    let yaml = single_server_4_7(server.port())
+        .replace("lockWatchdogTimeout: 30000", "lockWatchdogTimeout: 3000");
+    let pttl = pttl_while_held(load(&yaml), "yaml:4.7", &server).await;
+    assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
+}
+
+#[tokio::test]
+async fn a_4_7_file_with_a_top_level_acl_user_logs_in() {
+    let server = RedisServer::start_acl_user("locker", "locker-pw");
+    let yaml = single_server_4_7(server.port())
+        .replace(
+            "password: \"s3cret pw\"\nusername: null",
+            "password: \"locker-pw\"\nusername: \"locker\"",
+        )
+        .replace("lockWatchdogTimeout: 30000", "lockWatchdogTimeout: 3000");
+    let config = load(&yaml);
+    assert_eq!(
+        config.url,
+        format!("redis://locker:locker-pw@127.0.0.1:{}/", server.port())
+    );
+    let pttl = pttl_while_held(config, "yaml:acl", &server).await;
+    assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
+}

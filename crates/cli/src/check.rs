@@ -18,7 +18,7 @@ use crate::{Result, critical, output, stats};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The lock name; the counter is NAME:counter.
+    /// The lock name; the counter is NAME:counter (both after --name-prefix).
     #[arg(value_parser = crate::non_empty_name)]
     name: String,
     /// Concurrent tasks, each a separate lock owner.
@@ -83,7 +83,7 @@ impl OnLock for Check<'_> {
 }
 
 async fn check<K: LockKind>(client: &Client, lock: Lock<K>, args: &Args) -> Result<ExitCode> {
-    let counter = critical::counter_key(&args.name);
+    let counter = critical::counter_key(lock.name());
     let hold = Duration::from_millis(args.hold_ms);
     let iterations = args.iterations;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rlock_redisson::Client;
 
-/// The counter key of lock `name`.
+/// The counter key of the lock whose name in Redis (mapped by `--name-prefix`) is `name`.
 pub(crate) fn counter_key(name: &str) -> String {
     format!("{name}:counter")
 }

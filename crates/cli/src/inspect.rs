@@ -2,6 +2,9 @@
 //!
 //! A lock's report is [`lock_state`](crate::lock_state)'s, for every lock kind.
 //!
+//! Every report starts with the name as given; with `--name-prefix`, the state read is that of the
+//! mapped name, which the report adds as `key`.
+//!
 //! A synchronizer's report is its key's existence and TTL plus its state: a semaphore's available
 //! permits; a permit-expirable semaphore's available and acquired permits, and each taken permit's
 //! expiry; a latch's count. The reads are separate (the state may change between them), and those of
@@ -74,13 +77,13 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
         Object::Lock(_) => inspect_lock(&client, name).await?,
         Object::Semaphore => {
             let semaphore = client.semaphore(name.as_str());
-            let key = Key::read(&client, name).await?;
+            let key = Key::read(&client, name, semaphore.name()).await?;
             let available = semaphore.available_permits().await?;
             emit(key, SemaphoreState { available })?;
         }
         Object::ExpirableSemaphore => {
             let semaphore = client.permit_expirable_semaphore(name.as_str());
-            let key = Key::read(&client, name).await?;
+            let key = Key::read(&client, name, semaphore.name()).await?;
             let available = semaphore.available_permits().await?;
             let acquired = semaphore.acquired_permits().await?;
             let permits = semaphore.permit_expiries().await?.into_iter();
@@ -100,7 +103,7 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
         }
         Object::Latch => {
             let latch = client.count_down_latch(name.as_str());
-            let key = Key::read(&client, name).await?;
+            let key = Key::read(&client, name, latch.name()).await?;
             let count = latch.count().await?;
             emit(key, LatchState { count })?;
         }

@@ -15,21 +15,30 @@ use crate::Result;
 /// What every report starts with: the key at the name.
 #[derive(Debug, Serialize)]
 pub(crate) struct Key {
+    /// The name as given.
     pub(crate) name: String,
+    /// The key in Redis, when `--name-prefix` makes it differ from the name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) key: Option<String>,
     pub(crate) exists: bool,
     /// Redis' `PTTL`: -2 without the key, -1 without an expiry.
     pub(crate) pttl: i64,
 }
 
 impl Key {
-    /// The key called `name`, as `PTTL` sees it.
-    pub(crate) async fn read(client: &Client, name: String) -> Result<Self> {
-        let pttl: i64 = client.query(redis::cmd("PTTL").arg(&name)).await?;
-        Ok(Self {
+    /// The key `key` of the object called `name`, as `PTTL` sees it.
+    pub(crate) async fn read(client: &Client, name: String, key: &str) -> Result<Self> {
+        let pttl: i64 = client.query(redis::cmd("PTTL").arg(key)).await?;
+        Ok(Self::new(name, key, pttl != -2, pttl))
+    }
+
+    fn new(name: String, key: &str, exists: bool, pttl: i64) -> Self {
+        Self {
+            key: (key != name).then(|| key.to_owned()),
             name,
-            exists: pttl != -2,
+            exists,
             pttl,
-        })
+        }
     }
 }
 
@@ -130,13 +139,14 @@ impl From<rlock_redisson::Holder> for Holder {
     }
 }
 
-/// Reads the lock called `name`, of whichever kind.
+/// Reads the lock called `name` (its key mapped by `--name-prefix`), of whichever kind.
 pub(crate) async fn read(client: &Client, name: String) -> Result<(Key, LockState)> {
     let lock = client.lock(name.as_str());
+    let key = lock.name();
     // Separate reads, each routed to the key's node: the lock may change between them.
-    let kind: String = client.query(redis::cmd("TYPE").arg(&name)).await?;
+    let kind: String = client.query(redis::cmd("TYPE").arg(key)).await?;
     if !matches!(kind.as_str(), "none" | "hash") {
-        return Err(format!("key {name:?} holds a {kind}, not a lock hash").into());
+        return Err(format!("key {key:?} holds a {kind}, not a lock hash").into());
     }
     let pttl = pttl(lock.remaining_ttl().await?);
     let holders: Vec<Holder> = lock
@@ -146,7 +156,7 @@ pub(crate) async fn read(client: &Client, name: String) -> Result<(Key, LockStat
         .map(Holder::from)
         .collect();
     let mode: Option<String> = client
-        .query(redis::cmd("HGET").arg(&name).arg("mode"))
+        .query(redis::cmd("HGET").arg(key).arg("mode"))
         .await?;
     let readers = mode.as_ref().map(|_| {
         holders
@@ -166,11 +176,7 @@ pub(crate) async fn read(client: &Client, name: String) -> Result<(Key, LockStat
         })
         .collect();
     let token = client.fenced_lock(name.as_str()).token().await?;
-    let key = Key {
-        exists: kind != "none",
-        name,
-        pttl,
-    };
+    let key = Key::new(name, key, kind != "none", pttl);
     let state = LockState {
         holders,
         mode,

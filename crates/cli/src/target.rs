@@ -33,6 +33,12 @@ pub(crate) struct Target {
     /// behind the other tasks of this process and being passed the lock by them (local hand-off).
     #[arg(long, global = true, help_heading = GLOBAL)]
     no_local_handoff: bool,
+    /// Puts PREFIX in front of every name before its keys and channels are derived, as a Java
+    /// service's prefix NameMapper does (app: makes NAME app:NAME): every command works on the
+    /// names under the prefix.
+    #[arg(long, value_name = "PREFIX", global = true, allow_hyphen_values = true,
+          help_heading = GLOBAL)]
+    name_prefix: Option<String>,
 }
 
 impl Target {
@@ -108,6 +114,9 @@ impl Target {
             config.watchdog_timeout = Duration::from_millis(ms);
         }
         config.local_handoff = !self.no_local_handoff;
+        if let Some(prefix) = &self.name_prefix {
+            config.name_mapper = Some(rlock_redisson::NameMapper::prefix(prefix.as_str()));
+        }
         Ok(config)
     }
 
@@ -131,6 +140,10 @@ impl Target {
         };
         if self.no_local_handoff {
             command.arg("--no-local-handoff");
+        }
+        if let Some(prefix) = &self.name_prefix {
+            // One argument: a prefix that starts with `-` cannot be taken for an option.
+            command.arg(format!("--name-prefix={prefix}"));
         }
         self.topology.forward(command);
     }
@@ -240,6 +253,23 @@ mod tests {
         let child = target(&child_args).config().expect("the child's config");
         assert_eq!(child.topology, expected);
         assert_eq!(child.nodes, [SEEDS[1]]);
+    }
+
+    #[test]
+    fn the_name_prefix_maps_names_in_the_config_and_reaches_children() {
+        let url = ["--url", SEEDS[0]];
+        assert_eq!(target(&url).config().expect("config").name_mapper, None);
+        let prefixed = target(&[url[0], url[1], "--name-prefix", "-app:"]);
+        let mapper = prefixed.config().expect("config").name_mapper;
+        assert_eq!(mapper, Some(rlock_redisson::NameMapper::prefix("-app:")));
+        let (args, env) = forwarded(&prefixed);
+        assert_eq!(args, ["--name-prefix=-app:"]);
+        assert!(env.contains(&(URL_ENV.into(), SEEDS[0].into())), "{env:?}");
+        // The child parses it back (its URL given explicitly here).
+        let mut child_args: Vec<&str> = args.iter().map(String::as_str).collect();
+        child_args.extend(url);
+        let child = target(&child_args).config().expect("the child's config");
+        assert_eq!(child.name_mapper, mapper);
     }
 
     /// A Redisson cluster config in a temporary file, with a 4 s watchdog timeout.

@@ -17,6 +17,9 @@
 //!
 //! With `--json`, every refresh prints one JSON object per lock (see [`Sample`]); otherwise a table,
 //! redrawn in place on a terminal and printed frame after frame elsewhere.
+//!
+//! With `--name-prefix`, a name's keys and channels are those of the mapped name (the prefix and the
+//! name), as for every command; the table and `name` show the name as given, and JSON adds `key`.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -272,9 +275,9 @@ impl Frame {
     }
 }
 
-/// The JSON object of one lock at one refresh: `inspect`'s lock report (`name`, `exists`, `pttl`,
-/// `holders`, and `mode`, `readers`, `queue`, `token` when there are some) plus the kind and what the
-/// watcher counts.
+/// The JSON object of one lock at one refresh: `inspect`'s lock report (`name` as given, `exists`,
+/// `pttl`, `holders`, and `key` with `--name-prefix`, `mode`, `readers`, `queue`, `token` when there
+/// are some) plus the kind and what the watcher counts.
 #[derive(Debug, Serialize)]
 struct Sample<'a> {
     /// When the refresh was printed, in epoch milliseconds.
@@ -482,6 +485,7 @@ mod tests {
             observed: Ok(Observed {
                 key: Key {
                     name: name.into(),
+                    key: None,
                     exists: true,
                     pttl: 29_870,
                 },

@@ -303,3 +303,133 @@ fn tls_ca_is_trusted_by_check_and_by_demo_workers() {
     // Without the CA, the server's certificate is not trusted.
     assert_fails_cleanly(&run(Some(&tls.url), &check), "check without --tls-ca");
 }
+
+/// `rlock --url URL --name-prefix app: ARGS`, expecting success: its JSON lines.
+fn prefixed(server: &RedisServer, args: &[&str]) -> Vec<Value> {
+    run_ok(
+        Some(&server.url()),
+        &[&["--name-prefix", "app:"], args].concat(),
+    )
+}
+
+#[test]
+fn name_prefix_puts_every_command_under_the_prefix() {
+    let server = RedisServer::start();
+    let mut redis = redis(&server);
+    let exists =
+        |redis: &mut redis::Connection, key: &str| -> bool { redis.exists(key).expect("EXISTS") };
+    // A Java service whose NameMapper prepends `app:` holds its lock `cli:mapped`.
+    let _: () = redis
+        .hset("app:cli:mapped", format!("{JAVA_NODE}:57"), 1)
+        .expect("HSET");
+    let _: () = redis.pexpire("app:cli:mapped", 30_000).expect("PEXPIRE");
+
+    let report = prefixed(&server, &["inspect", "cli:mapped"]);
+    assert_eq!(report.len(), 1, "{report:?}");
+    assert_eq!(report[0]["name"], "cli:mapped", "{report:?}");
+    assert_eq!(report[0]["key"], "app:cli:mapped", "{report:?}");
+    assert_eq!(report[0]["exists"], true, "{report:?}");
+    assert_eq!(
+        report[0]["holders"],
+        json!([{"node": JAVA_NODE, "owner": "57", "count": 1}])
+    );
+    // Without the prefix, the same name is another lock (and the report has no `key`).
+    assert_eq!(
+        run_ok(Some(&server.url()), &["inspect", "cli:mapped"]),
+        [json!({"name": "cli:mapped", "exists": false, "pttl": -2, "holders": []})]
+    );
+    let watched = prefixed(&server, &["watch", "cli:mapped", "--json", "--count", "1"]);
+    assert_eq!(watched.len(), 1, "{watched:?}");
+    assert_eq!(
+        (&watched[0]["name"], &watched[0]["key"], &watched[0]["kind"]),
+        (
+            &json!("cli:mapped"),
+            &json!("app:cli:mapped"),
+            &json!("lock")
+        ),
+        "{watched:?}"
+    );
+    assert_eq!(watched[0]["holders"][0]["owner"], "57", "{watched:?}");
+
+    // `lock` holds app:cli:held, and nothing at cli:held.
+    let mut args = vec!["--name-prefix", "app:"];
+    args.extend(["lock", "cli:held", "--hold-ms", "2000"]);
+    let holder = rlock(Some(&server.url()), &args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn rlock lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !exists(&mut redis, "app:cli:held") {
+        assert!(std::time::Instant::now() < deadline, "never acquired");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!exists(&mut redis, "cli:held"));
+    let report = prefixed(&server, &["inspect", "cli:held"]);
+    assert_eq!(report[0]["key"], "app:cli:held", "{report:?}");
+    assert_eq!(report[0]["holders"].as_array().map(Vec::len), Some(1));
+    let output = holder.wait_with_output().expect("rlock lock ends");
+    assert!(output.status.success(), "{output:?}");
+    let events: Vec<Value> = json_lines(&output);
+    let events: Vec<&Value> = events.iter().map(|e| &e["event"]).collect();
+    assert_eq!(events, ["acquired", "released"]);
+
+    // `check`'s lock and counter are both under the prefix.
+    let check = ["check", "cli:counted", "--tasks", "2", "--iterations", "5"];
+    assert_eq!(prefixed(&server, &check)[0]["counter"], 10);
+    let counter: u64 = redis.get("app:cli:counted:counter").expect("GET");
+    assert_eq!(counter, 10);
+    assert!(!exists(&mut redis, "cli:counted:counter"));
+
+    // The synchronizers too.
+    let set = ["semaphore", "cli:sem", "set-permits", "2"];
+    assert_eq!(prefixed(&server, &set), [json!({"ok": true})]);
+    let permits: u64 = redis.get("app:cli:sem").expect("GET");
+    assert_eq!(permits, 2);
+    assert_eq!(
+        prefixed(&server, &["inspect", "cli:sem", "--kind", "semaphore"]),
+        [
+            json!({"name": "cli:sem", "key": "app:cli:sem", "exists": true, "pttl": -1,
+                "available": 2})
+        ]
+    );
+    let set = ["expirable-semaphore", "cli:exp", "set-permits", "1"];
+    assert_eq!(prefixed(&server, &set), [json!({"ok": true})]);
+    assert!(exists(&mut redis, "app:cli:exp"));
+    let set = ["latch", "cli:latch", "set-count", "3"];
+    assert_eq!(prefixed(&server, &set), [json!({"ok": true})]);
+    let count: u64 = redis.get("app:cli:latch").expect("GET");
+    assert_eq!(count, 3);
+    for unmapped in ["cli:sem", "cli:exp", "cli:latch"] {
+        assert!(!exists(&mut redis, unmapped), "{unmapped}");
+    }
+
+    // `force-unlock` deletes the Java hold under the prefix.
+    assert_eq!(
+        prefixed(&server, &["force-unlock", "cli:mapped"]),
+        [json!({"released": true})]
+    );
+    assert!(!exists(&mut redis, "app:cli:mapped"));
+}
+
+#[test]
+fn demo_workers_inherit_the_name_prefix() {
+    let server = RedisServer::start();
+    let demo =
+        "--name-prefix app: demo --processes 2 --tasks 2 --locks 2 --iterations 10 --hold-ms 1";
+    let args: Vec<&str> = demo.split(' ').collect();
+    let totals = run_ok(Some(&server.url()), &args)
+        .pop()
+        .expect("a totals line");
+    // The parent counts under the prefix: workers that ignored it would leave its counters at 0.
+    assert_eq!(totals["mutual_exclusion"], true, "{totals}");
+    assert_eq!(totals["acquisitions"], 2 * 2 * 10, "{totals}");
+    let counters: Vec<Option<u64>> = redis(&server)
+        .mget(&[
+            "app:demo:lock:0:counter",
+            "app:demo:lock:1:counter",
+            "demo:lock:0:counter",
+            "demo:lock:1:counter",
+        ])
+        .expect("MGET");
+    assert_eq!(counters, [Some(20), Some(20), None, None]);
+}

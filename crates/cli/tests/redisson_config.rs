@@ -141,3 +141,111 @@ fn a_bad_file_fails_cleanly_naming_the_key() {
     );
     assert_fails_cleanly(&output, "a missing file");
 }
+
+/// A Redisson 4.x file for the server at `port` as 4.x's docs show it: `top` (the credentials, at
+/// the top level where 4.x keeps them) and a `retryDelay` object.
+fn redisson_4x_yaml(dir: &Path, port: u16, top: &str) -> PathBuf {
+    let path = dir.join("redisson-4.yaml");
+    let yaml = format!(
+        r#"singleServerConfig:
+  address: "redis://127.0.0.1:{port}"
+  timeout: 3000
+  retryAttempts: 4
+  retryDelay: !<org.redisson.config.EqualJitterDelay> {{baseDelay: PT1S, maxDelay: PT2S}}
+  reconnectionDelay: !<org.redisson.config.EqualJitterDelay> {{baseDelay: PT0.1S, maxDelay: PT10S}}
+  database: 0
+{top}threads: 16
+nettyThreads: 32
+codec: !<org.redisson.codec.Kryo5Codec> {{}}
+transportMode: "NIO"
+nameMapper: !<org.redisson.api.DefaultNameMapper> {{}}
+lockWatchdogTimeout: 4000
+"#
+    );
+    std::fs::write(&path, yaml).expect("write the Redisson config");
+    path
+}
+
+/// Runs `rlock --redisson-config FILE check` and asserts that it succeeds without a warning about
+/// the file.
+fn check_succeeds(file: &Path, name: &str) {
+    let file = file.to_str().expect("UTF-8 path");
+    let args = [
+        "--redisson-config",
+        file,
+        "check",
+        name,
+        "--tasks",
+        "2",
+        "--iterations",
+        "10",
+    ];
+    let output = run(None, &args);
+    assert!(output.status.success(), "rlock {args:?}: {output:?}");
+    let report = json_lines(&output);
+    assert_eq!(report.len(), 1, "{report:?}");
+    assert_eq!(report[0]["counter"], 20, "{report:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("Redisson config"), "{stderr}");
+}
+
+#[test]
+fn check_runs_on_a_password_protected_server_from_a_4x_file() {
+    let password = "s3cret:pw";
+    let server = RedisServer::start_authenticated(None, password, &["--requirepass", password]);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let top = format!("password: \"{password}\"\nusername: null\n");
+    check_succeeds(
+        &redisson_4x_yaml(dir.path(), server.port(), &top),
+        "yaml:check",
+    );
+}
+
+#[test]
+fn check_runs_as_an_acl_user_from_a_4x_file() {
+    let server = RedisServer::start_acl_user("locker", "locker-pw");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let top = "username: \"locker\"\npassword: \"locker-pw\"\n";
+    check_succeeds(
+        &redisson_4x_yaml(dir.path(), server.port(), top),
+        "yaml:acl",
+    );
+}
+
+#[test]
+fn a_custom_name_mapper_is_refused_before_anything_is_written() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = redisson_4x_yaml(dir.path(), server.port(), "")
+        .to_str()
+        .map(str::to_owned);
+    let file = file.expect("UTF-8 path");
+    let yaml = std::fs::read_to_string(&file).expect("read the file back");
+    let mapped = yaml.replace(
+        "nameMapper: !<org.redisson.api.DefaultNameMapper> {}",
+        "nameMapper: !<com.example.PrefixMapper> {prefix: \"app:\"}",
+    );
+    assert_ne!(mapped, yaml);
+    std::fs::write(&file, mapped).expect("write the Redisson config");
+
+    for args in [
+        vec!["check", "yaml:mapped", "--tasks", "2", "--iterations", "10"],
+        vec!["lock", "yaml:mapped", "--hold-ms", "100"],
+    ] {
+        let mut all = vec!["--redisson-config", file.as_str()];
+        all.extend(args);
+        let output = run(None, &all);
+        assert_fails_cleanly(&output, "a custom nameMapper");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        for part in [
+            "nameMapper: class com.example.PrefixMapper refused",
+            "would not exclude each other",
+            "--name-prefix",
+        ] {
+            assert!(stderr.contains(part), "{part}: {stderr}");
+        }
+    }
+    let mut redis = server.client().get_connection().expect("raw connection");
+    let keys: u64 = redis::cmd("DBSIZE").query(&mut redis).expect("DBSIZE");
+    assert_eq!(keys, 0, "the refused file's commands wrote to Redis");
+}

@@ -95,19 +95,32 @@ impl Client {
         })
     }
 
+    /// The name Redis knows the object called `name` by: `name` through [`Config::name_mapper`]
+    /// (Redisson's `getRawName()`), every factory's one way to a handle's name. An empty name stays
+    /// empty, so that the handle's operations refuse it as they do without a mapper.
+    fn raw_name(&self, name: impl Into<String>) -> String {
+        let name = name.into();
+        match &self.services.config.name_mapper {
+            Some(mapper) if !name.is_empty() => mapper.map(&name),
+            _ => name,
+        }
+    }
+
     /// The reentrant lock called `name`: Redisson's `getLock(name)`. Making a handle costs nothing and
-    /// sends nothing; an empty name is reported by the first operation.
+    /// sends nothing; an empty name is reported by the first operation. With a
+    /// [`Config::name_mapper`], every kind's handle works under the mapped name, and its `name()`
+    /// returns it.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(
             self.services.clone(),
-            Reentrant::new(name.into(), self.services.publish),
+            Reentrant::new(self.raw_name(name), self.services.publish),
         )
     }
 
     /// The fair lock called `name`: Redisson's `getFairLock(name)`.
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
         let kind = Fair::new(
-            name.into(),
+            self.raw_name(name),
             self.services.publish,
             self.services.config.fair_lock_wait_timeout,
         );
@@ -118,7 +131,7 @@ impl Client {
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         Lock::new(
             self.services.clone(),
-            Fenced::new(name.into(), self.services.publish),
+            Fenced::new(self.raw_name(name), self.services.publish),
         )
     }
 
@@ -135,29 +148,29 @@ impl Client {
     ) -> SpinLock {
         Lock::new(
             self.services.clone(),
-            Spin::new(name.into(), self.services.publish, backoff),
+            Spin::new(self.raw_name(name), self.services.publish, backoff),
         )
     }
 
     /// The read-write lock called `name`: Redisson's `getReadWriteLock(name)`.
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock::new(&self.services, name.into())
+        ReadWriteLock::new(&self.services, self.raw_name(name))
     }
 
     /// The semaphore called `name`: Redisson's `getSemaphore(name)`.
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore::new(self.services.clone(), name.into())
+        Semaphore::new(self.services.clone(), self.raw_name(name))
     }
 
     /// The permit-expirable semaphore called `name`: Redisson's
     /// `getPermitExpirableSemaphore(name)`.
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
-        PermitExpirableSemaphore::new(self.services.clone(), name.into())
+        PermitExpirableSemaphore::new(self.services.clone(), self.raw_name(name))
     }
 
     /// The count-down latch called `name`: Redisson's `getCountDownLatch(name)`.
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
-        CountDownLatch::new(self.services.clone(), name.into())
+        CountDownLatch::new(self.services.clone(), self.raw_name(name))
     }
 
     /// This client's node id: the random v4 UUID that prefixes its owners' hash fields.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::credentials::{Credentials, CredentialsProvider};
 use crate::error::{Error, Result};
+use crate::name_mapper::NameMapper;
 
 #[cfg(feature = "redisson-config")]
 mod redisson_yaml;
@@ -161,6 +162,13 @@ pub struct Config {
     /// of its own, and recording them costs an allocation per acquisition: turn it on only for a
     /// bounded set of names. Default false.
     pub metrics_lock_names: bool,
+    /// Maps every object name before its keys and channels are derived (Redisson's `nameMapper`),
+    /// for every kind. Map as the Java services that share the locks do (e.g.
+    /// [`NameMapper::prefix`] for a Java mapper that prepends a prefix), or the two sides use
+    /// different keys and do not exclude each other. Handles' `name()` is the mapped name. An empty
+    /// name is not mapped (operations refuse it), and neither is a name that maps to "" accepted.
+    /// Default none: names are used as given.
+    pub name_mapper: Option<NameMapper>,
 }
 
 impl Config {
@@ -191,6 +199,7 @@ impl Config {
             local_handoff_limit: 16,
             local_handoff_window: Duration::from_millis(10),
             metrics_lock_names: false,
+            name_mapper: None,
         }
     }
 
@@ -395,6 +404,7 @@ impl fmt::Debug for Config {
             .field("local_handoff_limit", &self.local_handoff_limit)
             .field("local_handoff_window", &self.local_handoff_window)
             .field("metrics_lock_names", &self.metrics_lock_names)
+            .field("name_mapper", &self.name_mapper)
             .finish()
     }
 }

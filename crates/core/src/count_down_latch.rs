@@ -81,7 +81,8 @@ impl CountDownLatch {
         }
     }
 
-    /// The latch's name.
+    /// The latch's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         &self.object.name
     }

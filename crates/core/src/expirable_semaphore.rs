@@ -148,7 +148,8 @@ impl PermitExpirableSemaphore {
         }
     }
 
-    /// The semaphore's name.
+    /// The semaphore's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         &self.object.name
     }

@@ -31,6 +31,7 @@ mod listener;
 mod lock;
 mod lock_kind;
 mod multi_lock;
+mod name_mapper;
 mod names;
 mod owner;
 mod pubsub;
@@ -58,6 +59,7 @@ pub use listener::ChannelListener;
 pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
 #[allow(deprecated)]
 pub use multi_lock::{AnyLock, MultiGuard, MultiLock, RedLock};
+pub use name_mapper::NameMapper;
 pub use owner::Owner;
 pub use rw_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use semaphore::{Semaphore, SemaphorePermits};

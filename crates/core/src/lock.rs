@@ -120,7 +120,8 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
-    /// The lock's name.
+    /// The lock's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         self.kind.name()
     }

@@ -220,7 +220,7 @@ impl MultiLock {
         }
     }
 
-    /// The members' names, in order.
+    /// The members' names in Redis (mapped, as [`Lock::name`](crate::Lock::name)), in order.
     pub fn names(&self) -> Vec<&str> {
         self.members.iter().map(|member| member.0.name()).collect()
     }

@@ -44,8 +44,7 @@ use crate::config::{Config, redact};
 use crate::connection::cluster_builder;
 #[cfg(feature = "sentinel")]
 use crate::connection::sentinel_client;
-use crate::connection::{Deployment, node_client, refused};
-use crate::credentials::CredentialsProvider;
+use crate::connection::{Deployment, Rotating, node_client, refused};
 use crate::telemetry::{self, Subscriptions};
 use crate::wake::{Armed, WakeRule, Wakeups};
 
@@ -239,15 +238,9 @@ impl Subscriber {
         let task = Connection {
             registry: registry.clone(),
             endpoint: Endpoint::of(config, deployment, sharded)?,
-            rotating: config
-                .credentials_provider
-                .clone()
-                .map(|provider| Rotating {
-                    provider,
-                    config: config.clone(),
-                    deployment,
-                    sharded,
-                }),
+            rotating: Rotating::of(config),
+            deployment,
+            sharded,
             connect_timeout: config.connect_timeout,
             url: redact(&config.url),
         };
@@ -514,27 +507,12 @@ fn by_slot(channels: Vec<String>, sharded: bool) -> Vec<Vec<String>> {
 struct Connection {
     registry: Arc<Registry>,
     endpoint: Endpoint,
-    /// Where each connect gets fresh credentials, if it does.
+    /// Where each connect gets fresh credentials, if it does: then the endpoint is made anew.
     rotating: Option<Rotating>,
-    connect_timeout: Duration,
-    url: String,
-}
-
-/// Credentials asked for anew for each connect ([`Config::credentials_provider`]).
-struct Rotating {
-    provider: CredentialsProvider,
-    config: Config,
     deployment: Deployment,
     sharded: bool,
-}
-
-impl Rotating {
-    /// The endpoint with the provider's current credentials.
-    async fn endpoint(&self) -> redis::RedisResult<Endpoint> {
-        let credentials = self.provider.credentials().await?;
-        let config = self.config.with_credentials(&credentials)?;
-        Endpoint::of(&config, self.deployment, self.sharded)
-    }
+    connect_timeout: Duration,
+    url: String,
 }
 
 type Change = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
@@ -557,7 +535,8 @@ impl Connection {
         loop {
             let connect = tokio::time::timeout(self.connect_timeout, async {
                 if let Some(rotating) = &self.rotating {
-                    self.endpoint = rotating.endpoint().await?;
+                    self.endpoint =
+                        Endpoint::of(&rotating.config().await?, self.deployment, self.sharded)?;
                 }
                 self.endpoint.connect().await
             });

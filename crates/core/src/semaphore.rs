@@ -83,7 +83,8 @@ impl Semaphore {
         }
     }
 
-    /// The semaphore's name.
+    /// The semaphore's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         &self.object.name
     }
@@ -442,7 +443,8 @@ impl SemaphorePermits {
         self.permits
     }
 
-    /// The semaphore's name.
+    /// The semaphore's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         self.semaphore.name()
     }

@@ -38,7 +38,7 @@ pub(crate) struct Plan {
     /// Tasks per process, each a separate lock owner.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     tasks: u32,
-    /// Locks the tasks contend for: demo:lock:0, demo:lock:1, ...
+    /// Locks the tasks contend for: demo:lock:0, demo:lock:1, ... (after --name-prefix)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     locks: u32,
     /// Acquisitions per task.
@@ -134,7 +134,7 @@ async fn show(target: &Target, args: &Args) -> Result<ExitCode> {
     let expected = plan.acquisitions_per_lock(args.processes);
     let client = target.client().await?;
     let counters: Vec<String> = (0..plan.locks)
-        .map(|lock| critical::counter_key(&lock_name(lock)))
+        .map(|lock| critical::counter_key(client.lock(lock_name(lock)).name()))
         .collect();
     // Start from zero even on a server an earlier demo ran on.
     critical::reset(&client, &counters).await?;

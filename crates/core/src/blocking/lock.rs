@@ -79,7 +79,8 @@ impl<K: LockKind> Lock<K> {
         self.inner.owner().unwrap_or_else(Owner::thread)
     }
 
-    /// The lock's name.
+    /// The lock's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         self.inner.name()
     }

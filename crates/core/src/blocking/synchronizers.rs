@@ -27,7 +27,8 @@ impl Semaphore {
         }
     }
 
-    /// The semaphore's name.
+    /// The semaphore's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         self.inner.name()
     }
@@ -210,7 +211,8 @@ impl PermitExpirableSemaphore {
         Self { inner, runtime }
     }
 
-    /// The semaphore's name.
+    /// The semaphore's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         self.inner.name()
     }
@@ -431,7 +433,8 @@ impl CountDownLatch {
         Self { inner, runtime }
     }
 
-    /// The latch's name.
+    /// The latch's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         self.inner.name()
     }

@@ -225,16 +225,34 @@ pub(crate) struct Manager {
     factory: Factory,
     /// Where each new connection gets fresh credentials, if it does.
     rotating: Option<Rotating>,
+    deployment: Deployment,
     /// No response timeout (rlock applies its own deadlines), the configured connect timeout.
     settings: redis::AsyncConnectionConfig,
     failures: Arc<AtomicU64>,
 }
 
-/// Credentials asked for anew for each connection ([`Config::credentials_provider`]).
-struct Rotating {
+/// A configuration whose credentials are asked for anew for each connection
+/// ([`Config::credentials_provider`]).
+pub(crate) struct Rotating {
     provider: CredentialsProvider,
     config: Config,
-    deployment: Deployment,
+}
+
+impl Rotating {
+    /// `config`'s, when it has a credentials provider.
+    pub(crate) fn of(config: &Config) -> Option<Self> {
+        let provider = config.credentials_provider.clone()?;
+        Some(Self {
+            provider,
+            config: config.clone(),
+        })
+    }
+
+    /// The configuration with the provider's current credentials.
+    pub(crate) async fn config(&self) -> RedisResult<Config> {
+        let credentials = self.provider.credentials().await?;
+        self.config.with_credentials(&credentials)
+    }
 }
 
 impl std::fmt::Debug for Manager {
@@ -269,9 +287,7 @@ impl Manager {
         match &self.rotating {
             None => self.factory.open(&self.settings).await,
             Some(rotating) => {
-                let credentials = rotating.provider.credentials().await?;
-                let config = rotating.config.with_credentials(&credentials)?;
-                let factory = Factory::of(&config, rotating.deployment)?;
+                let factory = Factory::of(&rotating.config().await?, self.deployment)?;
                 factory.open(&self.settings).await
             }
         }
@@ -492,14 +508,8 @@ impl Commands {
         let failures = Arc::new(AtomicU64::new(0));
         let manager = Manager {
             factory,
-            rotating: config
-                .credentials_provider
-                .clone()
-                .map(|provider| Rotating {
-                    provider,
-                    config: config.clone(),
-                    deployment,
-                }),
+            rotating: Rotating::of(config),
+            deployment,
             settings: redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(config.connect_timeout))
                 .set_response_timeout(None),

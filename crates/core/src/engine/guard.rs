@@ -74,7 +74,8 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
         }
     }
 
-    /// The lock's name.
+    /// The lock's name in Redis: the name it was made with, mapped by
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
     pub fn name(&self) -> &str {
         self.kind.name()
     }
