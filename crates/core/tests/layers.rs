@@ -571,7 +571,7 @@ fn every_form_of_import_is_an_edge() {
 
 /// The engine and the services below it: they know no lock kind, no handle and no client, so a
 /// new kind is a new file above them. (Each is a file of `src/` or a directory's files.)
-const CORE: [&str; 15] = [
+const CORE: [&str; 16] = [
     "engine",
     "services",
     "reconciling",
@@ -584,6 +584,7 @@ const CORE: [&str; 15] = [
     "connection",
     "config",
     "credentials",
+    "name_mapper",
     "owner",
     "names",
     "error",
