@@ -14,8 +14,10 @@ fn blocking_locks_exclude_and_hand_off_between_threads() {
     assert!(lock.is_locked().expect("is_locked"));
 
     let other = client.lock("blocking:handoff");
+    // Timed from before the spawn: a thread that starts late on a loaded machine must not shorten
+    // the wait that the held guard imposes.
+    let started = Instant::now();
     let waiter = std::thread::spawn(move || {
-        let started = Instant::now();
         let guard = other.lock().expect("waiter locks");
         let waited = started.elapsed();
         guard.unlock().expect("waiter unlocks");

@@ -168,7 +168,7 @@ impl HandOff for Fenced {
 pub type FencedLock = Lock<Fenced>;
 
 /// A guard of a [`FencedLock`] hold, carrying its fencing token.
-pub type FencedGuard = crate::Guard<u64>;
+pub type FencedGuard = crate::engine::Guard<u64>;
 
 impl Lock<Fenced> {
     /// The latest fencing token handed out for this lock, whoever took it (Redisson's `getToken`);

@@ -29,6 +29,7 @@ mod fair_lock;
 mod fenced_lock;
 mod listener;
 mod lock;
+mod lock_kind;
 mod multi_lock;
 mod name_mapper;
 mod names;
@@ -67,14 +68,9 @@ pub use spin_lock::{SpinBackoff, SpinLock};
 /// The lock kinds: the type parameter of [`Lock`], one per Redisson lock object. Their contents
 /// are private; the [`Client`] method that makes a handle chooses its kind.
 pub mod kind {
-    /// What every lock kind is: the bound of [`Lock<K>`](crate::Lock), for code generic over kinds.
-    /// Sealed: only this crate's kinds implement it.
-    pub trait LockKind: crate::engine::Kind {}
-
-    impl<K: crate::engine::Kind> LockKind for K {}
-
     pub use crate::fair_lock::Fair;
     pub use crate::fenced_lock::Fenced;
+    pub use crate::lock_kind::LockKind;
     pub use crate::reentrant::Reentrant;
     pub use crate::rw_lock::{Read, Write};
     pub use crate::spin_lock::Spin;

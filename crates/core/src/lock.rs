@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::engine::{self, Guard, Lease, Wait};
 use crate::error::{Error, Operation, Result};
-use crate::kind::LockKind;
+use crate::lock_kind::LockKind;
 use crate::owner::Owner;
 use crate::reentrant::Reentrant;
 use crate::services::Services;

@@ -53,7 +53,7 @@ impl std::fmt::Debug for Services {
 
 impl Services {
     /// Connects and starts the subscriber and the watchdog. Fails fast (with a `PING`) when Redis is
-    /// unreachable, and when it refuses what locks need (see [`connection::probe`]).
+    /// unreachable, and when it refuses what locks need (see [`connection::probe::probe`]).
     ///
     /// # Cancel safety
     ///
@@ -73,7 +73,7 @@ impl Services {
         let _: String = commands
             .query(Operation::Connect, "", &redis::cmd("PING"))
             .await?;
-        connection::probe(&mut commands, &config).await?;
+        connection::probe::probe(&mut commands, &config).await?;
         // Publish and subscribe exactly as Redisson does (PROTOCOL.md §2.6), so Java hears us.
         let sharded = match (&config.topology, config.sharded_pubsub) {
             (Topology::Cluster, ShardedPubSub::On) => true,

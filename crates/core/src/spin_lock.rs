@@ -68,7 +68,7 @@ impl Default for SpinBackoff {
 /// # Ok(())
 /// # }
 /// ```
-pub type SpinLock = crate::Lock<Spin>;
+pub type SpinLock = crate::lock::Lock<Spin>;
 
 /// The spin lock's kind (Redisson's `RSpinLock`): the type parameter of
 /// [`SpinLock`](crate::SpinLock).

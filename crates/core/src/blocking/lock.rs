@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Runtime, block_on, release_dropped};
+use super::runtime::{Runtime, block_on, release_dropped};
 use crate::error::Result;
 use crate::kind::LockKind;
 use crate::lock::RemainingTtl;

@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Lock, Runtime, block_on, release_dropped};
+use super::lock::Lock;
+use super::runtime::{Runtime, block_on, release_dropped};
 use crate::error::{Error, Result};
 use crate::kind::LockKind;
 use crate::owner::Owner;

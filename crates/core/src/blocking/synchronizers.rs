@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{Runtime, block_on, release_dropped};
+use super::runtime::{Runtime, block_on, release_dropped};
 use crate::PermitId;
 use crate::error::Result;
 

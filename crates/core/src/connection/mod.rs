@@ -48,9 +48,7 @@ use crate::scripts::ScriptCall;
 
 #[cfg(feature = "cluster")]
 mod cluster;
-mod probe;
-
-pub(crate) use probe::probe;
+pub(crate) mod probe;
 
 /// Where a key lives: its cluster hash slot, for what is kept per master (replica counts) and for
 /// the commands that must not cross slots (renewal batches, latch deletions).
@@ -443,7 +441,7 @@ pub(crate) struct Commands {
     sync: Option<ReplicaSync>,
     cluster: bool,
     /// Whether a command may name keys of one slot only: in a cluster, reached as one or behind a
-    /// proxy (see [`probe`]).
+    /// proxy (see [`probe::probe`]).
     single_slot: bool,
     pub(crate) timeout: Duration,
 }

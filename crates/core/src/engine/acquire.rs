@@ -9,12 +9,13 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
+use super::deadline::Wait;
 use super::guard::Guard;
 use super::kind::{Attempt, Kind, RECHECK};
+use super::lease::Lease;
 use super::release::Releasing;
 use super::synced::{Synced, until_synced};
 use super::wait::{Listen, Nudge, Nudges, wait_on};
-use super::{Lease, Wait};
 use crate::cohort::{Step, Ticket};
 use crate::connection::{Commands, Connection, Written, outcome_unknown};
 use crate::error::{Error, Operation, Result};

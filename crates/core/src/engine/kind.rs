@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::Wait;
+use super::deadline::Wait;
 use crate::error::Result;
 use crate::scripts::ScriptCall;
 use crate::services::Services;

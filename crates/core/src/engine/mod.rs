@@ -39,120 +39,27 @@
 //! later took by itself.
 
 mod acquire;
+mod deadline;
 mod detached;
 mod guard;
 mod hold;
 mod kind;
+mod lease;
 mod object;
 mod release;
 mod synced;
+mod update;
 mod wait;
 
-use std::time::Duration;
-
-use tokio::time::Instant;
-
 pub(crate) use acquire::{Undo, acquire};
+pub(crate) use deadline::Wait;
 pub(crate) use detached::{Applied, Replicas, write_detached};
 pub use guard::Guard;
 pub(crate) use hold::hold_count;
 pub(crate) use kind::{Attempt, HandOff, Kind, RECHECK};
+pub(crate) use lease::{Lease, millis};
 pub(crate) use object::Object;
 pub(crate) use release::{Releasing, force_unlock};
 pub(crate) use synced::{Synced, until_synced};
+pub(crate) use update::update;
 pub(crate) use wait::wait_on;
-
-use crate::connection::Written;
-use crate::error::{Error, Operation, Result};
-use crate::scripts::ScriptCall;
-use crate::services::Services;
-
-/// How long a hold lasts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lease {
-    /// The watchdog timeout, renewed by the watchdog until released.
-    Watchdog,
-    /// A fixed lease: the lock expires then unless released first.
-    Fixed(Duration),
-}
-
-impl Lease {
-    /// A fixed lease, validated: at least a millisecond (Redis' resolution), at most
-    /// [`crate::config::MAX_LEASE`].
-    pub(crate) fn fixed(lease: Duration) -> Result<Self> {
-        if lease < Duration::from_millis(1) || lease > crate::config::MAX_LEASE {
-            return Err(Error::InvalidArgument(format!(
-                "a lease must be between 1 ms and {:?}, got {lease:?}",
-                crate::config::MAX_LEASE
-            )));
-        }
-        Ok(Self::Fixed(lease))
-    }
-}
-
-/// How long to keep trying.
-#[derive(Clone, Copy, Debug)]
-pub enum Wait {
-    /// Until acquired.
-    Forever,
-    /// Until this much time has passed (zero: one attempt).
-    For(Duration),
-}
-
-impl Wait {
-    /// When to give up, from now; `None` for never.
-    pub(crate) fn deadline(self) -> Option<Instant> {
-        match self {
-            Self::Forever => None,
-            Self::For(wait) => Some(Instant::now().checked_add(wait).unwrap_or_else(far_future)),
-        }
-    }
-}
-
-/// An instant no deadline reaches (for waits too long to represent).
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
-}
-
-/// Runs a write that sets rather than counts (setting permits or a count, deleting, updating a
-/// lease), waiting for replicas where `replicas` says so, and decodes its reply as a `T`. Such
-/// writes are not reconciled: a lost reply is [`Error::Timeout`] or [`Error::Backend`], as
-/// Redisson reports it.
-pub(crate) async fn update<T: redis::FromRedisValue>(
-    services: &Services,
-    name: &str,
-    call: ScriptCall,
-    replicas: Replicas,
-) -> Result<T> {
-    let mut conn = services.commands.get(Operation::Update, name).await?;
-    let reply = match replicas.write(services, &mut conn.conn, &call).await {
-        Written::Ran(reply) => reply,
-        Written::Unsynced { replicas, .. } => {
-            return Err(Error::NoSyncedReplicas {
-                operation: Operation::Update,
-                name: name.to_owned(),
-                replicas,
-            });
-        }
-        Written::Refused(e) => {
-            return Err(Error::from_redis(Operation::Update, name, e));
-        }
-        Written::Unknown(unknown) => {
-            return Err(unknown.into_error(Operation::Update, name));
-        }
-    };
-    redis::from_redis_value(reply.clone())
-        .map_err(|_| Error::unexpected(Operation::Update, name, reply))
-}
-
-/// A duration in whole milliseconds, at least one.
-pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
-    let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-    if millis == 0 || duration > crate::config::MAX_LEASE {
-        return Err(Error::InvalidArgument(format!(
-            "{what} must be between 1 ms and {:?}, got {duration:?}",
-            crate::config::MAX_LEASE
-        )));
-    }
-    Ok(millis)
-}

@@ -6,9 +6,11 @@ use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 
+use super::deadline::Wait;
+use super::detached::Replicas;
 use super::kind::degraded_poll;
+use super::update::update;
 use super::wait::Listen;
-use super::{Replicas, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
@@ -74,13 +76,13 @@ impl Object {
         })
     }
 
-    /// Runs a set-like write on the object (see [`super::update`]).
+    /// Runs a set-like write on the object (see [`update`]).
     pub(crate) async fn update<T: redis::FromRedisValue>(
         &self,
         call: ScriptCall,
         replicas: Replicas,
     ) -> Result<T> {
-        super::update(&self.services, &self.name, call, replicas).await
+        update(&self.services, &self.name, call, replicas).await
     }
 
     /// Deletes the object: the key at its name and `others` (`DEL`); returns whether any existed.

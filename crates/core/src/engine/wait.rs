@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Wait;
+use super::deadline::{Wait, far_future};
 use super::kind::Attempt;
 use crate::error::Result;
 use crate::pubsub::{Registry, Subscription};
@@ -199,7 +199,7 @@ where
             }
         }
         // A foreign key may report any PTTL, even one no Instant can represent.
-        let slept = now.checked_add(sleep).unwrap_or_else(super::far_future);
+        let slept = now.checked_add(sleep).unwrap_or_else(far_future);
         let until = match deadline {
             Some(deadline) if deadline <= slept => {
                 timer = Path::Deadline;

@@ -1,0 +1,40 @@
+//! How long a hold lasts, and the durations a kind sends as milliseconds.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// How long a hold lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// The watchdog timeout, renewed by the watchdog until released.
+    Watchdog,
+    /// A fixed lease: the lock expires then unless released first.
+    Fixed(Duration),
+}
+
+impl Lease {
+    /// A fixed lease, validated: at least a millisecond (Redis' resolution), at most
+    /// [`crate::config::MAX_LEASE`].
+    pub(crate) fn fixed(lease: Duration) -> Result<Self> {
+        if lease < Duration::from_millis(1) || lease > crate::config::MAX_LEASE {
+            return Err(Error::InvalidArgument(format!(
+                "a lease must be between 1 ms and {:?}, got {lease:?}",
+                crate::config::MAX_LEASE
+            )));
+        }
+        Ok(Self::Fixed(lease))
+    }
+}
+
+/// A duration in whole milliseconds, at least one.
+pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
+    let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    if millis == 0 || duration > crate::config::MAX_LEASE {
+        return Err(Error::InvalidArgument(format!(
+            "{what} must be between 1 ms and {:?}, got {duration:?}",
+            crate::config::MAX_LEASE
+        )));
+    }
+    Ok(millis)
+}

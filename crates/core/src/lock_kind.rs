@@ -1,0 +1,7 @@
+//! The public bound of every lock kind, re-exported as `kind::LockKind`.
+
+/// What every lock kind is: the bound of [`Lock<K>`](crate::Lock), for code generic over kinds.
+/// Sealed: only this crate's kinds implement it.
+pub trait LockKind: crate::engine::Kind {}
+
+impl<K: crate::engine::Kind> LockKind for K {}
