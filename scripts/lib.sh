@@ -16,6 +16,10 @@
 #                         port, data and log in DIR; writes DIR/redis.pid and
 #                         DIR/redis.port and waits until it answers PING
 #   stop_redis DIR        stop the server started by start_redis DIR
+#   use_throwaway_redis_url
+#                         unless REDIS_URL is set, start a throwaway server
+#                         (start_redis), export REDIS_URL for it and stop it
+#                         when the script exits (sets the EXIT trap)
 #
 # Messages go to stderr so stdout stays usable for results (ports, URLs).
 
@@ -181,8 +185,9 @@ stop_redis() {
     [ -f "$dir/redis.pid" ] || return 0
     pid=$(cat "$dir/redis.pid")
     rm -f "$dir/redis.pid" "$dir/redis.port"
-    # Guard against a recycled pid: only signal a redis process.
-    if [ -r "/proc/$pid/comm" ] && ! grep -qi redis "/proc/$pid/comm"; then
+    # Guard against a recycled pid: only signal a redis (or Valkey, when
+    # $RLOCK_REDIS_SERVER names one: scripts/server-matrix.sh) process.
+    if [ -r "/proc/$pid/comm" ] && ! grep -qiE 'redis|valkey' "/proc/$pid/comm"; then
         return 0
     fi
     kill -TERM "$pid" 2>/dev/null || return 0
@@ -191,4 +196,15 @@ stop_redis() {
         sleep 0.05
     done
     kill -KILL "$pid" 2>/dev/null || true
+}
+
+# Give the rustdoc examples (README included) and the examples, which talk to
+# the server in REDIS_URL, a throwaway one unless the caller chose one. The
+# server is stopped when the (sub)shell exits: this sets the EXIT trap.
+use_throwaway_redis_url() {
+    [ -z "${REDIS_URL:-}" ] || return 0
+    throwaway_redis=$(mktemp -d)
+    trap 'stop_redis "$throwaway_redis"; rm -rf "$throwaway_redis"' EXIT
+    start_redis "$throwaway_redis" || return 1
+    export REDIS_URL="redis://127.0.0.1:$(cat "$throwaway_redis/redis.port")/"
 }

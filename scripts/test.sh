@@ -70,14 +70,8 @@ else
 fi
 
 section "cargo test"
-# Integration tests start their own servers; the rustdoc examples (README included) talk to the one
-# in REDIS_URL, so give them a throwaway server unless the caller chose one.
-if [ -z "${REDIS_URL:-}" ]; then
-    doc_redis=$(mktemp -d)
-    trap 'stop_redis "$doc_redis"; rm -rf "$doc_redis"' EXIT
-    start_redis "$doc_redis"
-    export REDIS_URL="redis://127.0.0.1:$(cat "$doc_redis/redis.port")/"
-fi
+# Integration tests start their own servers; the rustdoc examples and the examples use REDIS_URL.
+use_throwaway_redis_url
 cargo test --workspace "$@"
 
 section "examples"
