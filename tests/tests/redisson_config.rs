@@ -2,13 +2,12 @@
 //! nulls, thread counts and all), load into the configuration the constructors make.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rlock_redisson::{Config, Error, ShardedPubSub, Topology};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::raw;
+use rlock_tests::logs::Captured;
 
 fn load(yaml: &str) -> Config {
     Config::from_redisson_yaml(yaml).expect("a valid Redisson config")
@@ -180,29 +179,11 @@ lockWatchdogTimeout: 12000
     assert_eq!(config, expected);
 }
 
-/// A `tracing` subscriber's output, kept in memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("buffer").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn unknown_keys_are_warned_about_and_redisson_only_ones_are_not() {
     let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .finish();
-    let config = tracing::subscriber::with_default(subscriber, || {
+    let config = {
+        let _capturing = captured.install();
         load(
             r#"
 singleServerConfig:
@@ -214,9 +195,9 @@ threads: 16
 codec: !<org.redisson.codec.Kryo5Codec> {}
 "#,
         )
-    });
+    };
     assert_eq!(config, Config::new("redis://127.0.0.1:6379/"));
-    let logs = String::from_utf8(captured.0.lock().expect("buffer").clone()).expect("UTF-8 logs");
+    let logs = captured.text();
     let warnings: Vec<&str> = logs.lines().filter(|line| line.contains("WARN")).collect();
     assert_eq!(warnings.len(), 2, "{logs}");
     assert!(logs.contains("singleServerConfig.colour"), "{logs}");
@@ -466,14 +447,11 @@ fn single_server_4_7(port: u16) -> String {
 /// `yaml`'s configuration, and the lines it logged.
 fn load_logged(yaml: &str) -> (Result<Config, Error>, String) {
     let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let config = tracing::subscriber::with_default(subscriber, || Config::from_redisson_yaml(yaml));
-    let logs = String::from_utf8(captured.0.lock().expect("buffer").clone()).expect("UTF-8 logs");
-    (config, logs)
+    let config = {
+        let _capturing = captured.install();
+        Config::from_redisson_yaml(yaml)
+    };
+    (config, captured.text())
 }
 
 /// The warnings in `logs`, without their time stamps and targets.

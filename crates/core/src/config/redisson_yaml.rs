@@ -347,22 +347,23 @@ impl<'a> Levels<'a> {
     /// top level's (PROTOCOL.md §9.1), with the key as the file spells it where it was found
     /// (`sslTruststore` or `singleServerConfig.sslTruststore`), for messages.
     fn get<T>(&self, key: &str, field: fn(&Shared) -> &Option<T>) -> Option<(String, &'a T)> {
-        let top = field(self.top)
-            .as_ref()
-            .map(|value| (key.to_owned(), value));
-        let section = field(self.section).as_ref();
-        let section = section.map(|value| (format!("{}.{key}", self.name), value));
+        let [top, section] = self.both(key, field);
         section.or(top)
     }
 
     /// `key`'s value at each level that gives one, each with its key as the file spells it.
     fn each<T>(&self, key: &str, field: fn(&Shared) -> &Option<T>) -> Vec<(String, &'a T)> {
-        let top = field(self.top)
-            .as_ref()
-            .map(|value| (key.to_owned(), value));
+        self.both(key, field).into_iter().flatten().collect()
+    }
+
+    /// `key`'s value at the top level and in the section, each with its key as the file spells it.
+    fn both<T>(&self, key: &str, field: fn(&Shared) -> &Option<T>) -> [Option<(String, &'a T)>; 2] {
+        let top = field(self.top).as_ref();
         let section = field(self.section).as_ref();
-        let section = section.map(|value| (format!("{}.{key}", self.name), value));
-        top.into_iter().chain(section).collect()
+        [
+            top.map(|value| (key.to_owned(), value)),
+            section.map(|value| (format!("{}.{key}", self.name), value)),
+        ]
     }
 }
 
