@@ -46,10 +46,10 @@ pub(crate) async fn probe(commands: &mut Commands, config: &Config) -> Result<()
     let detect = config.topology != Topology::Cluster;
     match (detect, config.proxied_cluster) {
         (false, _) => {
-            let _ = scripts(commands, false).await?;
+            let _ = retried(config, || scripts(commands, false)).await?;
         }
         (true, ProxiedCluster::Detect) => {
-            if scripts(commands, true).await? {
+            if retried(config, || scripts(commands, true)).await? {
                 tracing::info!(
                     "the server refuses scripts across slots (CROSSSLOT): it is a cluster behind a \
                      proxy, so every command stays within one slot (PROTOCOL.md §9.2)"
@@ -58,7 +58,7 @@ pub(crate) async fn probe(commands: &mut Commands, config: &Config) -> Result<()
             }
         }
         (true, forced) => {
-            let _ = scripts(commands, false).await?;
+            let _ = retried(config, || scripts(commands, false)).await?;
             commands.single_slot = forced == ProxiedCluster::Yes;
         }
     }
@@ -67,6 +67,26 @@ pub(crate) async fn probe(commands: &mut Commands, config: &Config) -> Result<()
     }
     eviction(commands).await;
     Ok(())
+}
+
+/// Runs `step` again while it fails on the way (a broken connection, a lost reply): every step of
+/// the probe is read-only, so a copy that ran changes nothing, and one lost reply must not fail the
+/// connect. At most [`Config::retry_attempts`] times more, with the usual back-off.
+async fn retried<T, F, Fut>(config: &Config, mut step: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut attempt = 0;
+    loop {
+        match step().await {
+            Err(e) if e.is_transient() && attempt < config.retry_attempts => {
+                tokio::time::sleep(config.retry_backoff(attempt)).await;
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
 }
 
 /// Runs the probe script, on both [`PROBE_KEYS`] when `across_slots`. Returns whether the server
@@ -108,9 +128,11 @@ async fn scripts(commands: &Commands, across_slots: bool) -> Result<bool> {
 
 /// Checks that `WAIT` works where lock writes wait for replicas.
 async fn replica_wait(commands: &mut Commands, config: &Config) -> Result<()> {
-    let reply = commands
-        .query::<redis::Value>(Operation::Connect, "", redis::cmd("WAIT").arg(0).arg(0))
-        .await;
+    let wait = redis::cmd("WAIT").arg(0).arg(0).clone();
+    let reply = retried(config, || {
+        commands.query::<redis::Value>(Operation::Connect, "", &wait)
+    })
+    .await;
     let e = match reply {
         Err(Error::Backend { source, .. }) if refused(&source) => source,
         other => return other.map(drop),
