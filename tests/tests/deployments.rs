@@ -35,6 +35,14 @@ fn cluster_behind_one_address() -> Cluster {
     cluster
 }
 
+/// The default configuration for `node`'s plain URL, but for a 1.5 s watchdog (renewals every
+/// 500 ms).
+fn watchdog_config(node: &RedisServer) -> Config {
+    let mut config = Config::new(node.url());
+    config.watchdog_timeout = Duration::from_millis(1500);
+    config
+}
+
 /// What became of [`NAMES`]' watchdog locks behind a cluster's one address.
 #[derive(Debug, PartialEq, Eq)]
 struct Held {
@@ -91,8 +99,7 @@ fn hold_watchdog_locks(node: &RedisServer, config: Config) -> Held {
 fn watchdog_locks_in_different_slots_are_kept_by_a_cluster_behind_one_address() {
     let cluster = cluster_behind_one_address();
     let node = &cluster.masters()[0];
-    let mut config = Config::new(node.url());
-    config.watchdog_timeout = Duration::from_millis(1500);
+    let config = watchdog_config(node);
     // The latches go in deletions that keep to one slot each, or they would stay behind (until
     // they expire) after a CROSSSLOT refusal.
     let expected = Held {
@@ -108,8 +115,7 @@ fn renewals_that_cross_slots_lose_every_lock_behind_a_proxy() {
     // for all four names, refused with CROSSSLOT every period, until the leases run out.
     let cluster = cluster_behind_one_address();
     let node = &cluster.masters()[0];
-    let mut config = Config::new(node.url());
-    config.watchdog_timeout = Duration::from_millis(1500);
+    let mut config = watchdog_config(node);
     config.proxied_cluster = ProxiedCluster::No;
     assert_eq!(hold_watchdog_locks(node, config).lost, NAMES);
 }
