@@ -73,6 +73,17 @@ impl Cluster {
     }
 
     fn wire(&self, replicas: usize) {
+        // Distinct config epochs before the nodes meet, as `redis-cli --cluster create` gives
+        // them: nodes that meet with epoch 0 resolve the collisions one by one, and a slot that
+        // moves (`migrate_slot_of`) while its new owner still shares the highest epoch with another
+        // master is never learned by the replicas (a claim wins only with a greater epoch).
+        for (epoch, node) in (1..).zip(&self.nodes) {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SET-CONFIG-EPOCH")
+                .arg(epoch)
+                .query(&mut connect(node))
+                .expect("CLUSTER SET-CONFIG-EPOCH");
+        }
         let first = self.nodes[0].port();
         for node in &self.nodes[1..] {
             let _: () = redis::cmd("CLUSTER")
