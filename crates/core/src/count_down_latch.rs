@@ -25,7 +25,6 @@ use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::lua;
 use crate::services::Services;
-use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 
 static TRY_SET_COUNT: LazyLock<Script> = lua!("latch_try_set_count.lua");
@@ -220,7 +219,7 @@ impl CountDownLatch {
 
     async fn await_open(&self, patience: Wait) -> Result<Option<()>> {
         self.object.check_name()?;
-        let acquisition = self.object.acquisition(KindLabel::CountDownLatch, patience);
+        let acquisition = self.object.acquisition("count_down_latch", patience);
         let listen = self.object.listen(WakeRule::Latch, &acquisition);
         let open = engine::wait_on(&self.object.services, listen, patience, || {
             Box::pin(async {

@@ -35,7 +35,7 @@ use crate::names;
 use crate::scripts::{ScriptCall, lua};
 use crate::semaphore::TRY_SET_PERMITS;
 use crate::services::Services;
-use crate::telemetry::{KindLabel, Reconciles};
+use crate::telemetry::Reconciles;
 use crate::wake::WakeRule;
 
 static ACQUIRE: LazyLock<Script> = lua!("expirable_prelude.lua", "expirable_acquire.lua");
@@ -364,7 +364,7 @@ impl PermitExpirableSemaphore {
             .transpose()?;
         let acquisition = self
             .object
-            .acquisition(KindLabel::PermitExpirableSemaphore, patience);
+            .acquisition("permit_expirable_semaphore", patience);
         let listen = self.object.listen(WakeRule::Permits, &acquisition);
         acquisition
             .track(engine::wait_on(

@@ -17,10 +17,10 @@ use redis::{Script, Value};
 use crate::engine::{Attempt, Kind, Wait};
 use crate::error::{Operation, Result};
 use crate::lock::Lock;
+use crate::lock_kind::LockKind;
 use crate::names;
 use crate::reentrant::{self, UNLOCK_MESSAGE};
 use crate::scripts::{ScriptCall, lua};
-use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -182,8 +182,8 @@ impl Kind for Fair {
             .arg(self.publish)
     }
 
-    fn label(&self) -> KindLabel {
-        KindLabel::FairLock
+    fn label(&self) -> &'static str {
+        "fair_lock"
     }
 
     fn renewal(&self) -> &'static Renewal {
@@ -224,7 +224,21 @@ pub struct QueuedWaiter {
     pub deadline_ms: Option<i64>,
 }
 
-impl Lock<Fair> {
+/// The kinds whose waiters queue in Redis as the fair lock's do: the fair lock and the kinds built
+/// on it, whose handles list that queue ([`Lock::queue`]). Sealed, as [`LockKind`] is.
+pub trait FairQueue: LockKind {
+    /// The fair lock whose queue this kind's waiters join.
+    #[doc(hidden)]
+    fn fair(&self) -> &Fair;
+}
+
+impl FairQueue for Fair {
+    fn fair(&self) -> &Fair {
+        self
+    }
+}
+
+impl<K: FairQueue> Lock<K> {
     /// The waiters queued for the lock, head first, with their deadlines.
     ///
     /// # Errors
@@ -237,12 +251,12 @@ impl Lock<Fair> {
     ///
     /// Cancel safe: it only reads.
     pub async fn queue(&self) -> Result<Vec<QueuedWaiter>> {
-        let commands = &self.services().commands;
+        let (commands, fair) = (&self.services().commands, self.kind().fair());
         let fields: Vec<String> = commands
             .query(
                 Operation::Query,
                 self.name(),
-                redis::cmd("LRANGE").arg(&self.kind().queue).arg(0).arg(-1),
+                redis::cmd("LRANGE").arg(&fair.queue).arg(0).arg(-1),
             )
             .await?;
         let deadlines: Vec<(String, f64)> = commands
@@ -250,7 +264,7 @@ impl Lock<Fair> {
                 Operation::Query,
                 self.name(),
                 redis::cmd("ZRANGE")
-                    .arg(&self.kind().timeouts)
+                    .arg(&fair.timeouts)
                     .arg(0)
                     .arg(-1)
                     .arg("WITHSCORES"),

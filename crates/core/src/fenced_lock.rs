@@ -17,7 +17,6 @@ use crate::lock::Lock;
 use crate::names;
 use crate::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
-use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -100,8 +99,8 @@ impl Kind for Fenced {
         self.lock.force_unlock_call()
     }
 
-    fn label(&self) -> KindLabel {
-        KindLabel::FencedLock
+    fn label(&self) -> &'static str {
+        "fenced_lock"
     }
 
     fn renewal(&self) -> &'static Renewal {
@@ -116,10 +115,6 @@ impl Kind for Fenced {
 impl HandOff for Fenced {
     /// The next owner's fencing token: a hand-off is an acquisition, and takes a new one.
     type Token = u64;
-
-    fn queue(&self) -> &'static str {
-        "fenced"
-    }
 
     fn hand_off_call(
         &self,

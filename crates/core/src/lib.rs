@@ -68,7 +68,7 @@ pub use spin_lock::{SpinBackoff, SpinLock};
 /// The lock kinds: the type parameter of [`Lock`], one per Redisson lock object. Their contents
 /// are private; the [`Client`] method that makes a handle chooses its kind.
 pub mod kind {
-    pub use crate::fair_lock::Fair;
+    pub use crate::fair_lock::{Fair, FairQueue};
     pub use crate::fenced_lock::Fenced;
     pub use crate::lock_kind::LockKind;
     pub use crate::reentrant::Reentrant;

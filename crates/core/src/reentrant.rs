@@ -13,7 +13,6 @@ use redis::{Script, Value};
 use crate::engine::{Attempt, HandOff, Kind, Wait};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
-use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -119,8 +118,8 @@ impl Kind for Reentrant {
             .arg(self.publish)
     }
 
-    fn label(&self) -> KindLabel {
-        KindLabel::Lock
+    fn label(&self) -> &'static str {
+        "lock"
     }
 
     fn renewal(&self) -> &'static Renewal {
@@ -134,10 +133,6 @@ impl Kind for Reentrant {
 
 impl HandOff for Reentrant {
     type Token = ();
-
-    fn queue(&self) -> &'static str {
-        "lock"
-    }
 
     fn hand_off_call(
         &self,

@@ -23,7 +23,6 @@ use crate::names;
 use crate::reentrant::{self, UNLOCK_MESSAGE};
 use crate::scripts::{ScriptCall, lua};
 use crate::services::Services;
-use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -167,8 +166,8 @@ impl Kind for Read {
         Some(self.lock.is_locked_call("read"))
     }
 
-    fn label(&self) -> KindLabel {
-        KindLabel::ReadLock
+    fn label(&self) -> &'static str {
+        "read_lock"
     }
 
     fn renewal(&self) -> &'static Renewal {
@@ -260,8 +259,8 @@ impl Kind for Write {
         Some(self.lock.is_locked_call("write"))
     }
 
-    fn label(&self) -> KindLabel {
-        KindLabel::WriteLock
+    fn label(&self) -> &'static str {
+        "write_lock"
     }
 
     fn renewal(&self) -> &'static Renewal {
@@ -277,10 +276,6 @@ impl Kind for Write {
 /// same lock never passes it (the script refuses).
 impl HandOff for Write {
     type Token = ();
-
-    fn queue(&self) -> &'static str {
-        "write"
-    }
 
     fn hand_off_call(
         &self,

@@ -30,7 +30,6 @@ use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
 use crate::services::Services;
-use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 
 static TRY_ACQUIRE: LazyLock<Script> = lua!("semaphore_try_acquire.lua");
@@ -262,7 +261,7 @@ impl Semaphore {
         if permits == 0 {
             return Ok(Some(SemaphorePermits::new(self.clone(), 0)));
         }
-        let acquisition = self.object.acquisition(KindLabel::Semaphore, patience);
+        let acquisition = self.object.acquisition("semaphore", patience);
         let listen = self.object.listen(WakeRule::Permits, &acquisition);
         let taken = acquisition
             .track(engine::wait_on(

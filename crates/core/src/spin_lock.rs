@@ -15,7 +15,6 @@ use redis::{Script, Value};
 use crate::engine::{Attempt, Kind, Wait};
 use crate::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
-use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -156,8 +155,8 @@ impl Kind for Spin {
         ScriptCall::new(&FORCE_UNLOCK).key(self.lock.key())
     }
 
-    fn label(&self) -> KindLabel {
-        KindLabel::SpinLock
+    fn label(&self) -> &'static str {
+        "spin_lock"
     }
 
     fn renewal(&self) -> &'static Renewal {

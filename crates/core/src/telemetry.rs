@@ -19,58 +19,21 @@
 //! [`Config::metrics_lock_names`]: crate::Config::metrics_lock_names
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt as _;
+use parking_lot::RwLock;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
 use crate::error::{Operation, Result};
 
-/// What kind of object an acquisition, a hold or a lost lease belongs to: the `kind` label.
-///
-/// Public only because the sealed [`Kind`](crate::engine::Kind) trait names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KindLabel {
-    /// `lock`
-    Lock,
-    /// `fair_lock`
-    FairLock,
-    /// `fenced_lock`
-    FencedLock,
-    /// `spin_lock`
-    SpinLock,
-    /// `read_lock`
-    ReadLock,
-    /// `write_lock`
-    WriteLock,
-    /// `semaphore`
-    Semaphore,
-    /// `permit_expirable_semaphore`
-    PermitExpirableSemaphore,
-    /// `count_down_latch`
-    CountDownLatch,
-}
-
-impl KindLabel {
-    const COUNT: usize = 9;
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Lock => "lock",
-            Self::FairLock => "fair_lock",
-            Self::FencedLock => "fenced_lock",
-            Self::SpinLock => "spin_lock",
-            Self::ReadLock => "read_lock",
-            Self::WriteLock => "write_lock",
-            Self::Semaphore => "semaphore",
-            Self::PermitExpirableSemaphore => "permit_expirable_semaphore",
-            Self::CountDownLatch => "count_down_latch",
-        }
-    }
-}
+/// What kind of object an acquisition, a hold or a lost lease belongs to: the `kind` label, which
+/// each kind names itself ([`Kind::label`](crate::engine::Kind::label)): `lock`, `fair_lock`,
+/// `semaphore`, ... (the README's "Observability" section lists them).
+pub(crate) type KindLabel = &'static str;
 
 /// Why an acquisition made its latest attempt: the span's `path` field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,8 +127,9 @@ impl Outcome {
 pub(crate) struct Telemetry {
     /// Whether per-lock metrics carry the lock's name as a `lock` label.
     lock_names: bool,
-    /// Registered on first use of each kind, with the recorder in place then.
-    kinds: [OnceLock<KindMetrics>; KindLabel::COUNT],
+    /// Registered on first use of each kind, with the recorder in place then; a handful of kinds,
+    /// so a list.
+    kinds: RwLock<Vec<(KindLabel, Arc<KindMetrics>)>>,
 }
 
 /// The handles of one kind's per-acquisition metrics.
@@ -180,7 +144,6 @@ struct KindMetrics {
 
 impl KindMetrics {
     fn register(kind: KindLabel) -> Self {
-        let kind = kind.as_str();
         let acquisitions = [
             Outcome::Cancelled,
             Outcome::Acquired,
@@ -226,8 +189,22 @@ impl Telemetry {
         }
     }
 
-    fn kind(&self, kind: KindLabel) -> &KindMetrics {
-        self.kinds[kind as usize].get_or_init(|| KindMetrics::register(kind))
+    fn kind(&self, kind: KindLabel) -> Arc<KindMetrics> {
+        let registered = |kinds: &[(KindLabel, Arc<KindMetrics>)]| {
+            kinds
+                .iter()
+                .find(|(label, _)| *label == kind)
+                .map(|(_, metrics)| metrics.clone())
+        };
+        if let Some(metrics) = registered(&self.kinds.read()) {
+            return metrics;
+        }
+        let mut kinds = self.kinds.write();
+        registered(&kinds).unwrap_or_else(|| {
+            let metrics = Arc::new(KindMetrics::register(kind));
+            kinds.push((kind, metrics.clone()));
+            metrics
+        })
     }
 
     /// A guard of `kind` now holds (see [`Telemetry::released`]).
@@ -243,7 +220,7 @@ impl Telemetry {
     /// A lock of `kind` called `lock` passed from one local owner to another without a release.
     pub(crate) fn handed_off(&self, kind: KindLabel, lock: &str) {
         if self.lock_names {
-            sink::counter(LOCAL_HANDOFFS, &[("kind", kind.as_str())], Some(lock)).increment(1);
+            sink::counter(LOCAL_HANDOFFS, &[("kind", kind)], Some(lock)).increment(1);
         } else {
             self.kind(kind).handoffs.increment(1);
         }
@@ -251,7 +228,7 @@ impl Telemetry {
 
     fn acquisition_ended(&self, kind: KindLabel, lock: &str, outcome: Outcome, waited: Duration) {
         if self.lock_names {
-            let kind = ("kind", kind.as_str());
+            let kind = ("kind", kind);
             sink::counter(
                 ACQUISITIONS,
                 &[kind, ("outcome", outcome.as_str())],
@@ -300,7 +277,7 @@ impl<'a> Acquisition<'a> {
         let span = tracing::debug_span!(
             "acquire",
             lock = name,
-            kind = kind.as_str(),
+            kind = kind,
             owner,
             wait = ?wait,
             attempts = 0u32,
@@ -448,8 +425,8 @@ pub(crate) fn lease_lost(kind: KindLabel, lock: &str, because: LostBecause, lock
         LostBecause::Gone => "gone",
         LostBecause::NotRenewed => "not_renewed",
     };
-    tracing::warn!(lock, kind = kind.as_str(), reason, "lease lost");
-    let labels = [("kind", kind.as_str()), ("reason", reason)];
+    tracing::warn!(lock, kind = kind, reason, "lease lost");
+    let labels = [("kind", kind), ("reason", reason)];
     sink::counter(LEASES_LOST, &labels, lock_names.then_some(lock)).increment(1);
 }
 

@@ -234,7 +234,7 @@ impl Lock<crate::kind::Fenced> {
     }
 }
 
-impl Lock<crate::kind::Fair> {
+impl<K: crate::kind::FairQueue> Lock<K> {
     /// See [`crate::FairLock::queue`].
     ///
     /// # Errors

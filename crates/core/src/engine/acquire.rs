@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::Value;
@@ -113,6 +114,8 @@ async fn acquire_as<K: Kind>(
         Wait::For(deadline.saturating_duration_since(Instant::now()))
     });
     let (kind_ref, queued_ref) = (&**kind, queued.as_ref());
+    // Set when the kind's script refuses the acquisition (`Kind::acquire_refused`).
+    let refused = &AtomicBool::new(false);
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
     // and only while it runs, so a waiting task's future stays small. Its type is erased, so that
     // proving a caller's future `Send` does not walk down into the connection's.
@@ -127,7 +130,7 @@ async fn acquire_as<K: Kind>(
                 {
                     return Ok(local);
                 }
-                let attempt = attempt(services, kind_ref, field, lease, wait_for).await;
+                let attempt = attempt(services, kind_ref, field, lease, wait_for, refused).await;
                 let acquired = match &attempt {
                     Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
                     _ => None,
@@ -154,6 +157,11 @@ async fn acquire_as<K: Kind>(
             give_up.finish().await;
             Ok(None)
         }
+        // The kind's script refused it: it never waited in Redis, so there is nothing to give up.
+        Err(e) if refused.load(Ordering::Relaxed) => {
+            give_up.disarm();
+            Err(e)
+        }
         Err(e) => Err(e),
     }
 }
@@ -165,13 +173,13 @@ type AttemptFuture<'a, K> =
 /// A first hold taken without queueing (a one-shot try) makes its owner the local holder, so that
 /// local waiters wait for it rather than try.
 fn held_outside_the_queue<K: Kind>(services: &Services, kind: &K, field: &str, expiry: Expiry) {
-    if let Some(hand_off) = kind.hand_off()
+    if kind.hand_off().is_some()
         && services.config.local_handoff
         && services.holds.count(kind.key(), field) == 1
     {
         services
             .cohorts
-            .held(kind.key(), hand_off.queue(), field, expiry);
+            .held(kind.key(), kind.label(), field, expiry);
     }
 }
 
@@ -197,16 +205,18 @@ impl<K: Kind> Queued<K> {
         lease: Lease,
         channel: Option<&(Cow<'_, str>, WakeRule)>,
     ) -> Option<Self> {
-        let hand_off = kind.hand_off()?;
         let one_try = matches!(wait, Wait::For(wait) if wait.is_zero());
-        if !services.config.local_handoff || one_try || services.holds.count(kind.key(), field) > 0
+        if kind.hand_off().is_none()
+            || !services.config.local_handoff
+            || one_try
+            || services.holds.count(kind.key(), field) > 0
         {
             return None;
         }
         let lease = lease_time(services, lease);
         let ticket = services
             .cohorts
-            .join(kind.key(), hand_off.queue(), field, lease);
+            .join(kind.key(), kind.label(), field, lease);
         let listening = channel
             .filter(|_| ticket.joined_behind())
             .map(|(channel, rule)| services.subscriber.registry().subscribe(channel, *rule));
@@ -251,7 +261,7 @@ impl<K: Kind> Queued<K> {
                     let expiry = take_hold(services, kind, field, lease, self.lease, sent_at, None);
                     services
                         .cohorts
-                        .took_over(kind.key(), hand_off.queue(), field, expiry.clone());
+                        .took_over(kind.key(), kind.label(), field, expiry.clone());
                     return Some(Attempt::Acquired((hand_off.handed_off(reply), expiry)));
                 }
             }
@@ -306,13 +316,15 @@ fn take_hold<K: Kind>(
 }
 
 /// One acquire attempt. In replicated topologies an acquire that no replica acknowledged is undone and
-/// tried again, as Redisson does (PROTOCOL.md §5.3), before it fails with `NoSyncedReplicas`.
+/// tried again, as Redisson does (PROTOCOL.md §5.3), before it fails with `NoSyncedReplicas`. A
+/// refusal by the kind's script sets `refused`.
 async fn attempt<K: Kind>(
     services: &Services,
     kind: &K,
     field: &str,
     lease: Lease,
     wait: Wait,
+    refused: &AtomicBool,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
     until_synced(services, Operation::Acquire, kind.name(), || async {
         // An undo of this owner's earlier attempt that may still run could take this one's hold.
@@ -321,7 +333,7 @@ async fn attempt<K: Kind>(
             .commands
             .get(Operation::Acquire, kind.name())
             .await?;
-        attempt_on(services, kind, field, lease, wait, conn).await
+        attempt_on(services, kind, field, lease, wait, conn, refused).await
     })
     .await
 }
@@ -334,6 +346,7 @@ async fn attempt_on<K: Kind>(
     lease: Lease,
     wait: Wait,
     conn: Connection,
+    refused: &AtomicBool,
 ) -> Result<Synced<Attempt<(K::Token, Expiry)>>> {
     let lease_time = lease_time(services, lease);
     let held_before = services.holds.count(kind.key(), field);
@@ -352,9 +365,14 @@ async fn attempt_on<K: Kind>(
     let (reply, synced) = match written {
         Written::Ran(reply) => (reply, None),
         Written::Unsynced { reply, replicas } => (reply, Some(replicas)),
-        // Redis refused the script (e.g. WRONGTYPE): it changed nothing.
+        // Redis refused the script (e.g. WRONGTYPE), or the script refused the acquisition: it
+        // changed nothing.
         Written::Refused(e) => {
             undo.disarm();
+            if let Some(refusal) = kind.acquire_refused(&e) {
+                refused.store(true, Ordering::Relaxed);
+                return Err(refusal);
+            }
             return Err(Error::from_redis(Operation::Acquire, kind.key(), e));
         }
         // The armed undo reconciles whatever the script may have done.

@@ -3,13 +3,12 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use redis::Value;
+use redis::{RedisError, Value};
 
 use super::deadline::Wait;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
-use crate::telemetry::KindLabel;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
@@ -43,8 +42,9 @@ pub trait Kind: Send + Sync + 'static {
     /// The user-facing name, for errors and logs.
     fn name(&self) -> &str;
 
-    /// What kind it is, for spans and metrics.
-    fn label(&self) -> KindLabel;
+    /// What kind it is, in `snake_case`: the `kind` label of its spans and metrics, and the name of
+    /// its local hand-off queues (holds pass only between waiters of one kind).
+    fn label(&self) -> &'static str;
 
     /// The key holds are counted in: the first key of every script (it routes them in a cluster).
     /// Every kind of Redisson's lock family keeps its holds at the lock's raw name.
@@ -74,6 +74,14 @@ pub trait Kind: Send + Sync + 'static {
 
     /// Decodes the acquire script's reply; `None` for a reply the protocol does not allow.
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Self::Token>>;
+
+    /// Reads an error reply of the acquire script (the script ran and changed nothing): a kind that
+    /// refuses some acquisitions in the script itself turns its refusal into a typed error (the
+    /// non-reentrant locks refuse a re-entry); `None` for any other error, which the engine maps as
+    /// it maps every Redis error (`WRONGTYPE` to [`Error::WrongType`], else [`Error::Backend`]).
+    fn acquire_refused(&self, _error: &RedisError) -> Option<Error> {
+        None
+    }
 
     /// Reconciles an acquire whose reply was lost: sent after it on the same connection, it undoes
     /// exactly what it may have done (the hold it may have added, given the hold count `field` had
@@ -135,9 +143,6 @@ pub trait Kind: Send + Sync + 'static {
 pub trait HandOff: Send + Sync {
     /// What the next owner's hold yields.
     type Token;
-
-    /// The name of the kind's local queues: holds pass only between waiters of one kind.
-    fn queue(&self) -> &'static str;
 
     /// Passes the last hold of `from` to `to`, for `lease`, idempotently under `latch` (kept for
     /// `latch_ttl`), as an unlock is: a re-send replays the first outcome. Replies nil when `from`

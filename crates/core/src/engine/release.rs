@@ -53,13 +53,13 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         Some((_, conn)) => (services.watchdog.timeout(), conn),
         None => (services.watchdog.timeout(), None),
     };
-    let Some(hand_off) = kind
-        .hand_off()
-        .filter(|_| services.config.local_handoff && services.holds.count(key, field) == 0)
-    else {
+    if kind.hand_off().is_none()
+        || !services.config.local_handoff
+        || services.holds.count(key, field) > 0
+    {
         return unlock(services, kind_ref, field, lease, conn).await;
-    };
-    let (queue, config) = (hand_off.queue(), &services.config);
+    }
+    let (queue, config) = (kind.label(), &services.config);
     let yielding = match services.cohorts.releasing(
         key,
         queue,
@@ -279,7 +279,7 @@ async fn pass<K: Kind + ?Sized>(
         Latched::Seen(reply) => Box::pin(passed(services, kind, from, claim, sent_at, reply)).await,
         Latched::Failed(failure) => {
             claim.failed();
-            services.cohorts.released(key, hand_off.queue(), from, None);
+            services.cohorts.released(key, kind.label(), from, None);
             Passing::Done(Err(failure))
         }
         Latched::Unknown(failure) => {
@@ -333,8 +333,8 @@ async fn passed<K: Kind + ?Sized>(
         other => Error::unexpected(Operation::Unlock, name, other),
     };
     claim.failed();
-    if let Some(hand_off) = kind.hand_off() {
-        services.cohorts.released(key, hand_off.queue(), from, None);
+    if kind.hand_off().is_some() {
+        services.cohorts.released(key, kind.label(), from, None);
     }
     Passing::Done(Err(failure))
 }
@@ -441,10 +441,8 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
         if let Err(e) = unlock(&services, &*kind, &from, lease, None).await {
             tracing::warn!(lock = name, error = %e, "unlocking after a hand-off in flight failed");
         }
-        if let Some(hand_off) = kind.hand_off() {
-            services
-                .cohorts
-                .released(key, hand_off.queue(), &from, None);
+        if kind.hand_off().is_some() {
+            services.cohorts.released(key, kind.label(), &from, None);
         }
     }
     tracing::debug!(lock = name, "settled a hand-off whose outcome was unknown");

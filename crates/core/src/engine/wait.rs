@@ -229,7 +229,7 @@ mod tests {
     use tokio::task::JoinHandle;
 
     use super::*;
-    use crate::telemetry::{KindLabel, Telemetry};
+    use crate::telemetry::Telemetry;
 
     const CHANNEL: &str = "redisson_lock__channel:{test}";
     const PTTL: Duration = Duration::from_secs(30);
@@ -299,7 +299,7 @@ mod tests {
     }
 
     fn untraced(telemetry: &Telemetry) -> Acquisition<'_> {
-        Acquisition::start(telemetry, KindLabel::Lock, "test", None, Wait::Forever)
+        Acquisition::start(telemetry, "lock", "test", None, Wait::Forever)
     }
 
     /// A waiter on `lock`.
