@@ -2,8 +2,10 @@
 -- KEYS[1] lock hash, KEYS[2] queue (list of owner fields), KEYS[3] timeouts (zset: field -> deadline)
 -- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] wait in ms (how long a queued waiter may stay
 -- before it counts as stale), ARGV[4] now (the client's wall clock, epoch ms), ARGV[5] 1 to queue
--- when busy (lock, tryLock with a wait), 0 not to (tryLock)
--- Returns nil when acquired or re-entered. When busy: with ARGV[5] = 1, the time to wait in ms (0:
+-- when busy (lock, tryLock with a wait), 0 not to (tryLock); ARGV[6], for the non-reentrant fair
+-- lock only (§6.9), the error to reply to a re-entry ("NON_REENTRANT_REACQUIRE")
+-- Returns nil when acquired or re-entered (or the error ARGV[6] for a refused re-entry: nothing
+-- changes, and it never queues). When busy: with ARGV[5] = 1, the time to wait in ms (0:
 -- someone else heads the queue of a free lock; re-poll soon); with ARGV[5] = 0, 1.
 local wait = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
@@ -21,6 +23,9 @@ if redis.call('exists', KEYS[1]) == 0
     return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    if ARGV[6] then
+        return redis.error_reply(ARGV[6])
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil

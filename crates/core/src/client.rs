@@ -10,6 +10,7 @@ use crate::expirable_semaphore::PermitExpirableSemaphore;
 use crate::fair_lock::{Fair, FairLock};
 use crate::fenced_lock::{Fenced, FencedLock};
 use crate::lock::Lock;
+use crate::non_reentrant::{NonReentrant, NonReentrantFairLock, NonReentrantLock};
 use crate::reentrant::Reentrant;
 use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
@@ -125,6 +126,26 @@ impl Client {
             self.services.config.fair_lock_wait_timeout,
         );
         Lock::new(self.services.clone(), kind)
+    }
+
+    /// The non-reentrant lock called `name`: Redisson's `getNonReentrantLock(name)` (4.4+). It is
+    /// [`Client::lock`]'s hash, so the two exclude each other; an owner that holds it and asks again
+    /// gets [`Error::ReentryRefused`](crate::Error::ReentryRefused).
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
+        let twin = Reentrant::new(self.raw_name(name), self.services.publish);
+        Lock::new(self.services.clone(), NonReentrant::new(twin))
+    }
+
+    /// The non-reentrant fair lock called `name`: Redisson's `getNonReentrantFairLock(name)` (4.4+).
+    /// It shares [`Client::fair_lock`]'s hash and queue; an owner that holds it and asks again gets
+    /// [`Error::ReentryRefused`](crate::Error::ReentryRefused), and is not queued.
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
+        let twin = Fair::new(
+            self.raw_name(name),
+            self.services.publish,
+            self.services.config.fair_lock_wait_timeout,
+        );
+        Lock::new(self.services.clone(), NonReentrant::new(twin))
     }
 
     /// The fenced lock called `name`: Redisson's `getFencedLock(name)`.

@@ -136,6 +136,15 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// The owner already holds this non-reentrant lock and asked for it again (Java's
+    /// `IllegalMonitorStateException` from `RNonReentrantLock` and `RNonReentrantFairLock`), from
+    /// any acquisition form, `try_lock` included. Nothing was changed in Redis: the hold stays one
+    /// hold, and a fair lock's queue was not joined.
+    #[error("owner already holds the non-reentrant lock {name:?}: a re-entry is refused")]
+    ReentryRefused {
+        /// The lock name.
+        name: String,
+    },
     /// A write whose reply was lost and that nothing can reconcile: it may or may not have been
     /// applied. A counter semaphore's acquire or release and a latch's count-down carry no owner or
     /// id to check afterwards and are not idempotent, so rlock never re-sends them (Redisson would

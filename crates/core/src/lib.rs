@@ -33,6 +33,7 @@ mod lock_kind;
 mod multi_lock;
 mod name_mapper;
 mod names;
+mod non_reentrant;
 mod owner;
 mod pubsub;
 mod reconciling;
@@ -60,6 +61,7 @@ pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
 #[allow(deprecated)]
 pub use multi_lock::{AnyLock, MultiGuard, MultiLock, RedLock};
 pub use name_mapper::NameMapper;
+pub use non_reentrant::{NonReentrantFairLock, NonReentrantLock};
 pub use owner::Owner;
 pub use rw_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use semaphore::{Semaphore, SemaphorePermits};
@@ -71,6 +73,7 @@ pub mod kind {
     pub use crate::fair_lock::{Fair, FairQueue};
     pub use crate::fenced_lock::Fenced;
     pub use crate::lock_kind::LockKind;
+    pub use crate::non_reentrant::{NonReentrant, NonReentrantFair, Twin};
     pub use crate::reentrant::Reentrant;
     pub use crate::rw_lock::{Read, Write};
     pub use crate::spin_lock::Spin;

@@ -61,6 +61,21 @@ impl Client {
         self.wrap(self.inner.fair_lock(name))
     }
 
+    /// The non-reentrant lock called `name` (see [`crate::Client::non_reentrant_lock`]). Each
+    /// thread is an owner: a thread that holds it and asks again gets
+    /// [`Error::ReentryRefused`](crate::Error::ReentryRefused).
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> Lock<crate::kind::NonReentrant> {
+        self.wrap(self.inner.non_reentrant_lock(name))
+    }
+
+    /// The non-reentrant fair lock called `name` (see [`crate::Client::non_reentrant_fair_lock`]).
+    pub fn non_reentrant_fair_lock(
+        &self,
+        name: impl Into<String>,
+    ) -> Lock<crate::kind::NonReentrantFair> {
+        self.wrap(self.inner.non_reentrant_fair_lock(name))
+    }
+
     /// The fenced lock called `name`.
     pub fn fenced_lock(&self, name: impl Into<String>) -> Lock<crate::kind::Fenced> {
         self.wrap(self.inner.fenced_lock(name))

@@ -1,0 +1,16 @@
+-- Acquire a non-reentrant lock (PROTOCOL.md §8.8): RLock's hash, but the owner cannot take it twice.
+-- KEYS[1] lock hash
+-- ARGV[1] lease in ms, ARGV[2] owner field "<node-uuid>:<owner-id>", ARGV[3] the refusal
+-- ("NON_REENTRANT_REACQUIRE")
+-- Returns nil when acquired; an error reply ARGV[3] when the owner already holds it (nothing
+-- changes); else the lock's PTTL in ms.
+-- A non-hash value at KEYS[1] makes HEXISTS fail before anything is written.
+if redis.call('exists', KEYS[1]) == 0 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    return redis.error_reply(ARGV[3])
+end
+return redis.call('pttl', KEYS[1])
