@@ -25,6 +25,12 @@ pub(crate) enum Kind {
     Read,
     /// The write side of a read-write lock (`RReadWriteLock.writeLock()`).
     Write,
+    /// The non-reentrant lock (`RNonReentrantLock`, Redisson 4.4+).
+    #[value(name = "nonreentrant", alias = "non-reentrant")]
+    NonReentrant,
+    /// The non-reentrant fair lock (`RNonReentrantFairLock`, Redisson 4.4+).
+    #[value(name = "nonreentrant-fair", alias = "non-reentrant-fair")]
+    NonReentrantFair,
 }
 
 /// What an acquisition yields, as it goes into JSON.
@@ -64,6 +70,8 @@ impl Kind {
             Self::Fenced => work.on(client.fenced_lock(name)).await,
             Self::Read => work.on(client.read_write_lock(name).read()).await,
             Self::Write => work.on(client.read_write_lock(name).write()).await,
+            Self::NonReentrant => work.on(client.non_reentrant_lock(name)).await,
+            Self::NonReentrantFair => work.on(client.non_reentrant_fair_lock(name)).await,
         }
     }
 }

@@ -60,8 +60,10 @@ pub(crate) struct LockState {
     pub(crate) token: Option<u64>,
 }
 
-/// Which lock kind a stored state shows. The reentrant lock and the spin lock share one layout, and
-/// a fair lock without waiters has no queue: both read as [`DetectedKind::Lock`].
+/// Which lock kind a stored state shows. The reentrant, spin and non-reentrant locks share one
+/// layout, and a fair lock without waiters has no queue: all read as [`DetectedKind::Lock`]. A
+/// non-reentrant fair lock with waiters reads as [`DetectedKind::Fair`] (its layout is the fair
+/// lock's: Redis does not tell the two apart, and neither can `watch`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DetectedKind {
     /// A hash with holders and nothing else (or no key at all).

@@ -18,7 +18,15 @@ fn redis(server: &RedisServer) -> redis::Connection {
 fn check_holds_exclusion_for_every_exclusive_kind() {
     let server = RedisServer::start();
     let url = server.url();
-    for kind in ["lock", "fair", "spin", "fenced", "write"] {
+    for kind in [
+        "lock",
+        "fair",
+        "spin",
+        "fenced",
+        "write",
+        "nonreentrant",
+        "nonreentrant-fair",
+    ] {
         let name = format!("cli:check:{kind}");
         let args = [
             "check",
@@ -79,7 +87,15 @@ fn lock_reports_a_fencing_token_and_every_kind_acquires_and_releases() {
         assert!(events[1].get("token").is_none(), "{events:?}");
     }
     assert!(tokens[0] < tokens[1], "{tokens:?}");
-    for kind in ["lock", "fair", "spin", "read", "write"] {
+    for kind in [
+        "lock",
+        "fair",
+        "spin",
+        "read",
+        "write",
+        "nonreentrant",
+        "nonreentrant-fair",
+    ] {
         let name = format!("cli:lock:{kind}");
         let events = run_ok(
             Some(&url),
@@ -191,4 +207,58 @@ fn inspect_shows_the_fair_queue_the_read_write_mode_and_the_token() {
     let report = run_ok(Some(&url), &["inspect", "cli:fenced"]).remove(0);
     assert_eq!(report["token"], 1, "{report}");
     assert_eq!(report["exists"], false);
+}
+
+/// The non-reentrant kinds on the command line: spelled `nonreentrant` and `nonreentrant-fair` (the
+/// hyphenated spellings are aliases), held by one process, seen by `inspect` and `watch` as the lock
+/// and the fair lock they share a layout with, and force-unlocked by another.
+#[test]
+fn the_non_reentrant_kinds_are_held_inspected_and_force_unlocked() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for (kind, alias, shown) in [
+        ("nonreentrant", "non-reentrant", "lock"),
+        ("nonreentrant-fair", "non-reentrant-fair", "fair"),
+    ] {
+        let name = format!("cli:nr:{kind}");
+        let holder = rlock(
+            Some(&url),
+            &["lock", &name, "--kind", kind, "--hold-ms", "20000"],
+        )
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn holder");
+        let report = inspect_until(&url, &name, |r| r["exists"] == true);
+        assert_eq!(report["holders"][0]["count"], 1, "{kind}: {report}");
+        // A waiter of the same kind queues behind the holder (the fair one in Redis's queue).
+        let waiter = rlock(
+            Some(&url),
+            &["lock", &name, "--kind", alias, "--hold-ms", "1"],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn waiter");
+        if shown == "fair" {
+            let queued = inspect_until(&url, &name, |r| r.get("queue").is_some());
+            assert_eq!(
+                queued["queue"].as_array().map(Vec::len),
+                Some(1),
+                "{queued}"
+            );
+        }
+        let watched = run_ok(Some(&url), &["watch", &name, "--count", "1", "--json"]);
+        assert_eq!(watched[0]["kind"], shown, "{kind}: {watched:?}");
+        let forced = run_ok(Some(&url), &["force-unlock", &name, "--kind", kind]);
+        assert_eq!(forced, [json!({"released": true})], "{kind}");
+        let output = waiter.wait_with_output().expect("wait");
+        assert!(output.status.success(), "{kind}: {output:?}");
+        let events = json_lines(&output);
+        assert_eq!(
+            events[0]["event"], "acquired",
+            "{kind}: the waiter was woken"
+        );
+        let mut holder = holder;
+        let _ = holder.kill();
+        let _ = holder.wait();
+    }
 }

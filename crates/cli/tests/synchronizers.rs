@@ -317,7 +317,16 @@ fn inspect_keeps_the_lock_report_for_every_lock_kind() {
         .expect("HSET");
     let default = run_ok(Some(&url), &["inspect", "cli:lock"]);
     assert_eq!(default[0]["holders"][0]["owner"], "57", "{default:?}");
-    for kind in ["lock", "fair", "spin", "fenced", "read", "write"] {
+    for kind in [
+        "lock",
+        "fair",
+        "spin",
+        "fenced",
+        "read",
+        "write",
+        "nonreentrant",
+        "nonreentrant-fair",
+    ] {
         let report = run_ok(Some(&url), &["inspect", "cli:lock", "--kind", kind]);
         assert_eq!(report, default, "{kind}");
     }
