@@ -28,8 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Script, Value};
 
-use crate::connection::Written;
-use crate::engine::{self, Attempt, Object, RECHECK, Replicas, Synced, Undo, Wait};
+use crate::engine::{self, Attempt, Object, RECHECK, Replicas, Undo, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
@@ -422,43 +421,19 @@ impl PermitExpirableSemaphore {
                 for id in &ids {
                     call = call.arg_bytes(id.as_bytes());
                 }
-                let (reply, unsynced) = match self
-                    .object
-                    .services
-                    .commands
-                    .write(&mut undo.conn.conn, &call)
-                    .await
-                {
-                    Written::Ran(reply) => (reply, None),
-                    Written::Unsynced { reply, replicas } => (reply, Some(replicas)),
-                    Written::Refused(e) => {
-                        undo.disarm();
-                        return Err(Error::from_redis(Operation::Acquire, &self.object.name, e));
-                    }
-                    // The armed undo gives back whatever the script may have taken.
-                    Written::Unknown(unknown) => {
-                        return Err(unknown.into_error(Operation::Acquire, &self.object.name));
-                    }
-                };
-                match (decode_acquire(&reply, now), unsynced) {
-                    // Dropping the armed undo gives the permits back; Redisson's `handleNoSync`.
-                    (Some(Attempt::Acquired(())), Some(replicas)) => {
-                        Ok(Synced::Unsynced { replicas })
-                    }
-                    (Some(Attempt::Acquired(())), None) => {
-                        undo.disarm();
-                        Ok(Synced::Done(Attempt::Acquired(ids)))
-                    }
-                    (Some(Attempt::Busy(bound)), _) => {
-                        undo.disarm();
-                        Ok(Synced::Done(Attempt::Busy(bound)))
-                    }
-                    (None, _) => Err(Error::unexpected(
-                        Operation::Acquire,
-                        &self.object.name,
-                        reply,
-                    )),
-                }
+                let taken = engine::write_armed(
+                    &self.object.services,
+                    &mut undo,
+                    &call,
+                    &self.object.name,
+                    |reply| decode_acquire(reply, now),
+                    |e| Error::from_redis(Operation::Acquire, &self.object.name, e),
+                )
+                .await?;
+                Ok(taken.map(|attempt| match attempt {
+                    Attempt::Acquired(()) => Attempt::Acquired(ids),
+                    Attempt::Busy(bound) => Attempt::Busy(bound),
+                }))
             },
         )
         .await

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::Value;
+use redis::{RedisError, Value};
 use tokio::time::Instant;
 
 use super::deadline::Wait;
@@ -360,29 +360,23 @@ async fn attempt_on<K: Kind>(
     .settling(&services.reconciling, kind.key(), field);
     let call = kind.acquire_call(field, lease_time, wait);
     let sent_at = Instant::now();
-    let written = services.commands.write(&mut undo.conn.conn, &call).await;
-    let name = kind.name();
-    let (reply, synced) = match written {
-        Written::Ran(reply) => (reply, None),
-        Written::Unsynced { reply, replicas } => (reply, Some(replicas)),
-        // Redis refused the script (e.g. WRONGTYPE), or the script refused the acquisition: it
-        // changed nothing.
-        Written::Refused(e) => {
-            undo.disarm();
+    let written = write_armed(
+        services,
+        &mut undo,
+        &call,
+        kind.name(),
+        |reply| kind.decode_acquire(reply),
+        |e| {
             if let Some(refusal) = kind.acquire_refused(&e) {
                 refused.store(true, Ordering::Relaxed);
-                return Err(refusal);
+                return refusal;
             }
-            return Err(Error::from_redis(Operation::Acquire, kind.key(), e));
-        }
-        // The armed undo reconciles whatever the script may have done.
-        Written::Unknown(unknown) => return Err(unknown.into_error(Operation::Acquire, name)),
-    };
-    match (kind.decode_acquire(&reply), synced) {
-        // Dropping the armed undo sends it, on this connection, right after the acquire.
-        (Some(Attempt::Acquired(_)), Some(replicas)) => Ok(Synced::Unsynced { replicas }),
-        (Some(Attempt::Acquired(token)), None) => {
-            undo.disarm();
+            Error::from_redis(Operation::Acquire, kind.key(), e)
+        },
+    )
+    .await?;
+    Ok(written.map(|attempt| match attempt {
+        Attempt::Acquired(token) => {
             let expiry = take_hold(
                 services,
                 kind,
@@ -392,11 +386,48 @@ async fn attempt_on<K: Kind>(
                 sent_at,
                 Some(&undo.conn),
             );
-            Ok(Synced::Done(Attempt::Acquired((token, expiry))))
+            Attempt::Acquired((token, expiry))
         }
-        (Some(Attempt::Busy(bound)), _) => {
+        Attempt::Busy(bound) => Attempt::Busy(bound),
+    }))
+}
+
+/// Sends `call`, an acquisition of `name` (a lock's, a permit's), on `undo`'s connection and reads
+/// its reply with `decode`: the one acquire-with-undo path of every kind that takes something. The
+/// undo stays armed (and is sent when `undo` is dropped, right behind the call) unless the reply says
+/// the call took nothing or took it for good: on a lost reply, on a reply `decode` rejects, and on an
+/// acquisition no replica acknowledged (`Synced::Unsynced`: Redisson's `handleNoSync`). An error
+/// reply is the script's refusal, made an error by `refused`; it took nothing.
+///
+/// # Cancel safety
+///
+/// Cancel safe as long as `undo` is dropped with the future: the armed undo reconciles whatever the
+/// call may have done.
+pub(crate) async fn write_armed<T, C: FnOnce() -> ScriptCall>(
+    services: &Services,
+    undo: &mut Undo<'_, C>,
+    call: &ScriptCall,
+    name: &str,
+    decode: impl FnOnce(&Value) -> Option<Attempt<T>>,
+    refused: impl FnOnce(RedisError) -> Error,
+) -> Result<Synced<Attempt<T>>> {
+    let (reply, synced) = match services.commands.write(&mut undo.conn.conn, call).await {
+        Written::Ran(reply) => (reply, None),
+        Written::Unsynced { reply, replicas } => (reply, Some(replicas)),
+        // Redis (WRONGTYPE) or the script refused it: it changed nothing.
+        Written::Refused(e) => {
             undo.disarm();
-            Ok(Synced::Done(Attempt::Busy(bound)))
+            return Err(refused(e));
+        }
+        // The armed undo reconciles whatever the script may have done.
+        Written::Unknown(unknown) => return Err(unknown.into_error(Operation::Acquire, name)),
+    };
+    match (decode(&reply), synced) {
+        // Dropping the armed undo sends it, on this connection, right after the acquire.
+        (Some(Attempt::Acquired(_)), Some(replicas)) => Ok(Synced::Unsynced { replicas }),
+        (Some(attempt), _) => {
+            undo.disarm();
+            Ok(Synced::Done(attempt))
         }
         // The script ran but replied nonsense: whatever it did is undone.
         (None, _) => Err(Error::unexpected(Operation::Acquire, name, reply)),

@@ -51,7 +51,7 @@ mod synced;
 mod update;
 mod wait;
 
-pub(crate) use acquire::{Undo, acquire};
+pub(crate) use acquire::{Undo, acquire, write_armed};
 pub(crate) use deadline::Wait;
 pub(crate) use detached::{Applied, Replicas, write_detached};
 pub use guard::Guard;

@@ -17,6 +17,16 @@ pub(crate) enum Synced<T> {
     },
 }
 
+impl<T> Synced<T> {
+    /// What `f` makes of a done write's outcome.
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Synced<U> {
+        match self {
+            Self::Done(done) => Synced::Done(f(done)),
+            Self::Unsynced { replicas } => Synced::Unsynced { replicas },
+        }
+    }
+}
+
 /// Runs `write` until a replica acknowledges it, as Redisson retries a compensated acquire: up to
 /// `retry_attempts` more times after the configured back-off, then [`Error::NoSyncedReplicas`].
 ///
