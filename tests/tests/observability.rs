@@ -395,3 +395,76 @@ fn lock_names_are_labels_only_when_the_config_says_so() {
         assert_eq!(metrics.counter("rlock_acquisitions_total", &unnamed), 0);
     });
 }
+
+/// Each kind names its own `kind` label: the non-reentrant kinds are counted apart from their
+/// reentrant twins, and a refused re-entry is a failed acquisition of its kind.
+#[test]
+fn every_kind_is_counted_under_its_own_label() {
+    let server = RedisServer::start();
+    observed(|capture, metrics| async move {
+        let client = client_with(&server, |_| {}).await;
+        let owner = rlock_redisson::Owner::new();
+        client
+            .lock("obs:twins")
+            .lock()
+            .await
+            .expect("lock")
+            .unlock()
+            .await
+            .expect("unlock");
+        let held = client
+            .non_reentrant_lock("obs:nr")
+            .with_owner(owner)
+            .lock()
+            .await
+            .expect("lock");
+        let refused = client
+            .non_reentrant_lock("obs:nr")
+            .with_owner(owner)
+            .try_lock()
+            .await;
+        assert!(matches!(
+            refused,
+            Err(rlock_redisson::Error::ReentryRefused { .. })
+        ));
+        held.unlock().await.expect("unlock");
+        let fair = client
+            .non_reentrant_fair_lock("obs:nr-fair")
+            .lock()
+            .await
+            .expect("lock");
+        fair.unlock().await.expect("unlock");
+
+        for (kind, acquired, failed) in [
+            ("lock", 1, 0),
+            ("non_reentrant_lock", 1, 1),
+            ("non_reentrant_fair_lock", 1, 0),
+        ] {
+            let count = |outcome| {
+                metrics.counter(
+                    "rlock_acquisitions_total",
+                    &[("kind", kind), ("outcome", outcome)],
+                )
+            };
+            assert_eq!(
+                (count("acquired"), count("failed")),
+                (acquired, failed),
+                "{kind}"
+            );
+        }
+        let kinds: Vec<String> = capture
+            .spans("acquire")
+            .iter()
+            .filter_map(|span| span.field("kind").map(str::to_owned))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "lock",
+                "non_reentrant_lock",
+                "non_reentrant_lock",
+                "non_reentrant_fair_lock"
+            ]
+        );
+    });
+}
