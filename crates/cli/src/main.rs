@@ -3,7 +3,8 @@
 //!
 //! Machine-readable results are JSON objects, one per line, on stdout; progress, errors and logs
 //! (`RUST_LOG`, `warn` by default) go to stderr.
-//! Errors exit with code 1.
+//! A usage error (an unknown flag or subcommand, a bad value) exits with code 2, as clap and shell
+//! tools do; a failure at run time exits with code 1.
 
 mod check;
 mod critical;
@@ -71,6 +72,9 @@ enum Command {
     DemoWorker(demo::worker::Args),
 }
 
+/// The exit code of a usage error (clap's).
+const USAGE: u8 = 2;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -78,11 +82,7 @@ async fn main() -> ExitCode {
         Err(e) => {
             // `--help` and `--version` are "errors" too; they succeed and print to stdout.
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            };
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(USAGE));
         }
     };
     init_logging();

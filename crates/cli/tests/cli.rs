@@ -9,7 +9,7 @@ use std::process::{Child, Stdio};
 use redis::Commands;
 use rlock_tests::RedisServer;
 use serde_json::{Value, json};
-use support::{assert_fails_cleanly, json_lines, rlock, run, run_ok};
+use support::{assert_fails_cleanly, assert_usage_error, json_lines, rlock, run, run_ok};
 
 /// A Redisson client id, as Java writes it in hash fields.
 const JAVA_NODE: &str = "3b241101-e2bb-4255-8caf-4136c566a962";
@@ -168,18 +168,19 @@ fn bad_input_fails_without_panicking() {
     let server = RedisServer::start();
     let url = server.url();
     let _: () = redis(&server).set("cli:string", "x").expect("SET");
-    let cases: [(Option<&str>, &[&str]); 9] = [
-        (Some(&url), &["inspect", ""]),
-        (Some(&url), &["force-unlock", ""]),
-        (Some(&url), &["lock", "", "--hold-ms", "1"]),
-        (
-            Some(&url),
-            &["check", "", "--tasks", "1", "--iterations", "1"],
-        ),
-        (
-            Some(&url),
-            &["check", "x", "--tasks", "many", "--iterations", "1"],
-        ),
+    // Rejected by the argument parser: usage errors, exit 2.
+    let usage: [&[&str]; 5] = [
+        &["inspect", ""],
+        &["force-unlock", ""],
+        &["lock", "", "--hold-ms", "1"],
+        &["check", "", "--tasks", "1", "--iterations", "1"],
+        &["check", "x", "--tasks", "many", "--iterations", "1"],
+    ];
+    for args in usage {
+        assert_usage_error(&run(Some(&url), args), &format!("{args:?}"));
+    }
+    // Failures at run time, exit 1.
+    let failures: [(Option<&str>, &[&str]); 4] = [
         (Some(&url), &["inspect", "cli:string"]),
         (
             Some(&url),
@@ -188,7 +189,7 @@ fn bad_input_fails_without_panicking() {
         (None, &["inspect", "x"]),
         (None, &["check", "x", "--tasks", "1", "--iterations", "1"]),
     ];
-    for (url, args) in cases {
+    for (url, args) in failures {
         assert_fails_cleanly(&run(url, args), &format!("{args:?}"));
     }
 }

@@ -13,7 +13,7 @@ use rlock_tests::harness;
 use rlock_tests::redisson::{JavaClient, RedissonVersion};
 use rlock_tests::topology::Cluster;
 use serde_json::Value;
-use support::{assert_fails_cleanly, json_lines, rlock, run, run_ok};
+use support::{assert_usage_error, json_lines, rlock, run, run_ok};
 
 /// The Java thread that holds the lock.
 const JAVA_THREAD: u64 = 7;
@@ -437,7 +437,7 @@ fn watch_refuses_bad_arguments_and_reports_unreadable_keys_per_refresh() {
         &["watch", "x", "--count", "0"],
     ];
     for args in refused {
-        assert_fails_cleanly(&run(Some(&url), args), &format!("{args:?}"));
+        assert_usage_error(&run(Some(&url), args), &format!("{args:?}"));
     }
 
     let mut conn = server.client().get_connection().expect("raw connection");

@@ -44,10 +44,27 @@ pub(crate) fn json_lines(output: &Output) -> Vec<Value> {
         .collect()
 }
 
-/// Asserts that `output` is a clean failure: exit code 1, a message, no panic.
+/// Asserts that `output` is a clean failure at run time: exit code 1, a message, no panic.
+#[allow(
+    dead_code,
+    reason = "every test binary compiles this module; not every one checks both exit codes"
+)]
 pub(crate) fn assert_fails_cleanly(output: &Output, what: &str) {
+    assert_exits(output, 1, what);
+}
+
+/// Asserts that `output` is a usage error: exit code 2 (clap's), a message, no panic.
+#[allow(
+    dead_code,
+    reason = "every test binary compiles this module; not every one checks both exit codes"
+)]
+pub(crate) fn assert_usage_error(output: &Output, what: &str) {
+    assert_exits(output, 2, what);
+}
+
+fn assert_exits(output: &Output, code: i32, what: &str) {
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{what}: {stderr}");
+    assert_eq!(output.status.code(), Some(code), "{what}: {stderr}");
     assert!(!stderr.contains("panicked"), "{what}: {stderr}");
     assert!(!stderr.is_empty(), "{what} failed silently");
 }
