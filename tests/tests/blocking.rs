@@ -109,13 +109,74 @@ fn blocking_reentrancy_and_errors() {
     assert!(!lock.force_unlock().expect("force_unlock"));
 }
 
+/// One blocking round: connect, lock, check from the async side that it is held, read and write the
+/// protected data through the same client, unlock.
+fn blocking_round(url: &str, name: &str) -> u64 {
+    let client = blocking::Client::connect(url).expect("connect");
+    let lock = client.lock(name);
+    let guard = lock.lock().expect("lock");
+    assert!(lock.is_held_by_current_thread().expect("held"));
+    let counter: u64 = client
+        .query(rlock_redisson::redis::cmd("INCR").arg(format!("{name}:counter")))
+        .expect("INCR through the lock's client");
+    guard.unlock().expect("unlock");
+    client.close().expect("close");
+    counter
+}
+
+/// Where an async application runs blocking code: `spawn_blocking`, on either runtime flavor, and
+/// (for a current-thread runtime, which cannot tell its own thread from its blocking pool's) the
+/// runtime's own thread, which the call stalls but never panics or deadlocks.
 #[tokio::test]
-async fn the_blocking_api_refuses_to_run_inside_a_runtime() {
+async fn the_blocking_api_works_from_a_current_thread_runtime() {
     let server = RedisServer::start();
-    assert!(matches!(
-        blocking::Client::connect(server.url()),
-        Err(Error::InvalidArgument(_))
-    ));
+    let url = server.url();
+    let counted = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || blocking_round(&url, "blocking:current:spawned")
+    })
+    .await
+    .expect("spawn_blocking");
+    assert_eq!(counted, 1);
+    assert_eq!(blocking_round(&url, "blocking:current:own"), 1);
+}
+
+/// On a multi-threaded runtime: from `spawn_blocking`, and from its only worker (through
+/// `block_in_place`, which moves the worker's other tasks to a new thread: here the async holder
+/// whose release the blocking call waits for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn the_blocking_api_works_from_a_multi_threaded_runtime() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let counted = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || blocking_round(&url, "blocking:multi-rt:spawned")
+    })
+    .await
+    .expect("spawn_blocking");
+    assert_eq!(counted, 1);
+
+    let name = "blocking:multi-rt:worker";
+    let holder = rlock_tests::harness::client(&server).await;
+    let held = holder
+        .lock(name)
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .expect("async lock");
+    let releasing = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held.unlock().await.expect("async unlock");
+    });
+    let client = blocking::Client::connect(&url).expect("connect on the worker");
+    let started = Instant::now();
+    let guard = client.lock(name).lock().expect("lock on the worker");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the async holder released while the worker blocked: {:?}",
+        started.elapsed()
+    );
+    guard.unlock().expect("unlock");
+    releasing.await.expect("the holder's task");
 }
 
 #[test]

@@ -205,13 +205,16 @@ impl Client {
     }
 
     /// Runs a plain Redis command on the client's connections, for what the lock API does not cover
-    /// (in cluster mode it is routed by its first key). It runs under the command timeout.
+    /// (in cluster mode it is routed by its first key). It runs under the command timeout. Build
+    /// commands with the re-exported [`redis`](crate::redis) crate, so that no second `redis` version
+    /// meets this one.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> rlock_redisson::Result<()> {
     /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
     /// let client = rlock_redisson::Client::connect(&url).await?;
+    /// use rlock_redisson::redis;
     /// let pong: String = client.query(&redis::cmd("PING")).await?;
     /// assert_eq!(pong, "PONG");
     /// # Ok(())

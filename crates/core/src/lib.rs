@@ -47,6 +47,10 @@ mod telemetry;
 mod wake;
 mod watchdog;
 
+/// The `redis` crate rlock is built on, for [`Client::query`]'s commands and replies: use it
+/// rather than a `redis` dependency of your own, whose version could differ.
+pub use redis;
+
 pub use client::{Client, ClientStats};
 pub use config::{Config, ProxiedCluster, ShardedPubSub, Topology};
 pub use count_down_latch::CountDownLatch;

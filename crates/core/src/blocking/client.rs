@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::lock::{Lock, ReadWriteLock};
-use super::runtime::{Runtime, block_on, outside_async};
+use super::runtime::{Runtime, block_on};
 use super::synchronizers::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -32,10 +32,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// As [`crate::Client::with_config`], plus [`Error::InvalidArgument`] when called from inside an
-    /// async runtime.
+    /// As [`crate::Client::with_config`].
     pub fn with_config(config: Config) -> Result<Self> {
-        outside_async("client")?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("rlock")
@@ -118,6 +116,39 @@ impl Client {
     /// The count-down latch called `name`.
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch::new(self.inner.count_down_latch(name), self.runtime.clone())
+    }
+
+    /// Runs a plain Redis command on the client's connections: see [`crate::Client::query`]. With
+    /// it, a worker reads and writes the data its locks protect through the same client.
+    ///
+    /// ```
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    /// use rlock_redisson::redis;
+    /// let client = rlock_redisson::blocking::Client::connect(url)?;
+    /// let guard = client.lock("doc:blocking:query").lock()?;
+    /// client.query::<()>(redis::cmd("INCR").arg("doc:blocking:query:counter"))?;
+    /// guard.unlock()?;
+    /// # Ok::<(), rlock_redisson::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::query`].
+    pub fn query<T: redis::FromRedisValue + Send>(&self, cmd: &redis::Cmd) -> Result<T> {
+        block_on(&self.runtime, self.inner.query(cmd))
+    }
+
+    /// Waits until every release and undo running in the background has finished: see
+    /// [`crate::Client::close`]. Call it before the program exits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] when the client's runtime is gone.
+    pub fn close(&self) -> Result<()> {
+        block_on(&self.runtime, async {
+            self.inner.close().await;
+            Ok(())
+        })
     }
 
     /// The async client behind this one.

@@ -6,9 +6,11 @@
 //! [`Lock::with_owner`] uses its owner instead.
 //!
 //! [`Client`] owns a small tokio runtime (one worker thread) that runs the subscriber, the watchdog and
-//! every operation; each method blocks the calling thread until its operation completes. Calling it from
-//! inside an async runtime is refused with
-//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) rather than deadlocking.
+//! every operation; each method blocks the calling thread until its operation completes. It works
+//! from any thread: a plain one, one of `tokio::task::spawn_blocking`'s (where an async application
+//! runs blocking code), even an async worker (through `tokio::task::block_in_place`, which moves the
+//! worker's other tasks elsewhere first). On a current-thread runtime's own thread a call stalls that
+//! runtime's other tasks until it returns: use the async API in async code.
 //!
 //! ```
 //! # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());

@@ -68,7 +68,7 @@ impl MultiLock {
         }
     }
 
-    fn run<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+    fn run<T: Send>(&self, work: impl Future<Output = Result<T>> + Send) -> Result<T> {
         let runtime = self
             .runtime
             .as_ref()

@@ -2,6 +2,8 @@
 
 use std::future::Future;
 
+use tokio::runtime::RuntimeFlavor;
+
 use crate::error::{Error, Result};
 
 /// The facade's private runtime. It shuts down in the background when its last user lets go, so that
@@ -17,19 +19,31 @@ impl Drop for Runtime {
     }
 }
 
-/// Refuses to run inside an async runtime, where blocking would stall (or deadlock) it.
-pub(super) fn outside_async(what: &str) -> Result<()> {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return Err(Error::InvalidArgument(format!(
-            "the blocking {what} cannot be used inside an async runtime; use the async API"
-        )));
+/// Runs `work` on the facade's runtime, blocking the calling thread until it completes, from
+/// wherever it is called, without a panic:
+/// - a plain thread blocks on the runtime directly;
+/// - a thread of a multi-threaded tokio runtime (`spawn_blocking`'s, or a worker) goes through
+///   [`tokio::task::block_in_place`], which first moves a worker's other tasks to other workers;
+/// - a thread of a current-thread runtime blocks from a scoped helper thread, as tokio cannot say
+///   whether it is the runtime's own thread (where `block_on` would panic) or one of its blocking
+///   pool's. On the runtime's own thread that stalls the runtime's other tasks until the call
+///   returns (never for good: the work runs on the facade's runtime, and a lock held by a stalled
+///   task expires with its lease). Async code should use the async API.
+pub(super) fn block_on<T: Send>(
+    runtime: &Runtime,
+    work: impl Future<Output = Result<T>> + Send,
+) -> Result<T> {
+    let runtime = runtime.0.as_ref().ok_or(Error::Closed)?;
+    match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
+        Err(_) => runtime.block_on(work),
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| runtime.block_on(work)),
+        Ok(_) => std::thread::scope(|scope| {
+            scope
+                .spawn(|| runtime.block_on(work))
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }),
     }
-    Ok(())
-}
-
-pub(super) fn block_on<T>(runtime: &Runtime, work: impl Future<Output = Result<T>>) -> Result<T> {
-    outside_async("API")?;
-    runtime.0.as_ref().ok_or(Error::Closed)?.block_on(work)
 }
 
 /// Releases what a dropped blocking guard held: before returning, when dropped outside an async
@@ -37,7 +51,7 @@ pub(super) fn block_on<T>(runtime: &Runtime, work: impl Future<Output = Result<T
 /// when dropped inside one.
 pub(super) fn release_dropped<G, F>(runtime: &Runtime, held: G, release: impl FnOnce(G) -> F)
 where
-    F: Future<Output = Result<()>>,
+    F: Future<Output = Result<()>> + Send,
 {
     if tokio::runtime::Handle::try_current().is_ok() {
         drop(held);
