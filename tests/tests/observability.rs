@@ -468,3 +468,61 @@ fn every_kind_is_counted_under_its_own_label() {
         );
     });
 }
+
+/// A runtime that shuts down with a dropped guard's release still pending (a program returning from
+/// `main` without `client.close().await`): the hold stays in Redis, and the client says so, once,
+/// in a warning that names the cure, and in a counter. With `close()` first, neither.
+#[test]
+fn a_runtime_shut_down_before_its_pending_releases_warns() {
+    let server = RedisServer::start();
+    for close in [false, true] {
+        let name = format!("obs:abandoned:{close}");
+        let capture = Capture::default();
+        let subscriber = tracing_subscriber::registry().with(capture.clone());
+        let recorder = MemoryRecorder::default();
+        tracing::subscriber::with_default(subscriber, || {
+            metrics::with_local_recorder(&recorder, || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(async {
+                    let client = client_with(&server, |_| {}).await;
+                    let mut guards = Vec::new();
+                    for i in 0..3 {
+                        let guard = client.lock(format!("{name}:{i}")).lock().await;
+                        guards.push(guard.expect("lock"));
+                    }
+                    // Their releases are spawned, and nothing runs them before the runtime stops.
+                    drop(guards);
+                    if close {
+                        client.close().await;
+                    }
+                });
+                drop(runtime);
+            });
+        });
+        let warnings: Vec<Captured> = capture
+            .events
+            .lock()
+            .iter()
+            .filter(|e| e.level == Level::WARN && e.name.contains("close().await"))
+            .cloned()
+            .collect();
+        let abandoned = recorder.counter("rlock_abandoned_releases_total", &[]);
+        let mut redis = server.client().get_connection().expect("raw connection");
+        let held: usize = (0..3)
+            .filter(|i| redis::Commands::exists(&mut redis, format!("{name}:{i}")).expect("EXISTS"))
+            .count();
+        if close {
+            assert_eq!((warnings.len(), abandoned, held), (0, 0, 0));
+        } else {
+            assert_eq!(warnings.len(), 1, "one warning per client: {warnings:?}");
+            assert_eq!(abandoned, 3, "each abandoned release counted");
+            assert_eq!(
+                held, 3,
+                "the abandoned holds stay until their leases run out"
+            );
+        }
+    }
+}

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -17,7 +18,7 @@ use crate::error::{Error, Operation, Result};
 use crate::owner::{self, Owner};
 use crate::pubsub::Subscriber;
 use crate::reconciling::Reconciling;
-use crate::telemetry::Telemetry;
+use crate::telemetry::{self, Telemetry};
 use crate::watchdog::Watchdog;
 
 /// One client's services, shared (behind an `Arc`) by the client, its lock handles and its guards.
@@ -113,10 +114,7 @@ impl Services {
             reconciling: Arc::default(),
             cohorts: Cohorts::default(),
             latches: Latches::default(),
-            background: Background {
-                runtime,
-                tracker: TaskTracker::new(),
-            },
+            background: Background::new(runtime),
             telemetry,
             _shutdown: guard,
         })
@@ -131,20 +129,49 @@ impl Services {
 /// Spawns the work that must finish even when its caller is gone (a dropped guard's release, a
 /// cancelled acquire's undo), on the client's runtime, tracked so [`Client::close`] can wait for it.
 ///
+/// Nothing cancels that work but the runtime shutting down (a program returning from `main`, a
+/// blocking client dropped) before it ran: then a hold stays in Redis until its lease runs out.
+/// Each such task is counted, and the first one of a client says so in a warning that names the
+/// cure, [`Client::close`].
+///
 /// [`Client::close`]: crate::Client::close
 #[derive(Clone, Debug)]
 pub(crate) struct Background {
     runtime: tokio::runtime::Handle,
     tracker: TaskTracker,
+    /// Whether this client already warned about work the runtime's shutdown abandoned.
+    warned: Arc<AtomicBool>,
 }
 
 impl Background {
+    fn new(runtime: tokio::runtime::Handle) -> Self {
+        Self {
+            runtime,
+            tracker: TaskTracker::new(),
+            warned: Arc::default(),
+        }
+    }
+
+    /// Spawns work that leaves something held in Redis if it never runs (a release, an undo).
     pub(crate) fn spawn<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
     where
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.tracker.spawn_on(work, &self.runtime)
+        let unfinished = Unfinished(Some(self.warned.clone()));
+        self.tracker.spawn_on(
+            async move {
+                let output = work.await;
+                unfinished.finished();
+                output
+            },
+            &self.runtime,
+        )
+    }
+
+    /// Spawns tidying that may be lost without harm (deleting unlock latches, which expire anyway).
+    fn spawn_tidying(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        drop(self.tracker.spawn_on(work, &self.runtime));
     }
 
     /// Waits until every task spawned so far has finished; spawning stays possible.
@@ -156,6 +183,23 @@ impl Background {
         let _ = self.tracker.close();
         self.tracker.wait().await;
         let _ = self.tracker.reopen();
+    }
+}
+
+/// Armed while a background task runs: dropped armed, the task was dropped before it finished.
+struct Unfinished(Option<Arc<AtomicBool>>);
+
+impl Unfinished {
+    fn finished(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(warned) = self.0.take() {
+            telemetry::abandoned(!warned.swap(true, Ordering::Relaxed));
+        }
     }
 }
 
@@ -259,7 +303,7 @@ impl Services {
         }
         let pending = self.latches.0.clone();
         let commands = self.commands.clone();
-        drop(self.background.spawn(async move {
+        self.background.spawn_tidying(async move {
             tokio::time::sleep(LATCH_BATCH_DELAY).await;
             let latches = std::mem::take(&mut *pending.lock());
             let mut by_slot: HashMap<_, Vec<String>> = HashMap::new();
@@ -274,6 +318,6 @@ impl Services {
                     .query::<()>(Operation::Unlock, "", redis::cmd("DEL").arg(&latches))
                     .await;
             }
-        }));
+        });
     }
 }

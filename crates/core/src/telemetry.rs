@@ -179,6 +179,7 @@ const RESUBSCRIPTIONS: &str = "rlock_resubscriptions_total";
 const RENEWAL_ROUNDS: &str = "rlock_renewal_rounds_total";
 const RENEWAL_ROUND_TIME: &str = "rlock_renewal_round_seconds";
 const UNKNOWN_OUTCOMES: &str = "rlock_unknown_outcomes_total";
+const ABANDONED: &str = "rlock_abandoned_releases_total";
 
 impl Telemetry {
     /// The handles of a client whose configuration says whether lock names are labels.
@@ -507,6 +508,18 @@ impl Reconciles {
             },
         }
     }
+}
+
+/// A background release or undo was dropped unfinished: its runtime shut down first. `first`: the
+/// client's first such task, which says what to do about it.
+pub(crate) fn abandoned(first: bool) {
+    if first {
+        tracing::warn!(
+            "the runtime shut down before rlock's pending releases ran: their holds stay until their \
+             leases run out; call `client.close().await` before the program exits"
+        );
+    }
+    sink::counter(ABANDONED, &[], None).increment(1);
 }
 
 /// A write of `lock` whose outcome was not known has been reconciled (`resolved`: its outcome is
