@@ -204,19 +204,23 @@ impl Error {
         matches!(self, Self::Timeout { .. })
     }
 
-    /// Whether the operation may succeed if tried again later (timeouts and connection trouble).
+    /// Whether the same call may succeed if tried again later, unchanged: a retry loop can trust it.
+    ///
+    /// | variant | transient |
+    /// |---|---|
+    /// | [`Timeout`](Self::Timeout) (a command's or a connect's deadline) | yes |
+    /// | [`NoSyncedReplicas`](Self::NoSyncedReplicas) | yes: replicas catch up |
+    /// | [`OutcomeUnknown`](Self::OutcomeUnknown) | yes: the connection failed (check what was applied first) |
+    /// | [`Backend`](Self::Backend), the connection refused, broken or timed out; the server loading, failing over or busy (`LOADING`, `TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`, `READONLY`); a sentinel without a master yet | yes |
+    /// | [`Backend`](Self::Backend), credentials refused (`WRONGPASS`) or missing (`NOAUTH`), a command denied (`NOPERM`), any other error reply | no: fix the configuration or the server |
+    /// | [`NotOwner`](Self::NotOwner), [`LeaseLost`](Self::LeaseLost), [`ReentryRefused`](Self::ReentryRefused), [`WouldDeadlock`](Self::WouldDeadlock), [`PermitNotFound`](Self::PermitNotFound) | no: the caller's state, not Redis's |
+    /// | [`InvalidArgument`](Self::InvalidArgument) (a bad URL, name or duration), [`WrongType`](Self::WrongType), [`UnexpectedReply`](Self::UnexpectedReply), [`FeatureDisabled`](Self::FeatureDisabled), [`Unsupported`](Self::Unsupported), [`Closed`](Self::Closed) | no |
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Timeout { .. } | Self::NoSyncedReplicas { .. } | Self::OutcomeUnknown { .. } => {
                 true
             }
-            Self::Backend { source, .. } => {
-                source.is_io_error()
-                    || source.is_connection_dropped()
-                    || source.is_connection_refusal()
-                    || source.is_timeout()
-                    || source.is_unrecoverable_error()
-            }
+            Self::Backend { source, .. } => transient(source),
             _ => false,
         }
     }
@@ -245,6 +249,30 @@ impl Error {
             operation,
             name: name.to_owned(),
             reply: format!("{reply:?}"),
+        }
+    }
+}
+
+/// Whether a Redis error is one of the connection or the server's state that passes: connection
+/// trouble (refused, broken, timed out) and a server that is loading, failing over or busy. Errors
+/// of authentication, permission and every other error reply are not.
+fn transient(source: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    match source.kind() {
+        ErrorKind::Io
+        | ErrorKind::Parse
+        | ErrorKind::ClusterConnectionNotFound
+        | ErrorKind::MasterNameNotFoundBySentinel
+        | ErrorKind::NoValidReplicasFoundBySentinel => true,
+        ErrorKind::Server(
+            ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::ReadOnly,
+        ) => true,
+        _ => {
+            source.is_timeout() || source.is_connection_dropped() || source.is_connection_refusal()
         }
     }
 }

@@ -307,12 +307,13 @@ impl<K: LockKind> Lock<K> {
         engine::force_unlock(&self.services, &*self.kind).await
     }
 
-    /// Whether anyone holds the lock (`EXISTS`; for a read or write lock, whether it is held in that
-    /// mode).
+    /// Whether anyone holds the lock (its key is a hash; for a read or write lock, whether it is
+    /// held in that mode).
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] or [`Error::Backend`] when Redis fails.
+    /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Timeout`] or
+    /// [`Error::Backend`] when Redis fails.
     ///
     /// # Cancel safety
     ///
@@ -320,9 +321,19 @@ impl<K: LockKind> Lock<K> {
     pub async fn is_locked(&self) -> Result<bool> {
         self.check_name()?;
         let locked: i64 = match self.kind.is_locked_call() {
+            // `TYPE` rather than `EXISTS`: a key that holds something else is no lock, and says so
+            // as every other call on it does.
             None => {
-                self.query(redis::cmd("EXISTS").arg(self.kind.key()))
-                    .await?
+                let held: String = self.query(redis::cmd("TYPE").arg(self.kind.key())).await?;
+                match held.as_str() {
+                    "none" => 0,
+                    "hash" => 1,
+                    _ => {
+                        return Err(Error::WrongType {
+                            key: self.kind.key().to_owned(),
+                        });
+                    }
+                }
             }
             Some(call) => {
                 self.services

@@ -44,7 +44,7 @@ use crate::config::{Config, redact};
 use crate::connection::cluster_builder;
 #[cfg(feature = "sentinel")]
 use crate::connection::sentinel_client;
-use crate::connection::{Deployment, Rotating, node_client, refused};
+use crate::connection::{Commands, Deployment, Rotating, node_client, refused};
 use crate::telemetry::{self, Subscriptions};
 use crate::wake::{Armed, WakeRule, Wakeups};
 
@@ -227,15 +227,22 @@ pub(crate) struct Subscriber {
 impl Subscriber {
     /// Starts the connection task on `runtime`; it stops when `shutdown` is cancelled. `sharded`
     /// selects `SSUBSCRIBE` (cluster mode only).
+    ///
+    /// A lost subscriber connection marks `commands`' pooled connections as suspect, before waiters
+    /// are woken: the server they were opened to went away (restarted, failed over, killed), so a
+    /// woken waiter's next try opens a fresh connection, and a server that is down refuses it
+    /// plainly (nothing was sent) rather than failing a write whose outcome is then unknown.
     pub(crate) fn start(
         config: &Config,
         deployment: Deployment,
         sharded: bool,
+        commands: Commands,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> redis::RedisResult<Self> {
         let registry = Arc::new(Registry::default());
         let task = Connection {
+            commands,
             registry: registry.clone(),
             endpoint: Endpoint::of(config, deployment, sharded)?,
             rotating: Rotating::of(config),
@@ -505,6 +512,8 @@ fn by_slot(channels: Vec<String>, sharded: bool) -> Vec<Vec<String>> {
 
 /// The task that owns the subscriber connection.
 struct Connection {
+    /// The client's command connections, marked suspect when this connection is lost.
+    commands: Commands,
     registry: Arc<Registry>,
     endpoint: Endpoint,
     /// Where each connect gets fresh credentials, if it does: then the endpoint is made anew.
@@ -567,7 +576,7 @@ impl Connection {
                             self.registry.refuse();
                             return shutdown.cancelled().await;
                         }
-                        Served::Lost => {}
+                        Served::Lost => self.commands.connections_suspect(),
                     }
                     tracing::warn!(url = %self.url, "subscriber connection lost; reconnecting");
                 }

@@ -92,6 +92,7 @@ impl Services {
             &config,
             deployment,
             sharded,
+            commands.clone(),
             &runtime,
             shutdown.child_token(),
         )

@@ -41,7 +41,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
-use crate::config::{Config, Topology};
+use crate::config::{Config, Topology, redact};
 use crate::credentials::CredentialsProvider;
 use crate::error::{Error, Operation, Result};
 use crate::scripts::ScriptCall;
@@ -444,6 +444,8 @@ pub(crate) struct Commands {
     /// proxy (see [`probe::probe`]).
     single_slot: bool,
     pub(crate) timeout: Duration,
+    /// How long opening a connection may take.
+    connect_timeout: Duration,
 }
 
 /// How lock writes wait for replicas.
@@ -504,7 +506,14 @@ impl Commands {
             operation: Operation::Connect,
             source,
         };
-        let factory = Factory::of(config, deployment).map_err(backend)?;
+        // A URL the client cannot use is the caller's to fix, and the message says which one.
+        let factory = Factory::of(config, deployment).map_err(|e| {
+            if e.kind() == redis::ErrorKind::InvalidClientConfig {
+                Error::InvalidArgument(format!("cannot use {}: {e}", redact(&config.url)))
+            } else {
+                backend(e)
+            }
+        })?;
         let failures = Arc::new(AtomicU64::new(0));
         let manager = Manager {
             factory,
@@ -533,6 +542,7 @@ impl Commands {
             cluster: config.topology == Topology::Cluster,
             single_slot: config.topology == Topology::Cluster,
             timeout: config.command_timeout,
+            connect_timeout: config.connect_timeout,
         })
     }
 
@@ -561,9 +571,13 @@ impl Commands {
             PoolError::Timeout(_) => Error::timeout(operation, name, self.timeout),
             PoolError::Backend(source) => {
                 self.connection_failed();
-                Error::Backend {
-                    operation: Operation::Connect,
-                    source,
+                if source.is_timeout() {
+                    Error::timeout(Operation::Connect, name, self.connect_timeout)
+                } else {
+                    Error::Backend {
+                        operation: Operation::Connect,
+                        source,
+                    }
                 }
             }
             PoolError::Closed | PoolError::NoRuntimeSpecified => Error::Closed,
@@ -763,6 +777,12 @@ impl Commands {
 
     fn connection_failed(&self) {
         let _ = self.failures.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Another connection to the server broke (the subscriber's): the pooled ones may be broken
+    /// too, so each is replaced at its next checkout rather than written to.
+    pub(crate) fn connections_suspect(&self) {
+        self.connection_failed();
     }
 }
 

@@ -17,23 +17,17 @@ impl Lease {
     /// A fixed lease, validated: at least a millisecond (Redis' resolution), at most
     /// [`crate::config::MAX_LEASE`].
     pub(crate) fn fixed(lease: Duration) -> Result<Self> {
-        if lease < Duration::from_millis(1) || lease > crate::config::MAX_LEASE {
-            return Err(Error::InvalidArgument(format!(
-                "a lease must be between 1 ms and {:?}, got {lease:?}",
-                crate::config::MAX_LEASE
-            )));
-        }
-        Ok(Self::Fixed(lease))
+        millis(lease, "a lease").map(|_| Self::Fixed(lease))
     }
 }
 
-/// A duration in whole milliseconds, at least one.
+/// A duration in whole milliseconds, at least one, at most [`crate::config::MAX_LEASE`].
 pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
     let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
     if millis == 0 || duration > crate::config::MAX_LEASE {
         return Err(Error::InvalidArgument(format!(
-            "{what} must be between 1 ms and {:?}, got {duration:?}",
-            crate::config::MAX_LEASE
+            "{what} must be between 1 ms and {} ms (ten years), got {duration:?}",
+            crate::config::MAX_LEASE.as_millis()
         )));
     }
     Ok(millis)

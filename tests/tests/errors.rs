@@ -1,0 +1,211 @@
+//! The error table of `error.rs`, case by case against real servers: what each failure a retry loop
+//! meets comes out as, whether `is_transient()` says to retry it, and that its message names what
+//! failed.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rlock_redisson::{Client, Config, Error, Operation};
+use rlock_tests::RedisServer;
+use rlock_tests::harness;
+
+/// A client with short deadlines, so that the failures below come quickly.
+fn quick(url: String) -> Config {
+    let mut config = Config::new(url);
+    config.connect_timeout = Duration::from_millis(500);
+    config.command_timeout = Duration::from_millis(500);
+    config.retry_attempts = 0;
+    config
+}
+
+async fn connect_error(config: Config) -> Error {
+    match Client::with_config(config).await {
+        Ok(_) => panic!("connected"),
+        Err(e) => e,
+    }
+}
+
+#[tokio::test]
+async fn credentials_refused_or_missing_are_not_transient() {
+    let server = RedisServer::start_authenticated(None, "pw", &["--requirepass", "pw"]);
+    for (case, url) in [
+        (
+            "wrong password",
+            format!("redis://:nope@127.0.0.1:{}/", server.port()),
+        ),
+        (
+            "no password (NOAUTH)",
+            format!("redis://127.0.0.1:{}/", server.port()),
+        ),
+    ] {
+        let error = connect_error(quick(url)).await;
+        assert!(
+            matches!(
+                error,
+                Error::Backend {
+                    operation: Operation::Connect,
+                    ..
+                }
+            ),
+            "{case}: {error:?}"
+        );
+        assert!(
+            !error.is_transient(),
+            "{case}: a retry would spin forever: {error:?}"
+        );
+        assert!(
+            !error.to_string().contains("nope"),
+            "{case}: the password leaked"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_bad_url_is_an_invalid_argument_that_names_it() {
+    let url = "redis://127.0.0.1:notaport/";
+    let error = connect_error(quick(url.into())).await;
+    assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    assert!(error.to_string().contains(url), "{error}");
+    assert!(!error.is_transient());
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_transient() {
+    // A port nobody listens on: bound, then closed.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let error = connect_error(quick(format!("redis://127.0.0.1:{port}/"))).await;
+    assert!(error.is_transient(), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_connect_that_times_out_is_a_transient_timeout() {
+    // Accepted by the kernel (the backlog), never answered: the handshake waits out the deadline.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("address").port();
+    let error = connect_error(quick(format!("redis://127.0.0.1:{port}/"))).await;
+    assert!(
+        matches!(
+            error,
+            Error::Timeout {
+                operation: Operation::Connect,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.is_transient());
+    drop(listener);
+}
+
+#[tokio::test]
+async fn a_script_denied_by_an_acl_is_unsupported_and_not_transient() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg(&["on", ">pw", "~*", "&*", "+@all", "-@scripting"][..])
+        .query(&mut server.client().get_connection().expect("connect"))
+        .expect("ACL SETUSER");
+    let url = format!("redis://app:pw@127.0.0.1:{}/", server.port());
+    let error = connect_error(quick(url)).await;
+    assert!(matches!(error, Error::Unsupported { .. }), "{error:?}");
+    assert!(!error.is_transient());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_another_type_is_wrong_type_for_every_call() {
+    let server = RedisServer::start();
+    let client = harness::client(&server).await;
+    let mut redis = harness::raw(&server).await;
+    let () = redis.set("errors:string", "x").await.expect("SET");
+    let lock = client.lock("errors:string");
+    let errors = [
+        lock.try_lock().await.map(|_| ()),
+        lock.is_locked().await.map(|_| ()),
+        lock.hold_count_of(rlock_redisson::Owner::new())
+            .await
+            .map(|_| ()),
+    ];
+    for error in errors {
+        let error = error.expect_err("a string is no lock");
+        assert!(
+            matches!(error, Error::WrongType { ref key } if key == "errors:string"),
+            "{error:?}"
+        );
+        assert!(!error.is_transient());
+    }
+}
+
+/// A waiter whose server dies is told so as connection trouble a retry may get past, not as a lost
+/// write: it was only waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_wait_is_transient() {
+    let mut server = RedisServer::start();
+    let client = Client::with_config(quick(server.url()))
+        .await
+        .expect("connect");
+    // Held by another client (a Java one, say), for longer than the waits.
+    let mut redis = harness::raw(&server).await;
+    let () = redis
+        .hset("errors:killed", "elsewhere:1", 1)
+        .await
+        .expect("HSET");
+    let () = redis
+        .pexpire("errors:killed", 60_000)
+        .await
+        .expect("PEXPIRE");
+    let semaphore = client.semaphore("errors:killed:semaphore");
+    assert!(semaphore.try_set_permits(0).await.expect("set permits"));
+    let lock_waiter = {
+        let lock = client.lock("errors:killed");
+        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(20)).await })
+    };
+    let semaphore_waiter = tokio::spawn(async move {
+        semaphore
+            .try_acquire_for(1, Duration::from_secs(20))
+            .await
+            .map(|permits| permits.is_some())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill();
+    let waits = [
+        (
+            "lock",
+            lock_waiter
+                .await
+                .expect("task")
+                .map(|guard| guard.is_some()),
+        ),
+        ("semaphore", semaphore_waiter.await.expect("task")),
+    ];
+    for (waiter, outcome) in waits {
+        let error = outcome.expect_err("the server is gone");
+        assert!(error.is_transient(), "{waiter}: {error:?}");
+        assert!(
+            !matches!(error, Error::OutcomeUnknown { .. }),
+            "{waiter} was only waiting: {error:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_lease_out_of_range_says_so_in_one_unit() {
+    let server = RedisServer::start();
+    let client = harness::client(&server).await;
+    let error = client
+        .lock("errors:lease")
+        .lock_with_lease(Duration::ZERO)
+        .await
+        .expect_err("a zero lease");
+    assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("between 1 ms and 315360000000 ms"),
+        "{error}"
+    );
+}
