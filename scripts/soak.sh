@@ -10,21 +10,23 @@
 #   CLIENT PAUSE and SIGSTOP of redis-server, restart with AOF, cancellation storms, a holder frozen
 #   past its lease, a slow subscriber, pool exhaustion, a hand-off while Redis is frozen. The
 #   kind-generic ones run once per lock kind, named `<scenario>::<kind>`; the others on the
-#   reentrant lock (kind `lock`).
+#   reentrant lock (kind `lock`). The non-reentrant kinds' cases that the quick suite leaves out
+#   (ignored, for its budget) run here too.
 # - tests/tests/faults_synchronizers.rs (kind `synchronizers`): the semaphore, the permit-expirable
 #   semaphore, the latch and the multi-lock under kill -9, killed subscribers, CLIENT PAUSE, SIGSTOP
 #   and a lost server, checked by the counting model.
-# - tests/tests/faults_proxy.rs (kind `lock`): workers reach a single server, a master with a
-#   replica (WAIT), a Sentinel setup and a cluster through fault proxies that lose the replies of
-#   scripts that ran, delay replies and reset connections, while a monitor looks for acquires
-#   applied twice; and a Sentinel and a cluster failover while replies are lost (what a failover
-#   may lose: README.md).
+# - tests/tests/faults_proxy.rs (kind `lock`; `<scenario>::<kind>` for the non-reentrant kinds):
+#   workers reach a single server, a master with a replica (WAIT), a Sentinel setup and a cluster
+#   through fault proxies that lose the replies of scripts that ran, delay replies and reset
+#   connections, while a monitor looks for acquires applied twice; and a Sentinel and a cluster
+#   failover while replies are lost (what a failover may lose: README.md).
 # Then the property tests of tests/tests/fuzz.rs run with more cases. --kinds picks among lock,
-# fair, spin, fenced, read, write, rw (readers and writers of one read-write lock) and
-# synchronizers. At the end the figures of all runs are added up and printed (acquisitions checked,
-# faults injected by kind, overlaps inside and outside signalled lease loss, leaked holds,
-# double-applied acquires, panics, permits lost to killed holders, holds across a failover, maximum
-# delays), the run time against the budget, and a `failed: NAME` line per failed scenario.
+# fair, spin, fenced, read, write, rw (readers and writers of one read-write lock), non_reentrant,
+# non_reentrant_fair and synchronizers. At the end the figures of all runs are added up and printed
+# (acquisitions checked, faults injected by kind, overlaps inside and outside signalled lease loss,
+# leaked holds, double-applied acquires, panics, permits lost to killed holders, holds across a
+# failover, maximum delays), the run time against the budget, and a `failed: NAME` line per failed
+# scenario.
 #
 # Exits non-zero if a scenario failed or a figure that must be 0 is not. Needs only a Rust toolchain
 # (redis-server is installed with apt-get when missing); servers are private, on loopback.
@@ -34,7 +36,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-all_kinds=lock,fair,spin,fenced,read,write,rw,synchronizers
+all_kinds=lock,fair,spin,fenced,read,write,rw,non_reentrant,non_reentrant_fair,synchronizers
 minutes=5
 kinds=$all_kinds
 usage="usage: scripts/soak.sh [--minutes N] [--kinds KIND,...]"
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
     --minutes=*) minutes=${1#*=}; shift ;;
     --kinds) kinds=${2:-}; shift 2 || die "--kinds needs a value" ;;
     --kinds=*) kinds=${1#*=}; shift ;;
-    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 ($usage)" ;;
     esac
 done
@@ -65,15 +67,14 @@ cargo build --release -q -p rlock-tests --bin rlock-torture
 cargo test --release -q -p rlock-tests $(printf -- '--test %s ' "${binaries[@]}") --test fuzz --no-run
 
 # Every scenario as `binary scenario`: the lock-kind ones (`<scenario>::<kind>`, else the reentrant
-# lock) of faults.rs, the synchronizers' and the proxies' (on the reentrant lock). Scenarios left out
+# lock) of faults.rs and of the proxies', and the synchronizers'. Scenarios left out
 # of the quick suite (for its budget) run too: the soak tells the whole truth.
 scenarios=()
 for binary in "${binaries[@]}"; do
     while IFS= read -r scenario; do
         case "$binary" in
-        faults) kind=lock; [[ "$scenario" == *::* ]] && kind=${scenario##*::} ;;
+        faults | faults_proxy) kind=lock; [[ "$scenario" == *::* ]] && kind=${scenario##*::} ;;
         faults_synchronizers) kind=synchronizers ;;
-        faults_proxy) kind=lock ;;
         esac
         chosen_kind "$kind" && scenarios+=("$binary $scenario")
     done < <(cargo test --release -q -p rlock-tests --test "$binary" -- --list 2>/dev/null |

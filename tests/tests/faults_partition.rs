@@ -106,6 +106,7 @@ macro_rules! over_kinds {
 
 over_kinds!(a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock: [
     lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
+    non_reentrant: NonReentrant, non_reentrant_fair: NonReentrantFair,
 ]);
 
 /// A holder cut off from Redis (its renewals hang) is told its lease is lost by the time its last
@@ -121,23 +122,23 @@ async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock(kind:
         .expect("holder connects through the proxy");
     let other = client_with(&server, fast).await;
     // Each kind is cut off at another moment of the renewal period (a third of the 1 s watchdog
-    // timeout), which together they cover: 400, 450, ... 700 ms after acquiring.
+    // timeout), which together they cover: 400, 450, ... 800 ms after acquiring.
     let cut = 400 + 50 * kind as u64;
     let name = "partition";
     let (rw, other_rw) = (holder.read_write_lock(name), other.read_write_lock(name));
+    // A holder and a contender of one kind: `holder.$lock(name)` and `other.$lock(name)`.
+    macro_rules! own_kind {
+        ($lock:ident) => {
+            cut_off(&proxy, holder.$lock(name), other.$lock(name), cut).await
+        };
+    }
     let late = match kind {
-        Kind::Lock => cut_off(&proxy, holder.lock(name), other.lock(name), cut).await,
-        Kind::Fair => cut_off(&proxy, holder.fair_lock(name), other.fair_lock(name), cut).await,
-        Kind::Spin => cut_off(&proxy, holder.spin_lock(name), other.spin_lock(name), cut).await,
-        Kind::Fenced => {
-            cut_off(
-                &proxy,
-                holder.fenced_lock(name),
-                other.fenced_lock(name),
-                cut,
-            )
-            .await
-        }
+        Kind::Lock => own_kind!(lock),
+        Kind::Fair => own_kind!(fair_lock),
+        Kind::Spin => own_kind!(spin_lock),
+        Kind::Fenced => own_kind!(fenced_lock),
+        Kind::NonReentrant => own_kind!(non_reentrant_lock),
+        Kind::NonReentrantFair => own_kind!(non_reentrant_fair_lock),
         Kind::Read => cut_off(&proxy, rw.read(), other_rw.write(), cut).await,
         Kind::Write => cut_off(&proxy, rw.write(), other_rw.write(), cut).await,
         Kind::Rw => cut_off(&proxy, rw.write(), other_rw.read(), cut).await,

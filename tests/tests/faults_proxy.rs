@@ -13,6 +13,11 @@
 //! `failover_lost_replies_*` kills the locks' master in the middle of that (Sentinel, cluster) and
 //! holds what survives the failover to README.md's "What a failover can lose".
 //!
+//! The workers contend for reentrant locks; `proxy_faults_single::<kind>` and
+//! `hand_off_replies_lost_single::<kind>` play the same on the non-reentrant kinds (whose acquire
+//! scripts refuse a re-entry) in one topology, the single server: the rest of what those kinds run
+//! is their twins'.
+//!
 //! Each scenario runs a few seconds in the default suite (a failover about 20 s, so the default
 //! suite plays the Sentinel one only, the cluster's takes longer); `scripts/soak.sh` runs them all, longer (`RLOCK_SOAK_SECS`),
 //! and adds up their figures.
@@ -23,6 +28,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::Commands;
 use rlock_tests::RedisServer;
+use rlock_tests::history::fleet::Kind;
 use rlock_tests::history::monitor::LOCK_HAND_OFF;
 use rlock_tests::history::{
     DoubleApplies, FaultKind, Fleet, Report, Summary, WorkerSpec, local_hand_offs, now_ns, publish,
@@ -131,7 +137,8 @@ fn random_fault(proxy: &FaultProxy, fleet: &Mutex<Fleet>) {
 /// Runs `workers` (one process each) on `proxied` for `run_for` while `fault` keeps injecting
 /// faults into the proxy of the locks' master (lost replies recorded as `lost`), and a monitor
 /// looks for acquires applied twice. Publishes the figures of `scenario`, with the double applies
-/// and the local hand-offs (every worker contends for reentrant locks) counted in, asserts that no
+/// and the local hand-offs (of reentrant and non-reentrant locks: see `local_hand_offs`) counted
+/// in, asserts that no
 /// acquire was applied twice, and returns the checked history and its figures.
 fn under_faults(
     scenario: &str,
@@ -173,7 +180,16 @@ fn lost(summary: &Summary, kind: FaultKind) -> usize {
     summary.faults.get(kind.label()).copied().unwrap_or(0)
 }
 
-fn scenario(deployment: Deployment) {
+/// A scenario's name in the figures: `what::<deployment>`, then `::<kind>` but for the reentrant
+/// lock.
+fn named(what: &str, deployment: Deployment, kind: Kind) -> String {
+    match kind {
+        Kind::Lock => format!("{what}::{deployment:?}"),
+        _ => format!("{what}::{deployment:?}::{}", kind.name()),
+    }
+}
+
+fn scenario(deployment: Deployment, kind: Kind) {
     let proxied = Proxied::start(deployment);
     let (url, args) = client_args(&proxied, proxied.master_of(NAMES[0]).url());
     let run_for = scenario_length(Duration::from_secs(4));
@@ -181,12 +197,13 @@ fn scenario(deployment: Deployment) {
         run_for,
         hold: Duration::from_millis(10),
         command_timeout: Duration::from_millis(500),
+        kind,
         client_args: args,
         ..WorkerSpec::new(&NAMES)
     };
     let workers = vec![spec; 3];
     let (report, summary) = under_faults(
-        &format!("proxy_faults::{deployment:?}"),
+        &named("proxy_faults", deployment, kind),
         &proxied,
         &url,
         &workers,
@@ -204,30 +221,31 @@ fn scenario(deployment: Deployment) {
 
 #[test]
 fn proxy_faults_single() {
-    scenario(Deployment::Single);
+    scenario(Deployment::Single, Kind::Lock);
 }
 
 #[test]
 fn proxy_faults_master_replica() {
-    scenario(Deployment::MasterReplica);
+    scenario(Deployment::MasterReplica, Kind::Lock);
 }
 
 #[test]
 fn proxy_faults_sentinel() {
-    scenario(Deployment::Sentinel);
+    scenario(Deployment::Sentinel, Kind::Lock);
 }
 
 #[test]
 fn proxy_faults_cluster() {
-    scenario(Deployment::Cluster);
+    scenario(Deployment::Cluster, Kind::Lock);
 }
 
 /// Replies of the hand-off script lost again and again: processes of four tasks pass the locks
 /// among their tasks (short holds, well inside the 10 ms hand-off window), next to a process whose
 /// tasks race in Redis without hand-off (`--no-local-handoff`). A hand-off whose reply is lost is
 /// re-sent under its latch, which replays its outcome, and its waiter takes the lock as that says:
-/// no hold may be counted twice, left behind or overlap another.
-fn hand_off_replies_lost(deployment: Deployment) {
+/// no hold may be counted twice, left behind or overlap another. `kind` hands off with the
+/// reentrant lock's script.
+fn hand_off_replies_lost(deployment: Deployment, kind: Kind) {
     let proxied = Proxied::start(deployment);
     let (url, args) = client_args(&proxied, proxied.master_of(NAMES[0]).url());
     let run_for = scenario_length(Duration::from_secs(3));
@@ -237,6 +255,7 @@ fn hand_off_replies_lost(deployment: Deployment) {
         hold: Duration::from_millis(2),
         think: Duration::from_millis(1),
         command_timeout: Duration::from_millis(500),
+        kind,
         client_args: args,
         ..WorkerSpec::new(&NAMES)
     };
@@ -248,7 +267,7 @@ fn hand_off_replies_lost(deployment: Deployment) {
     let workers = [handing_off.clone(), handing_off, racing];
     let hand_off = Match::command("EVALSHA").with_arg(script_sha1(LOCK_HAND_OFF));
     let (report, summary) = under_faults(
-        &format!("lost hand-off replies::{deployment:?}"),
+        &named("lost hand-off replies", deployment, kind),
         &proxied,
         &url,
         &workers,
@@ -270,22 +289,47 @@ fn hand_off_replies_lost(deployment: Deployment) {
 
 #[test]
 fn hand_off_replies_lost_single() {
-    hand_off_replies_lost(Deployment::Single);
+    hand_off_replies_lost(Deployment::Single, Kind::Lock);
+}
+
+/// A scenario's cases in `$deployment` on other kinds than the reentrant lock, as
+/// `<scenario>::<kind>` next to the reentrant lock's `<scenario>`: `$play($deployment, kind)`.
+macro_rules! over_kinds {
+    ($(
+        $scenario:ident: $play:ident($deployment:ident) [$($test:ident: $kind:ident),+ $(,)?];
+    )+) => {$(
+        mod $scenario {
+            $(
+                #[test]
+                fn $test() {
+                    super::$play(super::Deployment::$deployment, super::Kind::$kind);
+                }
+            )+
+        }
+    )+};
+}
+
+// The non-reentrant kinds behind the proxies of a single server; the fair kinds hand nothing off.
+over_kinds! {
+    proxy_faults_single: scenario(Single) [
+        non_reentrant: NonReentrant, non_reentrant_fair: NonReentrantFair,
+    ];
+    hand_off_replies_lost_single: hand_off_replies_lost(Single) [non_reentrant: NonReentrant];
 }
 
 #[test]
 fn hand_off_replies_lost_master_replica() {
-    hand_off_replies_lost(Deployment::MasterReplica);
+    hand_off_replies_lost(Deployment::MasterReplica, Kind::Lock);
 }
 
 #[test]
 fn hand_off_replies_lost_sentinel() {
-    hand_off_replies_lost(Deployment::Sentinel);
+    hand_off_replies_lost(Deployment::Sentinel, Kind::Lock);
 }
 
 #[test]
 fn hand_off_replies_lost_cluster() {
-    hand_off_replies_lost(Deployment::Cluster);
+    hand_off_replies_lost(Deployment::Cluster, Kind::Lock);
 }
 
 /// The failover scenarios' locks: one held across the failover by a worker whose acquisitions a

@@ -1,12 +1,13 @@
 //! Every kind's acquire whose reply is lost (the server paused past the command timeout, or the
 //! future dropped while the script is in flight) is reconciled: the hold it may have taken and the
-//! queue entry it may have made are undone, and an earlier hold of the same owner is left intact.
+//! queue entry it may have made are undone, and an earlier hold of the same owner is left intact
+//! (also when the lost reply was a non-reentrant kind's refusal of that owner's re-entry).
 
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock_redisson::kind::LockKind;
-use rlock_redisson::{Error, Lock, Owner};
+use rlock_redisson::kind::{FairQueue, LockKind};
+use rlock_redisson::{Client, Error, Lock, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{eventually, fast_timeouts, pause_clients, raw};
 
@@ -82,42 +83,68 @@ async fn every_kind_undoes_an_acquire_whose_reply_was_lost() {
     let rw = client.read_write_lock("lost:rw");
     dropped_in_flight_leaves_nothing(rw.read(), &mut redis).await;
     dropped_in_flight_leaves_nothing(rw.write(), &mut redis).await;
+    let non_reentrant = client.non_reentrant_lock("lost:non-reentrant");
+    dropped_in_flight_leaves_nothing(non_reentrant.clone(), &mut redis).await;
+    let non_reentrant_fair = client.non_reentrant_fair_lock("lost:non-reentrant-fair");
+    dropped_in_flight_leaves_nothing(non_reentrant_fair.clone(), &mut redis).await;
 
     timed_out_reentry_keeps_the_first_hold(client.fair_lock("lost:fair"), &mut redis).await;
     timed_out_reentry_keeps_the_first_hold(client.fenced_lock("lost:fenced"), &mut redis).await;
     timed_out_reentry_keeps_the_first_hold(client.spin_lock("lost:spin"), &mut redis).await;
     timed_out_reentry_keeps_the_first_hold(rw.read(), &mut redis).await;
     timed_out_reentry_keeps_the_first_hold(rw.write(), &mut redis).await;
+    // A refused re-entry changed nothing, but its caller cannot tell a lost refusal from a lost
+    // second hold: the undo must leave the single hold there is.
+    timed_out_reentry_keeps_the_first_hold(non_reentrant, &mut redis).await;
+    timed_out_reentry_keeps_the_first_hold(non_reentrant_fair, &mut redis).await;
     client.close().await;
 }
 
-#[tokio::test]
-async fn a_queued_fair_waiter_whose_reply_was_lost_leaves_the_queue() {
+/// A waiter of the fair `lock` (of `name`) queued behind a holder, whose reply is lost (the server
+/// paused past the command timeout), leaves the queue.
+async fn a_queued_waiter_whose_reply_was_lost_leaves_the_queue<K: FairQueue>(
+    name: &str,
+    of: impl Fn(&Client) -> Lock<K>,
+) {
     let server = RedisServer::start();
     let holder = fast_timeouts(&server).await;
     let client = fast_timeouts(&server).await;
     let mut redis = raw(&server).await;
-    let guard = holder.fair_lock("lost:queue").lock().await.expect("lock");
+    let guard = of(&holder).lock().await.expect("lock");
     pause_clients(&mut redis, 300).await;
     // The script queues this waiter after the pause; its reply is long given up on by then.
-    let waited = client
-        .fair_lock("lost:queue")
-        .try_lock_for(Duration::from_secs(5))
-        .await;
+    let waited = of(&client).try_lock_for(Duration::from_secs(5)).await;
     assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
     tokio::time::sleep(Duration::from_millis(400)).await;
     let left = eventually(Duration::from_secs(3), async || {
         let queued: usize = redis
-            .llen("redisson_lock_queue:{lost:queue}")
+            .llen(format!("redisson_lock_queue:{{{name}}}"))
             .await
             .expect("LLEN");
         let deadlines: usize = redis
-            .zcard("redisson_lock_timeout:{lost:queue}")
+            .zcard(format!("redisson_lock_timeout:{{{name}}}"))
             .await
             .expect("ZCARD");
         queued == 0 && deadlines == 0
     })
     .await;
-    assert!(left, "no queue entry of the lost acquire remains");
+    assert!(left, "{name}: no queue entry of the lost acquire remains");
     guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn a_queued_fair_waiter_whose_reply_was_lost_leaves_the_queue() {
+    a_queued_waiter_whose_reply_was_lost_leaves_the_queue("lost:queue", |client| {
+        client.fair_lock("lost:queue")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_queued_non_reentrant_fair_waiter_whose_reply_was_lost_leaves_the_queue() {
+    let name = "lost:non-reentrant-queue";
+    a_queued_waiter_whose_reply_was_lost_leaves_the_queue(name, |client| {
+        client.non_reentrant_fair_lock(name)
+    })
+    .await;
 }

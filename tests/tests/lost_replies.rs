@@ -6,6 +6,10 @@
 //! `Timeout`/`Backend` error or success; for counters nothing can reconcile (a semaphore's permits,
 //! a latch's count) `OutcomeUnknown`, with the count applied once, never twice.
 //!
+//! The non-reentrant kinds (`non_reentrant.*`, `non_reentrant_fair.*`) run their twins' scripts but
+//! for the acquire, which refuses a re-entry: a refused re-entry whose reply is lost is undone like
+//! any acquire (`*.refused_reentry`), and the undo must leave the owner's single hold as it was.
+//!
 //! The local hand-off between two tasks of one client (`*.hand_off`) is re-sent under its latch, as
 //! an unlock is: the re-send replays the first outcome, and the waiter gets the lock from it. A
 //! hand-off whose reply is only late, to a waiter dropped meanwhile, is in
@@ -27,7 +31,7 @@ use std::pin::{Pin, pin};
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock_redisson::kind::LockKind;
+use rlock_redisson::kind::{FairQueue, LockKind};
 use rlock_redisson::{Client, Error, Guard, Lock, Owner};
 use rlock_tests::harness::eventually;
 use rlock_tests::history::monitor::{FENCED_HAND_OFF, LOCK_HAND_OFF, WRITE_HAND_OFF};
@@ -214,6 +218,16 @@ const CASES: &[(&str, Case)] = cases![
     "fair.acquire" => fair_acquire,
     "fair.unlock" => fair_unlock,
     "fair.give_up" => fair_give_up,
+    "non_reentrant.acquire" => non_reentrant_acquire,
+    "non_reentrant.refused_reentry" => non_reentrant_refused_reentry,
+    "non_reentrant.undo" => non_reentrant_undo,
+    "non_reentrant.unlock" => non_reentrant_unlock,
+    "non_reentrant.hand_off" => non_reentrant_hand_off,
+    "non_reentrant_fair.acquire" => non_reentrant_fair_acquire,
+    "non_reentrant_fair.refused_reentry" => non_reentrant_fair_refused_reentry,
+    "non_reentrant_fair.undo" => non_reentrant_fair_undo,
+    "non_reentrant_fair.unlock" => non_reentrant_fair_unlock,
+    "non_reentrant_fair.give_up" => non_reentrant_fair_give_up,
     "read.acquire" => read_acquire,
     "read.unlock" => read_unlock,
     "write.acquire" => write_acquire,
@@ -237,6 +251,8 @@ const REPRESENTATIVE: &[&str] = &[
     "lock.hand_off",
     "fenced.hand_off",
     "semaphore.acquire",
+    "non_reentrant.refused_reentry",
+    "non_reentrant_fair.refused_reentry",
 ];
 
 async fn run(deployment: Deployment, only: Option<&[&str]>) {
@@ -279,26 +295,61 @@ async fn lock_acquire(ctx: &Ctx, name: &str) {
     guard.expect("free").unlock().await.expect("unlock");
 }
 
-async fn lock_reentry(ctx: &Ctx, name: &str) {
-    let lock = ctx.client.lock(name).with_owner(Owner::new());
+/// An owner of `lock` holds it once, and its re-entry's reply is lost: the caller gets a reconciled
+/// failure, never a hold, and once the undo ran the owner's first hold is all there is, counted
+/// once. Returns the owner's handle and its first hold.
+async fn reentry_reply_lost<K: LockKind>(
+    ctx: &Ctx,
+    name: &str,
+    lock: Lock<K>,
+) -> (Lock<K>, Guard<K::Token>) {
+    let lock = lock.with_owner(Owner::new());
     let first = lock.lock().await.expect("first hold");
     let armed = ctx.lose_script_reply(name, 1);
     reconciled(lock.lock().await, "re-entry");
     armed.fired().await;
     ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
+    (lock, first)
+}
+
+async fn lock_reentry(ctx: &Ctx, name: &str) {
+    let (_, first) = reentry_reply_lost(ctx, name, ctx.client.lock(name)).await;
     first.unlock().await.expect("unlock");
     ctx.settles(name, &[]).await;
 }
 
-async fn lock_undo(ctx: &Ctx, name: &str) {
-    let lock = ctx.client.lock(name);
-    // The acquire's reply and then its undo's reply are lost: the undo is sent again.
+/// The re-entry of a non-reentrant `lock` ran and was refused, changing nothing, but its reply is
+/// lost, so rlock cannot tell a refusal from a second hold and undoes it. The undo compares with
+/// the count the owner had before (1): it must leave the owner's single hold as it is (neither
+/// counted twice nor deleted, and no queue entry for the fair kind). Once replies come through
+/// again, the re-entry is refused as such.
+async fn refused_reentry_reply_lost<K: LockKind>(ctx: &Ctx, name: &str, lock: Lock<K>) {
+    let (lock, first) = reentry_reply_lost(ctx, name, lock).await;
+    assert!(!first.is_lease_lost(), "the first hold is intact");
+    assert!(lock.is_locked().await.expect("is_locked"), "still held");
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
+    match lock.try_lock().await {
+        Err(Error::ReentryRefused { .. }) => {}
+        other => panic!("a re-entry whose reply comes back is refused, got {other:?}"),
+    }
+    ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
+    first.unlock().await.expect("unlock");
+    ctx.settles(name, &[]).await;
+}
+
+/// The acquire's reply and then its undo's reply are lost: the undo is sent again, and nothing is
+/// left.
+async fn undo_is_resent<K: LockKind>(ctx: &Ctx, name: &str, lock: Lock<K>) {
     let armed = ctx.lose_script_reply(name, 1);
     let undo = ctx.lose_script_reply(name, 2);
     reconciled(lock.lock().await, "acquire");
     armed.fired().await;
     undo.fired().await;
     ctx.settles(name, &[]).await;
+}
+
+async fn lock_undo(ctx: &Ctx, name: &str) {
+    undo_is_resent(ctx, name, ctx.client.lock(name)).await;
 }
 
 async fn lock_unlock_partial(ctx: &Ctx, name: &str) {
@@ -399,13 +450,18 @@ fn fields<const N: usize>(entries: [(&str, &str); N]) -> BTreeMap<String, String
         .collect()
 }
 
-async fn lock_hand_off(ctx: &Ctx, name: &str) {
-    let (_, guard) = hand_off_reply_lost(ctx, name, LOCK_HAND_OFF, ctx.client.lock(name)).await;
+/// A's release hands `lock` (the reentrant lock's hand-off script) to B, and its reply is lost.
+async fn reentrant_hand_off<K: LockKind<Token = ()>>(ctx: &Ctx, name: &str, lock: Lock<K>) {
+    let (_, guard) = hand_off_reply_lost(ctx, name, LOCK_HAND_OFF, lock).await;
     // B's hold, once: nothing of A's, no second count of B's from the re-sent hand-off.
     assert_eq!(hash(ctx, name).await, fields([(guard.field(), "1")]));
     ctx.settles(name, &[(name, "hash[\"1\"]")]).await;
     guard.unlock().await.expect("B unlocks");
     ctx.settles(name, &[]).await;
+}
+
+async fn lock_hand_off(ctx: &Ctx, name: &str) {
+    reentrant_hand_off(ctx, name, ctx.client.lock(name)).await;
 }
 
 async fn fenced_hand_off(ctx: &Ctx, name: &str) {
@@ -446,8 +502,14 @@ async fn fair_unlock(ctx: &Ctx, name: &str) {
 }
 
 async fn fair_give_up(ctx: &Ctx, name: &str) {
-    let holder = ctx.client.fair_lock(name).lock().await.expect("lock");
-    let waiter = ctx.client.fair_lock(name).with_owner(Owner::new());
+    give_up_is_reconciled(ctx, name, ctx.client.fair_lock(name)).await;
+}
+
+/// A waiter of the fair `lock` queues behind a holder and gives up at its deadline, and its
+/// give-up's reply is lost: the waiter leaves no queue entry behind.
+async fn give_up_is_reconciled<K: FairQueue>(ctx: &Ctx, name: &str, lock: Lock<K>) {
+    let holder = lock.lock().await.expect("lock");
+    let waiter = lock.with_owner(Owner::new());
     // The waiter's first try queues it; its give-up at the deadline is the second script.
     let armed = ctx.lose_script_reply(name, 2);
     let waited = waiter.try_lock_for(Duration::from_millis(200)).await;
@@ -458,6 +520,46 @@ async fn fair_give_up(ctx: &Ctx, name: &str) {
     }
     holder.unlock().await.expect("unlock");
     ctx.settles(name, &[]).await;
+}
+
+async fn non_reentrant_acquire(ctx: &Ctx, name: &str) {
+    acquire_is_undone(ctx, name, ctx.client.non_reentrant_lock(name)).await;
+}
+
+async fn non_reentrant_refused_reentry(ctx: &Ctx, name: &str) {
+    refused_reentry_reply_lost(ctx, name, ctx.client.non_reentrant_lock(name)).await;
+}
+
+async fn non_reentrant_undo(ctx: &Ctx, name: &str) {
+    undo_is_resent(ctx, name, ctx.client.non_reentrant_lock(name)).await;
+}
+
+async fn non_reentrant_unlock(ctx: &Ctx, name: &str) {
+    unlock_is_resent(ctx, name, ctx.client.non_reentrant_lock(name)).await;
+}
+
+async fn non_reentrant_hand_off(ctx: &Ctx, name: &str) {
+    reentrant_hand_off(ctx, name, ctx.client.non_reentrant_lock(name)).await;
+}
+
+async fn non_reentrant_fair_acquire(ctx: &Ctx, name: &str) {
+    acquire_is_undone(ctx, name, ctx.client.non_reentrant_fair_lock(name)).await;
+}
+
+async fn non_reentrant_fair_refused_reentry(ctx: &Ctx, name: &str) {
+    refused_reentry_reply_lost(ctx, name, ctx.client.non_reentrant_fair_lock(name)).await;
+}
+
+async fn non_reentrant_fair_undo(ctx: &Ctx, name: &str) {
+    undo_is_resent(ctx, name, ctx.client.non_reentrant_fair_lock(name)).await;
+}
+
+async fn non_reentrant_fair_unlock(ctx: &Ctx, name: &str) {
+    unlock_is_resent(ctx, name, ctx.client.non_reentrant_fair_lock(name)).await;
+}
+
+async fn non_reentrant_fair_give_up(ctx: &Ctx, name: &str) {
+    give_up_is_reconciled(ctx, name, ctx.client.non_reentrant_fair_lock(name)).await;
 }
 
 async fn read_acquire(ctx: &Ctx, name: &str) {

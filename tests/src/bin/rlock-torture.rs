@@ -4,7 +4,8 @@
 //! rlock-torture work --url URL --process NAME --log FILE --names a,b [--tasks 3] [--run-ms 2000]
 //!                    [--hold-ms 5] [--think-ms 2] [--watchdog-ms 1000] [--command-timeout-ms 300]
 //!                    [--pool-size 4] [--wait-ms W] [--cancel-percent P] [--cancel-within-us 3000]
-//!                    [--kind lock|fair|spin|fenced|read|write|rw] [--fair-wait-timeout-ms 5000]
+//!                    [--kind lock|fair|spin|fenced|read|write|rw|non-reentrant|non-reentrant-fair]
+//!                    [--fair-wait-timeout-ms 5000]
 //!                    [--topology single|master-replica|sentinel|cluster] [--nodes URL,...]
 //!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
 //!                    [--no-local-handoff] [--local-handoff-window-ms MS] [--no-replica-acks]
@@ -387,6 +388,14 @@ impl Worker {
             Kind::Fair => self.attempt_on(task, seq, client.fair_lock(name)).await,
             Kind::Spin => self.attempt_on(task, seq, client.spin_lock(name)).await,
             Kind::Fenced => self.attempt_on(task, seq, client.fenced_lock(name)).await,
+            Kind::NonReentrant => {
+                self.attempt_on(task, seq, client.non_reentrant_lock(name))
+                    .await
+            }
+            Kind::NonReentrantFair => {
+                self.attempt_on(task, seq, client.non_reentrant_fair_lock(name))
+                    .await
+            }
             Kind::Read | Kind::Write | Kind::Rw => {
                 let lock = client.read_write_lock(name);
                 let read = match self.args.kind {
@@ -832,6 +841,7 @@ trait Logged: LockKind + Sized {
 }
 
 impl Logged for kind::Reentrant {}
+impl Logged for kind::NonReentrant {}
 impl Logged for kind::Spin {}
 impl Logged for kind::Write {}
 
@@ -863,16 +873,27 @@ const QUEUE_POLL: Duration = Duration::from_millis(2);
 /// (the TTL to wait) does not say so, and a `try_lock()` beforehand would not queue. So the attempt
 /// reads the queue alongside its acquire until it sees its own entry there: that read ran after it
 /// was queued, so the `Queued` record logged when it returns is never early (which the FIFO check
-/// needs). The acquire runs on meanwhile; once seen, the reads stop.
+/// needs). The acquire runs on meanwhile; once seen, the reads stop. The same for every kind that
+/// queues in the fair lock's queue.
+async fn seen_queued<K: kind::FairQueue>(lock: &Lock<K>, queue_entry: &str) {
+    loop {
+        let queue = lock.queue().await.unwrap_or_default();
+        if queue.iter().any(|waiter| waiter.field == queue_entry) {
+            return;
+        }
+        tokio::time::sleep(QUEUE_POLL).await;
+    }
+}
+
 impl Logged for kind::Fair {
     async fn queued(lock: &Lock<Self>, queue_entry: &str) {
-        loop {
-            let queue = lock.queue().await.unwrap_or_default();
-            if queue.iter().any(|waiter| waiter.field == queue_entry) {
-                return;
-            }
-            tokio::time::sleep(QUEUE_POLL).await;
-        }
+        seen_queued(lock, queue_entry).await;
+    }
+}
+
+impl Logged for kind::NonReentrantFair {
+    async fn queued(lock: &Lock<Self>, queue_entry: &str) {
+        seen_queued(lock, queue_entry).await;
     }
 }
 

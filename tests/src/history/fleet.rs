@@ -36,6 +36,13 @@ pub enum Kind {
     Write,
     /// Both sides of one read-write lock: each attempt takes the read or the write side at random.
     Rw,
+    /// `client.non_reentrant_lock(name)`, Redisson's `RNonReentrantLock`: the reentrant lock's
+    /// hash, hand-off and unlock, a re-entry refused (workers never re-enter: each attempt is a
+    /// fresh owner).
+    NonReentrant,
+    /// `client.non_reentrant_fair_lock(name)`, Redisson's `RNonReentrantFairLock`: the fair lock's
+    /// queue, so its waiters too log when they are seen queued, for the FIFO check.
+    NonReentrantFair,
 }
 
 impl Kind {
@@ -51,6 +58,12 @@ impl Kind {
     /// read-only workers).
     pub fn excludes(self) -> bool {
         self != Self::Read
+    }
+
+    /// Whether its waiters queue in Redis, in the fair lock's queue: a killed waiter blocks that
+    /// queue until its deadline.
+    pub fn queues(self) -> bool {
+        matches!(self, Self::Fair | Self::NonReentrantFair)
     }
 }
 

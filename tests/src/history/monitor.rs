@@ -68,10 +68,10 @@ impl Drop for DoubleApplies {
     }
 }
 
-/// How many local hand-offs of reentrant or fenced locks the server at `conn` ran so far: its
-/// `HDEL` calls (`INFO commandstats` counts the commands scripts run). Of those kinds' scripts, only
-/// the hand-off deletes a field (an unlock counts the owner's holds down and deletes the whole
-/// hash), so where no other kind runs, every `HDEL` is one hand-off.
+/// How many local hand-offs of reentrant, non-reentrant or fenced locks the server at `conn` ran so
+/// far: its `HDEL` calls (`INFO commandstats` counts the commands scripts run). Of those kinds'
+/// scripts, only the hand-off deletes a field (an unlock counts the owner's holds down and deletes
+/// the whole hash), so where no other kind runs, every `HDEL` is one hand-off.
 ///
 /// # Panics
 ///

@@ -306,6 +306,7 @@ pub fn error_kind(error: &rlock_redisson::Error) -> &'static str {
         rlock_redisson::Error::OutcomeUnknown { .. } => "outcome_unknown",
         rlock_redisson::Error::PermitNotFound { .. } => "permit_not_found",
         rlock_redisson::Error::NoSyncedReplicas { .. } => "no_synced_replicas",
+        rlock_redisson::Error::ReentryRefused { .. } => "reentry_refused",
         _ => "other",
     }
 }
