@@ -50,10 +50,11 @@ fn nested_locks_on_one_thread_re_enter_and_other_threads_are_excluded() {
         .expect("try_lock_for")
         .expect("the same thread re-enters at once");
     let nested = lock.lock().expect("a nested lock() re-enters");
-    assert_eq!(lock.owner(), Owner::thread());
-    assert_eq!(outer.owner(), Some(Owner::thread()));
+    assert_eq!(lock.owner(), None, "bound to no owner");
+    assert_eq!(lock.current_owner(), Some(Owner::thread()));
+    assert_eq!(outer.owner(), Owner::thread());
     assert_eq!(lock.hold_count().expect("hold_count"), 3);
-    assert!(lock.is_held_by_current_thread().expect("is_held_by"));
+    assert!(lock.is_held_by_current().expect("is_held_by"));
 
     // One hash field (this thread's), counting the three holds.
     let mut redis = server.client().get_connection().expect("redis");
@@ -71,7 +72,7 @@ fn nested_locks_on_one_thread_re_enter_and_other_threads_are_excluded() {
         (
             refused,
             elsewhere.hold_count().expect("hold_count"),
-            elsewhere.is_held_by_current_thread().expect("is_held_by"),
+            elsewhere.is_held_by_current().expect("is_held_by"),
         )
     })
     .join()
@@ -115,7 +116,7 @@ fn blocking_round(url: &str, name: &str) -> u64 {
     let client = blocking::Client::connect(url).expect("connect");
     let lock = client.lock(name);
     let guard = lock.lock().expect("lock");
-    assert!(lock.is_held_by_current_thread().expect("held"));
+    assert!(lock.is_held_by_current().expect("held"));
     let counter: u64 = client
         .query(rlock_redisson::redis::cmd("INCR").arg(format!("{name}:counter")))
         .expect("INCR through the lock's client");
@@ -228,12 +229,12 @@ fn a_blocking_multi_lock_spans_clients_and_belongs_to_the_calling_thread() {
         second.fenced_lock("blocking:multi:b").into(),
     ]);
     let guard = multi.lock().expect("lock");
-    assert!(multi.is_held_by_current_thread().expect("held"));
+    assert!(multi.is_held_by_current().expect("held"));
     let elsewhere = multi.clone();
     let refused = std::thread::spawn(move || {
         (
             elsewhere.try_lock().expect("try").is_none(),
-            elsewhere.is_held_by_current_thread().expect("held"),
+            elsewhere.is_held_by_current().expect("held"),
         )
     });
     assert_eq!(refused.join().expect("thread"), (true, false));
@@ -254,4 +255,39 @@ fn a_blocking_multi_lock_spans_clients_and_belongs_to_the_calling_thread() {
         blocking::MultiLock::new(Vec::<blocking::AnyLock>::new()).try_lock(),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+/// The blocking guard has the async guard's methods: its name, owner, field, token, hold count, and
+/// a wait for the lease's loss.
+#[test]
+fn the_blocking_guard_is_as_capable_as_the_async_one() {
+    let server = RedisServer::start();
+    let client = blocking::Client::connect(server.url()).expect("connect");
+    let lock = client.lock("blocking:guard");
+    let guard = lock
+        .lock_with_lease(Duration::from_millis(300))
+        .expect("lock");
+    assert_eq!(guard.name(), "blocking:guard");
+    assert_eq!(guard.owner(), Owner::thread());
+    assert!(
+        guard.field().starts_with(client.node_id()),
+        "{}",
+        guard.field()
+    );
+    assert_eq!(*guard.token(), ());
+    assert_eq!(guard.hold_count().expect("hold_count"), 1);
+    let started = Instant::now();
+    guard.lease_lost().expect("lease_lost");
+    assert!(guard.is_lease_lost());
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "returned when the 300 ms lease ran out: {:?}",
+        started.elapsed()
+    );
+    assert!(matches!(guard.unlock(), Err(Error::LeaseLost { .. })));
+
+    let fenced = client.fenced_lock("blocking:guard:fenced");
+    let first = *fenced.lock().expect("lock").token();
+    let second = fenced.lock().expect("lock");
+    assert!(*second.token() > first);
 }

@@ -459,11 +459,7 @@ impl<K: LockKind> Lock<K> {
     }
 
     fn known_owner(&self) -> Result<Owner> {
-        self.current_owner().ok_or_else(|| {
-            Error::InvalidArgument(
-                "no current owner: outside Owner::scope each acquisition is a new owner".into(),
-            )
-        })
+        Owner::known(self.owner)
     }
 
     fn check_name(&self) -> Result<()> {

@@ -329,6 +329,31 @@ impl MultiLock {
         Ok(true)
     }
 
+    /// Whether the current owner holds every member: the bound owner, else the enclosing
+    /// [`Owner::scope`]'s (or the thread's, outside an async runtime), as
+    /// [`Lock::is_held_by_current`](crate::Lock::is_held_by_current).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when there is no current owner
+    /// (async code outside a scope with an unbound multi-lock); otherwise a member's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        self.is_held_by(Owner::known(self.owner)?).await
+    }
+
+    /// A red lock over `locks`: [`RedLock`] as a multi-lock, the blocking API's spelling.
+    #[deprecated(
+        note = "Redisson deprecates RedLock: use a Lock, or a FencedLock where correctness matters"
+    )]
+    pub fn red_lock<L: Into<AnyLock>>(locks: impl IntoIterator<Item = L>) -> Self {
+        #[allow(deprecated)]
+        RedLock::new(locks).0
+    }
+
     fn acquiring_owner(&self) -> Owner {
         self.owner
             .or_else(Owner::current)

@@ -108,6 +108,17 @@ impl Owner {
             .then(Self::thread)
     }
 
+    /// The owner a query about "the current owner" asks about: `bound`, else [`Owner::current`].
+    /// Async code outside a scope with an unbound handle has none: each of its acquisitions is a
+    /// new owner, so the question has no answer.
+    pub(crate) fn known(bound: Option<Self>) -> crate::error::Result<Self> {
+        bound.or_else(Self::current).ok_or_else(|| {
+            crate::error::Error::InvalidArgument(
+                "no current owner: outside Owner::scope each acquisition is a new owner".into(),
+            )
+        })
+    }
+
     /// Runs `future` with `owner` as the owner of every acquisition inside it that names none, so
     /// nested locks re-enter instead of deadlocking, like nested `lock()` calls on one Java thread.
     ///

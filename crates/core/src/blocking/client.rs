@@ -151,6 +151,26 @@ impl Client {
         })
     }
 
+    /// See [`crate::Client::config`].
+    pub fn config(&self) -> &Config {
+        self.inner.config()
+    }
+
+    /// See [`crate::Client::node_id`].
+    pub fn node_id(&self) -> &str {
+        self.inner.node_id()
+    }
+
+    /// See [`crate::Client::sharded_pubsub`].
+    pub fn sharded_pubsub(&self) -> bool {
+        self.inner.sharded_pubsub()
+    }
+
+    /// See [`crate::Client::stats`].
+    pub fn stats(&self) -> crate::ClientStats {
+        self.inner.stats()
+    }
+
     /// The async client behind this one.
     pub fn as_async(&self) -> &crate::Client {
         &self.inner

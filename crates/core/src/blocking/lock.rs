@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::runtime::{Runtime, block_on, release_dropped};
+use super::runtime::{Runtime, block_on};
 use crate::error::Result;
 use crate::kind::LockKind;
 use crate::lock::RemainingTtl;
@@ -22,6 +22,11 @@ pub struct ReadWriteLock {
 impl ReadWriteLock {
     pub(super) fn new(read: Lock<Read>, write: Lock<Write>) -> Self {
         Self { read, write }
+    }
+
+    /// See [`crate::ReadWriteLock::name`].
+    pub fn name(&self) -> &str {
+        self.read.name()
     }
 
     /// The read lock: shared by readers, excluded by a writer.
@@ -63,7 +68,7 @@ impl<K: LockKind> Lock<K> {
 
     fn guard(&self, guard: crate::Guard<K::Token>) -> Guard<K::Token> {
         Guard {
-            inner: Some(guard),
+            inner: guard,
             runtime: self.runtime.clone(),
         }
     }
@@ -71,12 +76,24 @@ impl<K: LockKind> Lock<K> {
     /// The async handle for a call made now, on this thread: bound to this thread's owner unless the
     /// handle has one of its own.
     fn here(&self) -> crate::Lock<K> {
-        self.inner.clone().with_owner(self.owner())
+        self.inner.clone().with_owner(self.acting_owner())
     }
 
-    /// The owner a call on this thread uses: the bound owner, else [`Owner::thread`].
-    pub fn owner(&self) -> Owner {
+    /// The owner a call on this thread acts as: the bound owner, else [`Owner::thread`].
+    fn acting_owner(&self) -> Owner {
         self.inner.owner().unwrap_or_else(Owner::thread)
+    }
+
+    /// The owner this handle is bound to ([`Lock::with_owner`]), if any: see
+    /// [`crate::Lock::owner`].
+    pub fn owner(&self) -> Option<Owner> {
+        self.inner.owner()
+    }
+
+    /// The owner a call on this thread acts as: the bound owner, else this thread's
+    /// ([`Owner::thread`]); never `None` on the blocking side. See [`crate::Lock::current_owner`].
+    pub fn current_owner(&self) -> Option<Owner> {
+        Some(self.acting_owner())
     }
 
     /// The lock's name in Redis: the name it was made with, mapped by
@@ -91,6 +108,11 @@ impl<K: LockKind> Lock<K> {
             inner: self.inner.with_owner(owner),
             runtime: self.runtime,
         }
+    }
+
+    /// See [`crate::Lock::channel_of`].
+    pub fn channel_of(&self, field: &str) -> Option<String> {
+        self.inner.channel_of(field)
     }
 
     /// See [`crate::Lock::lock`].
@@ -185,7 +207,7 @@ impl<K: LockKind> Lock<K> {
     ///
     /// As [`crate::Lock::hold_count_of`].
     pub fn hold_count(&self) -> Result<u32> {
-        block_on(&self.runtime, self.inner.hold_count_of(self.owner()))
+        block_on(&self.runtime, self.inner.hold_count_of(self.acting_owner()))
     }
 
     /// See [`crate::Lock::hold_count_of`].
@@ -198,13 +220,32 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// Whether this thread's owner (or the bound owner) holds the lock: Redisson's
-    /// `isHeldByCurrentThread`.
+    /// `isHeldByCurrentThread`, as [`crate::Lock::is_held_by_current`].
     ///
     /// # Errors
     ///
     /// As [`crate::Lock::is_held_by`].
+    pub fn is_held_by_current(&self) -> Result<bool> {
+        block_on(&self.runtime, self.inner.is_held_by(self.acting_owner()))
+    }
+
+    /// The former name of [`Lock::is_held_by_current`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_held_by_current`].
+    #[deprecated(note = "use `is_held_by_current`, the async API's name")]
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        block_on(&self.runtime, self.inner.is_held_by(self.owner()))
+        self.is_held_by_current()
+    }
+
+    /// See [`crate::Lock::holders`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::holders`].
+    pub fn holders(&self) -> Result<Vec<crate::Holder>> {
+        block_on(&self.runtime, self.inner.holders())
     }
 
     /// See [`crate::Lock::remaining_ttl`].
@@ -245,11 +286,12 @@ impl<K: crate::kind::FairQueue> Lock<K> {
     }
 }
 
-/// The blocking counterpart of [`crate::Guard`]. Dropping it releases the hold before `drop`
-/// returns (like a `std::sync::MutexGuard`), or in the background when dropped inside a runtime.
+/// The blocking counterpart of [`crate::Guard`], with the same methods. Dropping it releases the
+/// hold before `drop` returns (like a `std::sync::MutexGuard`), or in the background when dropped on
+/// a thread of an async runtime (`Drop` never blocks one).
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct Guard<T: fmt::Debug + Send + 'static = ()> {
-    inner: Option<crate::Guard<T>>,
+    inner: crate::Guard<T>,
     runtime: Arc<Runtime>,
 }
 
@@ -257,20 +299,58 @@ pub struct Guard<T: fmt::Debug + Send + 'static = ()> {
 pub type LockGuard = Guard<()>;
 
 impl<T: fmt::Debug + Send + 'static> Guard<T> {
+    /// See [`crate::Guard::name`].
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
     /// The owner of this hold.
-    pub fn owner(&self) -> Option<Owner> {
-        self.inner.as_ref().map(crate::Guard::owner)
+    pub fn owner(&self) -> Owner {
+        self.inner.owner()
+    }
+
+    /// See [`crate::Guard::field`].
+    pub fn field(&self) -> &str {
+        self.inner.field()
     }
 
     /// What the acquisition yielded (a fencing token for a fenced lock); see
     /// [`crate::Guard::token`].
-    pub fn token(&self) -> Option<&T> {
-        self.inner.as_ref().map(crate::Guard::token)
+    pub fn token(&self) -> &T {
+        self.inner.token()
     }
 
     /// See [`crate::Guard::is_lease_lost`].
     pub fn is_lease_lost(&self) -> bool {
-        self.inner.as_ref().is_none_or(crate::Guard::is_lease_lost)
+        self.inner.is_lease_lost()
+    }
+
+    /// Blocks until the lease is lost (see [`crate::Guard::lease_lost`]): for a thread that watches
+    /// over another's critical section.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`](crate::Error::Closed) when the client's runtime is gone.
+    pub fn lease_lost(&self) -> Result<()>
+    where
+        T: Sync,
+    {
+        block_on(&self.runtime, async {
+            self.inner.lease_lost().await;
+            Ok(())
+        })
+    }
+
+    /// See [`crate::Guard::hold_count`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Guard::hold_count`].
+    pub fn hold_count(&self) -> Result<u32>
+    where
+        T: Sync,
+    {
+        block_on(&self.runtime, self.inner.hold_count())
     }
 
     /// See [`crate::Guard::unlock`].
@@ -279,8 +359,8 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
     ///
     /// As [`crate::Guard::unlock`].
     pub fn unlock(mut self) -> Result<()> {
-        match self.inner.take() {
-            Some(guard) => block_on(&self.runtime, guard.unlock()),
+        match self.inner.release() {
+            Some(releasing) => block_on(&self.runtime, releasing),
             None => Ok(()),
         }
     }
@@ -288,8 +368,14 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
 
 impl<T: fmt::Debug + Send + 'static> Drop for Guard<T> {
     fn drop(&mut self) {
-        if let Some(guard) = self.inner.take() {
-            release_dropped(&self.runtime, guard, crate::Guard::unlock);
+        // On a runtime's thread the async guard's own drop releases in the background.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return;
+        }
+        if let Some(releasing) = self.inner.release()
+            && let Err(e) = block_on(&self.runtime, releasing)
+        {
+            tracing::warn!(error = %e, "releasing a dropped blocking guard failed");
         }
     }
 }

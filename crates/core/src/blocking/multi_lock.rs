@@ -78,19 +78,25 @@ impl MultiLock {
 
     /// The async multi-lock for a call made now, on this thread.
     fn here(&self) -> crate::MultiLock {
-        self.inner.clone().with_owner(self.owner())
+        self.inner.clone().with_owner(self.acting_owner())
     }
 
     fn guard(&self, inner: crate::MultiGuard) -> MultiGuard {
         MultiGuard {
+            owner: inner.owner(),
             inner: Some(inner),
             runtime: self.runtime.clone(),
         }
     }
 
-    /// The owner a call on this thread uses: the bound owner, else [`Owner::thread`].
-    pub fn owner(&self) -> Owner {
+    /// The owner a call on this thread acts as: the bound owner, else [`Owner::thread`].
+    fn acting_owner(&self) -> Owner {
         self.inner.owner().unwrap_or_else(Owner::thread)
+    }
+
+    /// The owner this multi-lock is bound to, if any: see [`crate::MultiLock::owner`].
+    pub fn owner(&self) -> Option<Owner> {
+        self.inner.owner()
     }
 
     /// See [`crate::MultiLock::with_owner`].
@@ -159,13 +165,33 @@ impl MultiLock {
             .map(|g| g.map(|g| self.guard(g)))
     }
 
-    /// Whether this thread's owner (or the bound owner) holds every member.
+    /// See [`crate::MultiLock::is_held_by`].
     ///
     /// # Errors
     ///
     /// As [`crate::MultiLock::is_held_by`].
+    pub fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        self.run(self.inner.is_held_by(owner))
+    }
+
+    /// Whether this thread's owner (or the bound owner) holds every member: see
+    /// [`crate::MultiLock::is_held_by_current`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::MultiLock::is_held_by`].
+    pub fn is_held_by_current(&self) -> Result<bool> {
+        self.is_held_by(self.acting_owner())
+    }
+
+    /// The former name of [`MultiLock::is_held_by_current`].
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiLock::is_held_by_current`].
+    #[deprecated(note = "use `is_held_by_current`, the async API's name")]
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        self.run(self.inner.is_held_by(self.owner()))
+        self.is_held_by_current()
     }
 }
 
@@ -181,11 +207,32 @@ impl fmt::Debug for MultiLock {
 /// `drop` returns, or in the background when dropped inside a runtime.
 #[must_use = "dropping the guard releases every member at once"]
 pub struct MultiGuard {
+    owner: Owner,
     inner: Option<crate::MultiGuard>,
     runtime: Option<Arc<Runtime>>,
 }
 
 impl MultiGuard {
+    /// The owner of every member's hold.
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    /// Blocks until a member's lease is lost: see [`crate::MultiGuard::lease_lost`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] when the client's runtime is gone.
+    pub fn lease_lost(&self) -> Result<()> {
+        match (&self.inner, &self.runtime) {
+            (Some(guard), Some(runtime)) => block_on(runtime, async {
+                guard.lease_lost().await;
+                Ok(())
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The names of the members held.
     pub fn names(&self) -> Vec<&str> {
         self.inner

@@ -158,6 +158,13 @@ pub struct SemaphorePermits {
 }
 
 impl SemaphorePermits {
+    /// See [`crate::SemaphorePermits::name`].
+    pub fn name(&self) -> &str {
+        self.inner
+            .as_ref()
+            .map_or("", crate::SemaphorePermits::name)
+    }
+
     /// How many permits this guard holds.
     pub fn permits(&self) -> u32 {
         self.inner

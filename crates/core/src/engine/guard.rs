@@ -1,6 +1,7 @@
 //! The guard of one hold, for every kind.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 
 use super::hold::hold_count;
@@ -139,12 +140,30 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
     ///
     /// Cancel safe: the release runs to completion in the background even if this future is dropped.
     pub async fn unlock(mut self) -> Result<()> {
-        self.released = true;
-        match self.releasing().finish().await {
-            Ok(_) => Ok(()),
-            Err(Error::NotOwner { name, .. }) => Err(Error::LeaseLost { name }),
-            Err(e) => Err(e),
+        match self.release() {
+            Some(releasing) => releasing.await,
+            None => Ok(()),
         }
+    }
+
+    /// Marks the hold released and returns its release, for a caller that runs it on its own terms
+    /// (the blocking guard, on its own runtime); `None` once released. The release owns what it
+    /// needs, and finishes in the background if dropped.
+    pub(crate) fn release(
+        &mut self,
+    ) -> Option<impl Future<Output = Result<()>> + Send + 'static + use<T>> {
+        if self.released {
+            return None;
+        }
+        self.released = true;
+        let releasing = self.releasing();
+        Some(async move {
+            match releasing.finish().await {
+                Ok(_) => Ok(()),
+                Err(Error::NotOwner { name, .. }) => Err(Error::LeaseLost { name }),
+                Err(e) => Err(e),
+            }
+        })
     }
 
     /// Sets the lock's expiry to `lease` from now, whoever holds it (a plain `PEXPIRE` of the lock
