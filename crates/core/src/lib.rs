@@ -71,6 +71,9 @@ pub use rw_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use semaphore::{Semaphore, SemaphorePermits};
 pub use spin_lock::{SpinBackoff, SpinLock};
 
+#[doc = include_str!("redisson_api.md")]
+pub mod redisson_api {}
+
 /// The lock kinds: the type parameter of [`Lock`], one per Redisson lock object. Their contents
 /// are private; the [`Client`] method that makes a handle chooses its kind.
 pub mod kind {
