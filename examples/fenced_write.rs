@@ -18,8 +18,7 @@
 
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use rlock_redisson::Client;
+use rlock_redisson::{Client, redis};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -35,17 +34,17 @@ return 1
 ";
 
 /// Writes `value` to the store under `token`; false when the store refused an older token.
-async fn write(
-    store: &mut MultiplexedConnection,
-    key: &str,
-    token: u64,
-    value: &str,
-) -> Result<bool, Error> {
-    let written: i64 = redis::Script::new(FENCED_SET)
-        .key(key)
-        .arg(token)
-        .arg(value)
-        .invoke_async(store)
+/// The store is a hash in the same Redis here, written through the writer's own rlock client.
+async fn write(store: &Client, key: &str, token: u64, value: &str) -> Result<bool, Error> {
+    let written: i64 = store
+        .query(
+            redis::cmd("EVAL")
+                .arg(FENCED_SET)
+                .arg(1)
+                .arg(key)
+                .arg(token)
+                .arg(value),
+        )
         .await?;
     Ok(written == 1)
 }
@@ -54,9 +53,6 @@ async fn write(
 async fn main() -> Result<(), Error> {
     let url = rlock_examples::redis_url();
     let (a, b) = (Client::connect(&url).await?, Client::connect(&url).await?);
-    let mut store = redis::Client::open(url.as_str())?
-        .get_multiplexed_async_connection()
-        .await?;
     let name = format!("example:fenced:{}", std::process::id());
     let store_key = format!("{name}:store");
 
@@ -70,25 +66,25 @@ async fn main() -> Result<(), Error> {
 
     let held_by_b = b.fenced_lock(&name).lock().await?; // free again: A's lease expired
     let token_b = *held_by_b.token();
-    let b_written = write(&mut store, &store_key, token_b, "written by B").await?;
+    let b_written = write(&b, &store_key, token_b, "written by B").await?;
     println!("B holds the lock with token {token_b}; its write applied: {b_written}");
     held_by_b.unlock().await?;
 
     // A wakes up, unaware it lost the lock, and writes with its old token.
-    let a_written = write(&mut store, &store_key, token_a, "written by A").await?;
+    let a_written = write(&a, &store_key, token_a, "written by A").await?;
     println!("A writes with token {token_a}; applied: {a_written}");
     drop(held_by_a); // its hold is long gone; dropping the guard is harmless
 
-    let value: String = redis::cmd("HGET")
-        .arg(&store_key)
-        .arg("value")
-        .query_async(&mut store)
+    let value: String = a
+        .query(redis::cmd("HGET").arg(&store_key).arg("value"))
         .await?;
     println!("the store holds: {value:?}");
-    let _: () = redis::cmd("DEL")
-        .arg(&store_key)
-        .arg(format!("redisson_lock_token:{{{name}}}"))
-        .query_async(&mut store)
+    let () = a
+        .query(
+            redis::cmd("DEL")
+                .arg(&store_key)
+                .arg(format!("redisson_lock_token:{{{name}}}")),
+        )
         .await?;
     a.close().await;
     b.close().await;

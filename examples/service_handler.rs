@@ -7,7 +7,9 @@
 //!
 //! A request waits a bounded time for the lock and answers "busy" when it cannot get it, instead of
 //! queueing without limit behind a slow holder (a web handler would return 503 and let the client
-//! retry). The guard is released on every path, errors included, because dropping it unlocks.
+//! retry). The guard is released on every path, errors included, because dropping it unlocks. The
+//! seats are read and written through the lock's own client (`Client::query`, with the `redis`
+//! crate rlock re-exports): no second client, no `redis` dependency of the service's own.
 //!
 //! ```sh
 //! cargo run -p rlock-examples --example service_handler
@@ -15,9 +17,7 @@
 
 use std::time::Duration;
 
-use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
-use rlock_redisson::Client;
+use rlock_redisson::{Client, redis};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -34,25 +34,23 @@ enum Reservation {
 }
 
 /// The handler: reserve one seat of `show`.
-async fn reserve(
-    client: &Client,
-    mut store: MultiplexedConnection,
-    show: &str,
-) -> Result<Reservation, Error> {
+async fn reserve(client: &Client, show: &str) -> Result<Reservation, Error> {
     let lock = client.lock(format!("example:show:{show}"));
     // Wait at most 5 s; a holder that died is cleared by its lease (30 s watchdog lease by default).
     let Some(guard) = lock.try_lock_for(Duration::from_secs(5)).await? else {
         return Ok(Reservation::Busy);
     };
     let seats_key = format!("example:show:{show}:seats");
-    let left: u32 = store.get(&seats_key).await?;
+    let left: u32 = client.query(redis::cmd("GET").arg(&seats_key)).await?;
     if left == 0 {
         guard.unlock().await?;
         return Ok(Reservation::SoldOut);
     }
     // Stands for real work between the read and the write (pricing, payment...).
     tokio::time::sleep(Duration::from_micros(200)).await;
-    let () = store.set(&seats_key, left - 1).await?;
+    let () = client
+        .query(redis::cmd("SET").arg(&seats_key).arg(left - 1))
+        .await?;
     // Unlock explicitly to learn whether it worked; a dropped guard unlocks in the background.
     guard.unlock().await?;
     Ok(Reservation::Confirmed)
@@ -62,18 +60,15 @@ async fn reserve(
 async fn main() -> Result<(), Error> {
     let url = rlock_examples::redis_url();
     let client = Client::connect(&url).await?;
-    let store = redis::Client::open(url.as_str())?
-        .get_multiplexed_async_connection()
-        .await?;
     let show = format!("{}", std::process::id());
-    let () = store
-        .clone()
-        .set(format!("example:show:{show}:seats"), SEATS)
+    let seats_key = format!("example:show:{show}:seats");
+    let () = client
+        .query(redis::cmd("SET").arg(&seats_key).arg(SEATS))
         .await?;
 
     let requests = (0..REQUESTS).map(|_| {
-        let (client, store, show) = (client.clone(), store.clone(), show.clone());
-        tokio::spawn(async move { reserve(&client, store, &show).await })
+        let (client, show) = (client.clone(), show.clone());
+        tokio::spawn(async move { reserve(&client, &show).await })
     });
     let mut outcomes = Vec::new();
     for request in requests.collect::<Vec<_>>() {
@@ -85,17 +80,11 @@ async fn main() -> Result<(), Error> {
         count(Reservation::SoldOut),
         count(Reservation::Busy),
     );
-    let left: u32 = store
-        .clone()
-        .get(format!("example:show:{show}:seats"))
-        .await?;
+    let left: u32 = client.query(redis::cmd("GET").arg(&seats_key)).await?;
     println!(
         "{REQUESTS} requests for {SEATS} seats: {confirmed} confirmed, {sold_out} sold out, {busy} busy; {left} left"
     );
-    let _: () = store
-        .clone()
-        .del(format!("example:show:{show}:seats"))
-        .await?;
+    let () = client.query(redis::cmd("DEL").arg(&seats_key)).await?;
     client.close().await;
 
     // Without the lock, concurrent requests would confirm more seats than exist.

@@ -5,7 +5,9 @@
 //! no async runtime of their own, block in `lock()` meanwhile. Nobody polls: when the holder
 //! releases, the next waiter is woken at once (through the lock's pub/sub channel across processes
 //! and Java services, or passed the lock directly within this process), each worker in turn.
-//! The example prints how long each hand-over took after the release.
+//! Each job reads and writes the data the lock protects (a count of jobs done) through the lock's
+//! own client (`Client::query`): no second Redis client, no `redis` dependency of its own. The
+//! example prints how long each hand-over took after the release.
 //!
 //! ```sh
 //! cargo run -p rlock-examples --example worker_pool
@@ -16,6 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rlock_redisson::blocking::Client;
+use rlock_redisson::redis;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -23,7 +26,9 @@ const WORKERS: usize = 4;
 
 fn main() -> Result<(), Error> {
     let client = Client::connect(rlock_examples::redis_url())?;
-    let lock = client.lock(format!("example:pool:{}", std::process::id()));
+    let name = format!("example:pool:{}", std::process::id());
+    let lock = client.lock(&name);
+    let jobs_done = format!("{name}:jobs");
     // When the last holder released the lock: each worker measures its wake-up from there.
     let released_at = Arc::new(Mutex::new(Instant::now()));
     let mark_released =
@@ -35,6 +40,7 @@ fn main() -> Result<(), Error> {
     let workers: Vec<_> = (0..WORKERS)
         .map(|worker| {
             let (lock, released_at) = (lock.clone(), Arc::clone(&released_at));
+            let (client, jobs_done) = (client.clone(), jobs_done.clone());
             thread::spawn(move || -> Result<Duration, Error> {
                 let guard = lock.lock()?; // blocks until it is this worker's turn
                 let woke_after = released_at
@@ -42,7 +48,11 @@ fn main() -> Result<(), Error> {
                     .unwrap_or_else(PoisonError::into_inner)
                     .elapsed();
                 println!("worker {worker} woke {woke_after:?} after the release");
-                thread::sleep(Duration::from_millis(20)); // the job
+                // The job: a read-modify-write that only the lock keeps exact.
+                let done: Option<u32> = client.query(redis::cmd("GET").arg(&jobs_done))?;
+                thread::sleep(Duration::from_millis(20));
+                let () =
+                    client.query(redis::cmd("SET").arg(&jobs_done).arg(done.unwrap_or(0) + 1))?;
                 mark_released(&released_at);
                 guard.unlock()?;
                 Ok(woke_after)
@@ -59,7 +69,17 @@ fn main() -> Result<(), Error> {
         let woke_after = worker.join().map_err(|_| "a worker panicked")??;
         slowest = slowest.max(woke_after);
     }
-    println!("{WORKERS} workers each took the lock once; slowest wake-up {slowest:?}");
+    let done: u32 = client.query(redis::cmd("GET").arg(&jobs_done))?;
+    let () = client.query(redis::cmd("DEL").arg(&jobs_done))?;
+    client.close()?;
+    println!(
+        "{WORKERS} workers each took the lock once ({done} jobs counted); slowest wake-up {slowest:?}"
+    );
+    if done as usize != WORKERS {
+        return Err(
+            format!("{done} jobs counted for {WORKERS} workers: the lock did not exclude").into(),
+        );
+    }
     // Waking by polling the lock's TTL would take up to the 30 s lease; a notified waiter is
     // woken in milliseconds.
     if slowest > Duration::from_secs(1) {
