@@ -70,7 +70,7 @@ pub enum Error {
     },
     /// The operation did not complete within its deadline. For acquire, whatever the script may have
     /// done is undone in the background, on the same connection, before the connection is reused.
-    #[error("{operation} of lock {name:?} timed out after {after:?}")]
+    #[error("{operation}{} timed out after {after:?}", of(.name))]
     Timeout {
         /// What timed out.
         operation: Operation,
@@ -90,15 +90,15 @@ pub enum Error {
     /// Nothing was sent to Redis.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// The lock key holds a value that is not a lock hash (someone stored e.g. a string there).
-    /// Nothing was changed in Redis.
-    #[error("key {key:?} holds a value that is not a lock hash")]
+    /// The key holds a value of another type than the object keeps there (a string where a lock keeps
+    /// a hash, say). Nothing was changed in Redis.
+    #[error("key {key:?} holds a value of another type than this object keeps there")]
     WrongType {
         /// The key in question.
         key: String,
     },
     /// Redis replied with something the protocol does not allow here.
-    #[error("unexpected reply to {operation} of lock {name:?}: {reply}")]
+    #[error("unexpected reply to {operation}{}: {reply}", of(.name))]
     UnexpectedReply {
         /// The operation that got the reply.
         operation: Operation,
@@ -119,7 +119,7 @@ pub enum Error {
     /// No replica acknowledged a lock write although some are connected (Redisson's
     /// `NoSyncedSlavesException`), even after retrying. An acquire was undone before this error; an
     /// unlock was applied on the master but may be lost if it fails over now.
-    #[error("{operation} of lock {name:?}: none of {replicas} replicas acknowledged the write")]
+    #[error("{operation}{}: none of {replicas} replicas acknowledged the write", of(.name))]
     NoSyncedReplicas {
         /// What was being written.
         operation: Operation,
@@ -150,7 +150,7 @@ pub enum Error {
     /// id to check afterwards and are not idempotent, so rlock never re-sends them (Redisson would
     /// not either). For an acquire, the permits may be taken: check
     /// [`Semaphore::available_permits`](crate::Semaphore::available_permits) if it matters.
-    #[error("{operation} of {name:?}: the reply was lost, it may or may not have been applied")]
+    #[error("{operation}{}: the reply was lost, it may or may not have been applied", of(.name))]
     OutcomeUnknown {
         /// The operation whose reply was lost.
         operation: Operation,
@@ -196,6 +196,15 @@ pub enum Error {
     /// The client was shut down (its runtime is gone).
     #[error("the rlock client is shut down")]
     Closed,
+}
+
+/// ` of "name"` in a message, or nothing for a client-wide operation (no name).
+fn of(name: &str) -> String {
+    if name.is_empty() {
+        String::new()
+    } else {
+        format!(" of {name:?}")
+    }
 }
 
 impl Error {

@@ -1,5 +1,7 @@
-//! The services every lock kind runs on: command connections, the subscriber, the watchdog, the
-//! background task tracker and the client's node id. The engine takes these, never the whole
+//! The services every lock kind runs on: the configuration and the client's node id, command
+//! connections, the subscriber, the watchdog, the holds this client knows of, the reconciliations
+//! in flight, the local hand-off queues, the unlock latches to delete, the background task
+//! tracker and the telemetry handles. The engine takes these, never the whole
 //! [`Client`](crate::Client), so the arrows run one way: client → kinds → engine → services.
 
 use std::collections::HashMap;
@@ -31,11 +33,13 @@ pub struct Services {
     pub(crate) commands: Commands,
     pub(crate) subscriber: Subscriber,
     pub(crate) watchdog: Watchdog,
+    /// The holds this client has seen confirmed, by key and field.
     pub(crate) holds: Holds,
     /// Reconciliations (undos of acquires whose replies were lost) that may still run.
     pub(crate) reconciling: Arc<Reconciling>,
     /// Local wait queues and hand-off of the exclusive kinds.
     pub(crate) cohorts: Cohorts,
+    /// Unlock latches whose replies are in hand, deleted in batches.
     pub(crate) latches: Latches,
     /// Where releases and undos run after their caller has gone.
     pub(crate) background: Background,

@@ -20,7 +20,7 @@ use crate::watchdog::Expiry;
 /// [`Guard::unlock`] to release it and see the outcome.
 ///
 /// `T` is what the acquisition yielded: nothing for a plain [`Lock`](crate::Lock) (whose guard is
-/// [`LockGuard`](crate::LockGuard)), a fencing token or a permit id for the kinds that hand one out
+/// [`LockGuard`](crate::LockGuard)), a fencing token for the fenced lock
 /// ([`Guard::token`]).
 ///
 /// A guard also tells whether its lease was lost (the lock expired, was deleted or force-unlocked while

@@ -36,7 +36,7 @@ pub(crate) fn degraded_poll(previous: Option<Duration>, _polls: u32) -> Duration
 /// only so that [`Lock<K>`](crate::Lock) can name it; it lives in a private module, so nothing
 /// outside the crate can implement or call it (a sealed trait).
 pub trait Kind: Send + Sync + 'static {
-    /// What a successful acquisition yields: nothing, a fencing token, a permit id.
+    /// What a successful acquisition yields: nothing, or the fenced lock's fencing token.
     type Token: std::fmt::Debug + Send + 'static;
 
     /// The user-facing name, for errors and logs.
