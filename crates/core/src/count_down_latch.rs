@@ -204,7 +204,9 @@ impl CountDownLatch {
     }
 
     /// Waits up to `timeout` for the count to reach zero; returns whether it did: Redisson's
-    /// `await(timeout, unit)`.
+    /// `await(timeout, unit)`. A `bool` where the `try_*_for` of the locks and semaphores return an
+    /// `Option`: their `Some` carries what was acquired (a guard, permits), an opened latch gives
+    /// nothing to hold.
     ///
     /// # Errors
     ///

@@ -52,6 +52,12 @@ const NON_EXPIRING: &str = "922337203685477";
 
 /// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes, written as 32 lower-case
 /// hex characters (Redisson's form, so ids can be passed between Java and Rust).
+///
+/// An id, not a guard that releases on drop: an expirable permit is made to outlive the code that
+/// took it. Redisson's pattern hands the id on (to another request, task or process, Java's
+/// included) to be released there by id, with the lease as the safety net when nobody does; a guard
+/// would release it when the acquiring scope ends. Release it with
+/// [`PermitExpirableSemaphore::release`], or let its lease run out.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PermitId([u8; 16]);
 
