@@ -15,11 +15,15 @@
 //!   every kind whose holders exclude each other (not the read lock);
 //! - [`wakeup`]: unlock and force-unlock wake the other side at once despite a 30 s PTTL (a
 //!   spin-lock poller within one back-off delay);
-//! - [`reentrancy`]: both sides' holds on one name over time, partial unlocks re-applying leases,
-//!   and unlocks by a non-owner refused on both sides.
+//! - [`reentrancy`]: both sides' holds on one name over time, partial unlocks re-applying leases
+//!   (for the kinds that re-enter), and unlocks by a non-owner refused on both sides.
 //!
 //! For one kind each:
-//! - [`fair`]: FIFO order across the sides, give-ups that leave the queue;
+//! - [`fair`]: FIFO order across the sides, give-ups that leave the queue (also for the
+//!   non-reentrant fair lock, and both fair kinds in one queue);
+//! - [`non_reentrant`]: for both non-reentrant locks, re-entries refused on both sides by every
+//!   acquisition form, changing nothing and never queueing; the lock and its reentrant twin as
+//!   one lock, across the sides and within a client;
 //! - [`rw`]: readers of both sides share, writers are kept out, `0` and `1` wake across the sides;
 //! - [`fenced`]: tokens strictly increase across the sides, and both read the same latest one;
 //! - [`spin`]: a poller notices the other side's silent unlock within one back-off delay.
@@ -71,6 +75,7 @@ mod lease;
 mod local_hand_off;
 mod messages;
 mod names;
+mod non_reentrant;
 mod reentrancy;
 mod rw;
 mod semaphores;
