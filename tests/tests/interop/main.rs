@@ -8,7 +8,8 @@
 //!
 //! The scenarios every lock kind shares are also written once over a [`support::Kind`] and run for
 //! each kind (`…::<kind>::…`, e.g. `wakeup::unlock_wakes_the_waiter::reentrant::java_to_rlock`);
-//! the others are about the reentrant lock (`RLock`) alone.
+//! the others are about one kind (most about the reentrant lock, `RLock`, some also run for its
+//! non-reentrant twin).
 //!
 //! Modules, one behaviour each. For every kind:
 //! - [`exclusion`]: mutual exclusion under mixed contention (a non-atomic counter stays exact), for
@@ -28,7 +29,8 @@
 //! - [`fenced`]: tokens strictly increase across the sides, and both read the same latest one;
 //! - [`spin`]: a poller notices the other side's silent unlock within one back-off delay.
 //!
-//! For the `RLock` alone:
+//! For the `RLock` (and, where its test names have a `non_reentrant` twin, the non-reentrant lock,
+//! which shares its hash, channel, messages and watchdog):
 //! - [`watchdog`]: renewal keeps the other side out past the lease (two tests take ~35 s), and a
 //!   holder notices a foreign force-unlock;
 //! - [`lease`]: leases expire silently and hand the lock over at the PTTL;

@@ -793,6 +793,8 @@ macro_rules! both_sides {
 /// - `every_kind!(one_test: scenario)` for `scenario(kind: Kind)`: the test `<scenario>::<kind>`;
 /// - `every_kind!(both_directions: scenario)` for `scenario(kind: Kind, a: Side, b: Side)`: the
 ///   tests `<scenario>::<kind>::java_to_rlock` and `…::rlock_to_java` (see [`both_directions!`]);
+/// - `every_kind!(both_sides: scenario)` for `scenario(kind: Kind, side: Side)`: the tests
+///   `<scenario>::<kind>::java` and `…::rlock` (see [`both_sides!`]);
 /// - `every_kind!(matrix: scenario)` for `scenario(kind: Kind, topology: Topology, a: Side,
 ///   b: Side)`: those two tests on a single server, and the same in a cluster as
 ///   `<scenario>::<kind>::cluster::…`, ignored by default (`scripts/interop-matrix.sh` runs them).
@@ -800,7 +802,9 @@ macro_rules! both_sides {
 /// A word before the shape leaves kinds out: `exclusive` the read lock, whose holders share (for
 /// the scenarios where everyone excludes everyone); `reentrant` the non-reentrant locks (for the
 /// scenarios that re-enter; they are also the kinds every emulated Redisson version has);
-/// `exclusive reentrant` both. `non_reentrant` runs it for the non-reentrant locks alone.
+/// `exclusive reentrant` both. `non_reentrant` runs it for the non-reentrant locks alone, and
+/// `lock_and_twin` for the `RLock` and the non-reentrant lock, which share its hash, channel,
+/// messages and watchdog (for the scenarios about those).
 macro_rules! every_kind {
     (exclusive reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
         mod $scenario {
@@ -816,6 +820,14 @@ macro_rules! every_kind {
     (non_reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
         mod $scenario {
             $crate::support::every_kind!(@non_reentrant $shape $scenario);
+        }
+    )*};
+    (lock_and_twin $shape:ident: $($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::Reentrant, $scenario);
+            $crate::support::every_kind!(
+                @$shape non_reentrant, $crate::support::Kind::NonReentrant, $scenario
+            );
         }
     )*};
     (reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
@@ -854,6 +866,21 @@ macro_rules! every_kind {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
             super::$scenario($kind).await;
+        }
+    };
+    (@both_sides $name:ident, $kind:expr, $scenario:ident) => {
+        mod $name {
+            use $crate::support::Side;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn java() {
+                super::super::$scenario($kind, Side::Java).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn rlock() {
+                super::super::$scenario($kind, Side::Rlock).await;
+            }
         }
     };
     (@both_directions $name:ident, $kind:expr, $scenario:ident) => {
