@@ -58,8 +58,9 @@
 //! multi/red locks (§8.3, §8.4: client-side composites of the
 //! emulated locks).
 //!
-//! Everything is plain `redis` commands; errors are [`redis::RedisError`]s. An unlock that Java would
-//! answer with `IllegalMonitorStateException` returns `Ok(None)`.
+//! Everything is plain `redis` commands; errors are [`redis::RedisError`]s, but for the acquisitions
+//! of the non-reentrant locks, which tell a refused re-entry apart as a [`JavaError`]. An unlock
+//! that Java would answer with `IllegalMonitorStateException` returns `Ok(None)`.
 //!
 //! ```no_run
 //! # async fn demo(url: &str) -> redis::RedisResult<()> {

@@ -1268,6 +1268,7 @@ fn hand_off_keys(kind: Kind) -> (&'static str, Vec<String>) {
         Kind::Reentrant => (HAND_OFF, vec![HAND_OFF.to_owned()]),
         Kind::Fenced => (FENCED, vec![FENCED.to_owned(), token_key()]),
         Kind::Write => (RW, vec![RW.to_owned()]),
+        Kind::NonReentrant => (NON_REENTRANT, vec![NON_REENTRANT.to_owned()]),
         other => panic!("{other} does not hand off"),
     }
 }
@@ -1371,6 +1372,7 @@ fn hand_off_expected(kind: Kind) -> Trace {
     let own = match kind {
         Kind::Reentrant => lock_expected(name, Side::Rlock),
         Kind::Fenced => fenced_expected(Side::Rlock),
+        Kind::NonReentrant => non_reentrant_expected(Side::Rlock),
         _ => write_expected(Side::Rlock),
     };
     let second = owner(2);
@@ -1407,4 +1409,10 @@ async fn fenced_hand_off_runs_one_script_and_publishes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_hand_off_runs_one_script_and_publishes_nothing() {
     hand_off_follows_its_script(Kind::Write).await;
+}
+
+/// The non-reentrant lock hands off with its twin's (the `RLock`'s) script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reentrant_hand_off_runs_one_script_and_publishes_nothing() {
+    hand_off_follows_its_script(Kind::NonReentrant).await;
 }
