@@ -48,10 +48,10 @@ const PURGE_END: &str = r"
 end;
 ";
 
-/// §6.4 steps 2–3, over the Lua locals `lease`, `owner` and `wait`: a free lock goes to the head
-/// of the queue (or anyone, when nobody queues), which leaves the queue, and every other waiter's
-/// deadline moves `wait` closer; a holder re-enters. Both reply nil.
-const HOLD: &str = r"
+/// §6.4 step 2, over the Lua locals `lease`, `owner` and `wait`: a free lock goes to the head of
+/// the queue (or anyone, when nobody queues), which leaves the queue, and every other waiter's
+/// deadline moves `wait` closer. Replies nil. Step 3 (a holder) follows: see [`Reentry`].
+const HOLD_FREE: &str = r"
 if (redis.call('exists', KEYS[1]) == 0)
     and ((redis.call('exists', KEYS[2]) == 0) or (redis.call('lindex', KEYS[2], 0) == owner)) then
     redis.call('lpop', KEYS[2]);
@@ -64,12 +64,31 @@ if (redis.call('exists', KEYS[1]) == 0)
     redis.call('pexpire', KEYS[1], lease);
     return nil;
 end;
+";
+
+/// §6.4 step 3 (after `HOLD_FREE`): a holder re-enters. Replies nil.
+const REENTER: &str = r"
 if (redis.call('hexists', KEYS[1], owner) == 1) then
     redis.call('hincrby', KEYS[1], owner, 1);
     redis.call('pexpire', KEYS[1], lease);
     return nil;
 end;
 ";
+
+/// What both acquire forms do for a caller that holds the lock already (§6.4 step 3, a Lua block
+/// after `HOLD_FREE`), and the arguments that takes after the form's own: the fair lock re-enters
+/// ([`REENTERS`]); the non-reentrant fair lock refuses (§6.9).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Reentry {
+    pub(super) lua: &'static str,
+    pub(super) extra: &'static [&'static str],
+}
+
+/// The fair lock's step 3: a holder re-enters.
+const REENTERS: Reentry = Reentry {
+    lua: REENTER,
+    extra: &[],
+};
 
 /// §6.4: KEYS = [lock, queue, timeouts]; ARGV = [lease, lockName, wait, now].
 const WAITING_LOCALS: &str = r"
@@ -128,7 +147,7 @@ return ttl;
 ";
 
 /// §6.5: KEYS = [lock, queue, timeouts]; ARGV = [lease, lockName, now, wait] (`now` and `wait`
-/// swapped against §6.4). Purge, then `HOLD`; otherwise 1, never queueing.
+/// swapped against §6.4). Purge, then `HOLD_FREE` and the re-entry; otherwise 1, never queueing.
 const NON_WAITING_LOCALS: &str = r"
 local lease, owner, now, wait = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4];
 ";
@@ -206,9 +225,10 @@ fn purge(version: RedissonVersion) -> String {
     [PURGE_START, stop, PURGE_END].concat()
 }
 
-/// The waiting acquire of `version` (§6.4): ≤3.31 replies `zscore − wait − now` to a queued waiter
-/// (3.32+: `max(0, pttl)`); ≤3.44 enqueues behind a last waiter without checking its score.
-fn acquire_script(version: RedissonVersion) -> String {
+/// The waiting acquire of `version` (§6.4) with step 3 `reentry`: ≤3.31 replies `zscore − wait −
+/// now` to a queued waiter (3.32+: `max(0, pttl)`); ≤3.44 enqueues behind a last waiter without
+/// checking its score.
+fn acquire_script(version: RedissonVersion, reentry: &str) -> String {
     let queued = if version >= RedissonVersion::V3_44 {
         QUEUED_PTTL
     } else {
@@ -222,7 +242,8 @@ fn acquire_script(version: RedissonVersion) -> String {
     [
         WAITING_LOCALS,
         &purge(version),
-        HOLD,
+        HOLD_FREE,
+        reentry,
         QUEUED,
         queued,
         ENQUEUE_START,
@@ -246,12 +267,17 @@ impl JavaClient {
     /// `redisson.getFairLock(name)`: a new `RFairLock` object (with its own
     /// `internalLockLeaseTime`).
     pub fn get_fair_lock(&self, name: impl Into<String>) -> JavaFairLock {
-        let name = name.into();
+        self.fair_lock_with(name.into(), REENTERS)
+    }
+
+    /// A new fair lock object `name` whose acquires treat a holder by `reentry`.
+    pub(super) fn fair_lock_with(&self, name: String, reentry: Reentry) -> JavaFairLock {
         JavaFairLock {
             queue: prefix_name("redisson_lock_queue", &name),
             timeouts: prefix_name("redisson_lock_timeout", &name),
             channel: lock_channel(&name),
             object: LockObject::new(self, name, Hold::Lock),
+            reentry,
         }
     }
 }
@@ -270,6 +296,7 @@ pub struct JavaFairLock {
     timeouts: String,
     /// The base of the waiters' channels.
     channel: String,
+    reentry: Reentry,
 }
 
 impl JavaFairLock {
@@ -384,8 +411,16 @@ impl JavaFairLock {
     async fn try_lock_once(&self, thread: ThreadId) -> RedisResult<bool> {
         let object = &self.object;
         let version = object.wire().version;
-        let script = [NON_WAITING_LOCALS, &purge(version), HOLD, NOT_ACQUIRED].concat();
-        let extra = [epoch_ms().to_string(), self.default_wait_ms().to_string()];
+        let reentry = self.reentry.lua;
+        let script = [
+            NON_WAITING_LOCALS,
+            &purge(version),
+            HOLD_FREE,
+            reentry,
+            NOT_ACQUIRED,
+        ]
+        .concat();
+        let extra = self.with_reentry([epoch_ms().to_string(), self.default_wait_ms().to_string()]);
         let keys = self.acquire_keys();
         let attempt = object.acquire(thread, None, &script, &keys, &extra, Option::into);
         Ok(attempt.await?.is_acquired())
@@ -424,8 +459,8 @@ impl JavaFairLock {
         wait_ms: u64,
     ) -> RedisResult<Attempt<()>> {
         let object = &self.object;
-        let script = acquire_script(object.wire().version);
-        let extra = [wait_ms.to_string(), epoch_ms().to_string()];
+        let script = acquire_script(object.wire().version, self.reentry.lua);
+        let extra = self.with_reentry([wait_ms.to_string(), epoch_ms().to_string()]);
         object
             .acquire(
                 thread,
@@ -436,6 +471,12 @@ impl JavaFairLock {
                 Option::into,
             )
             .await
+    }
+
+    /// An acquire form's arguments after `[lease, lockName]`: its own, then the re-entry's.
+    fn with_reentry(&self, form: [String; 2]) -> Vec<String> {
+        let reentry = self.reentry.extra.iter().map(|&arg| arg.to_owned());
+        form.into_iter().chain(reentry).collect()
     }
 
     /// `acquireFailed` (§6.6): `thread` leaves the queue.

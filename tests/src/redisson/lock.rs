@@ -134,6 +134,22 @@ end;
 return result;
 ";
 
+/// The acquire script of an object over the `RLock`'s hash (`KEYS = [N]`, `ARGV = [lease,
+/// lockName, extra…]`, nil when acquired, else the PTTL), by version, and the arguments it takes
+/// after the lockName: the `RLock`'s ([`REENTERS`]), or the non-reentrant lock's, which refuses a
+/// re-entry (§8.8).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Acquire {
+    pub(super) script: fn(RedissonVersion) -> &'static str,
+    pub(super) extra: &'static [&'static str],
+}
+
+/// The `RLock`'s acquire (§2.2): a holder re-enters.
+const REENTERS: Acquire = Acquire {
+    script: acquire_script,
+    extra: &[],
+};
+
 /// The acquire script of `version` (§2.2).
 fn acquire_script(version: RedissonVersion) -> &'static str {
     match version {
@@ -176,10 +192,15 @@ pub(super) async fn renew_batch(
 impl JavaClient {
     /// `redisson.getLock(name)`: a new `RLock` object (with its own `internalLockLeaseTime`).
     pub fn get_lock(&self, name: impl Into<String>) -> JavaLock {
-        let name = name.into();
+        self.lock_with(name.into(), REENTERS)
+    }
+
+    /// A new object over the `RLock`'s hash `name` that acquires with `acquire`.
+    pub(super) fn lock_with(&self, name: String, acquire: Acquire) -> JavaLock {
         JavaLock {
             channel: lock_channel(&name),
             object: LockObject::new(self, name, Hold::Lock),
+            acquire,
         }
     }
 
@@ -220,6 +241,7 @@ impl JavaClient {
 pub struct JavaLock {
     pub(super) object: LockObject,
     pub(super) channel: String,
+    acquire: Acquire,
 }
 
 impl JavaLock {
@@ -290,7 +312,8 @@ impl JavaLock {
         thread: ThreadId,
         lease: Option<Duration>,
     ) -> RedisResult<Attempt<()>> {
-        let script = acquire_script(self.object.wire().version);
-        self.object.acquire_own(thread, lease, script).await
+        let script = (self.acquire.script)(self.object.wire().version);
+        let extra: Vec<String> = self.acquire.extra.iter().map(|&a| a.to_owned()).collect();
+        self.object.acquire_own(thread, lease, script, &extra).await
     }
 }

@@ -8,7 +8,8 @@
 //! lock watchdog. [`JavaClient::get_lock`] returns a [`JavaLock`], the counterpart of one `RLock`
 //! object with its `internalLockLeaseTime`; its siblings are [`JavaClient::get_fair_lock`],
 //! [`JavaClient::get_read_write_lock`], [`JavaClient::get_fenced_lock`] and
-//! [`JavaClient::get_spin_lock`]. Java thread ids are passed explicitly, as in Redisson's
+//! [`JavaClient::get_spin_lock`], and (4.4+) [`JavaClient::get_non_reentrant_lock`] and
+//! [`JavaClient::get_non_reentrant_fair_lock`]. Java thread ids are passed explicitly, as in Redisson's
 //! `lockAsync(threadId)` overloads, so several "threads" of one client can be driven from tasks.
 //! The synchronizers have no owner: [`JavaClient::get_semaphore`],
 //! [`JavaClient::get_permit_expirable_semaphore`] and [`JavaClient::get_count_down_latch`].
@@ -21,7 +22,8 @@
 //! start of every release script), the version-dependent start of every synchronizer script, and
 //! the watchdog. Each kind is a submodule with its
 //! scripts, its object type (re-exported here) and its `JavaClient::get_*` factory: `lock` for the
-//! `RLock`, `fair_lock`, `rw_lock`, `fenced_lock`, `spin_lock`, `semaphore`,
+//! `RLock`, `fair_lock`, `non_reentrant` (both non-reentrant locks, over the `RLock` and the fair
+//! lock), `rw_lock`, `fenced_lock`, `spin_lock`, `semaphore`,
 //! `expirable_semaphore` and `count_down_latch`.
 //!
 //! What is emulated, section by section of `PROTOCOL.md`:
@@ -42,6 +44,7 @@
 //! | fair lock: queue and timeout set, stale purge, both acquire forms, give-up, unlock (a missing lock returns 1 and wakes the head), force unlock, per-thread channels, `fairLockWaitTimeout`; queued reply `zscore − wait − now` (≤3.31), unguarded purge (≤3.30) and enqueue (≤3.44) | §6.1–§6.8 | `fair_lock`: [`JavaFairLock`] |
 //! | read-write lock: read and write acquire and unlock, per-hold timeout keys, downgrade without a message, force unlocks, `isLocked`; a missing hash unlocks with 1 (≤3.43) | §7 | `rw_lock`: [`JavaReadWriteLock`], [`JavaRwLock`] |
 //! | read-lock renewal: `ReadLockTask` of this client's holders (4.4+), of every holder (3.44–4.3), one timer per lock with the write lock's fallback (≤3.43) | §4.2, §4.3 | `rw_lock`, run by the watchdog |
+//! | non-reentrant lock and non-reentrant fair lock (4.4+): their acquire scripts refusing a re-entry with `NON_REENTRANT_REACQUIRE`, thrown as [`JavaError::IllegalMonitorState`]; the rest is the `RLock`'s and the fair lock's | §8.8, §6.9 | `non_reentrant`: [`JavaNonReentrantLock`], [`JavaNonReentrantFairLock`] |
 //! | fenced lock: token key, `[-1, t]` / `[pttl, -1]` script, plain acquires that count too, `getToken` | §8.2 | `fenced_lock`: [`JavaFencedLock`] |
 //! | spin lock: two-block acquire, `ExponentialBackOff` polling, unlock without publish, `DEL` force unlock | §8.1 | `spin_lock`: [`JavaSpinLock`] |
 //! | semaphore: its scripts, publishes of the new value, `SemaphorePubSub` (`min(subscribers, n)` wake-ups), `acquire` sleeping on the latch without limit, `tryAcquire(wait)` | §8.5 | `semaphore`: [`JavaSemaphore`] |
@@ -51,12 +54,13 @@
 //!
 //! Not emulated: WAIT-synced writes and their retries (§5: single-server Redisson sends a plain
 //! EVAL; the emulator never waits for replicas), pub/sub reconnects (§3.7), the connection pools
-//! (§3.6: one pub/sub connection per waited-on entry here), the async API's listeners (§3.5), the
-//! non-reentrant locks (§6.9, §8.8), multi/red locks (§8.3, §8.4: client-side composites of the
+//! (§3.6: one pub/sub connection per waited-on entry here), the async API's listeners (§3.5),
+//! multi/red locks (§8.3, §8.4: client-side composites of the
 //! emulated locks).
 //!
-//! Everything is plain `redis` commands; errors are [`redis::RedisError`]s. An unlock that Java would
-//! answer with `IllegalMonitorStateException` returns `Ok(None)`.
+//! Everything is plain `redis` commands; errors are [`redis::RedisError`]s, but for the acquisitions
+//! of the non-reentrant locks, which tell a refused re-entry apart as a [`JavaError`]. An unlock
+//! that Java would answer with `IllegalMonitorStateException` returns `Ok(None)`.
 //!
 //! ```no_run
 //! # async fn demo(url: &str) -> redis::RedisResult<()> {
@@ -77,6 +81,7 @@ mod expirable_semaphore;
 mod fair_lock;
 mod fenced_lock;
 mod lock;
+mod non_reentrant;
 mod rw_lock;
 mod semaphore;
 mod spin_lock;
@@ -104,6 +109,9 @@ pub use expirable_semaphore::{JavaPermitExpirableSemaphore, NON_EXPIRING_SCORE};
 pub use fair_lock::JavaFairLock;
 pub use fenced_lock::JavaFencedLock;
 pub use lock::JavaLock;
+pub use non_reentrant::{
+    JavaError, JavaNonReentrantFairLock, JavaNonReentrantLock, JavaResult, REACQUIRE,
+};
 pub use rw_lock::{JavaReadWriteLock, JavaRwLock};
 pub use semaphore::JavaSemaphore;
 pub use spin_lock::JavaSpinLock;
@@ -195,6 +203,12 @@ impl RedissonVersion {
     /// Whether the client's post-unlock `DEL` hits the latch it wrote (not in 3.52 – 4.2, §2.3).
     pub fn deletes_its_latch(self) -> bool {
         self.has_unlock_latch() && self != Self::V3_52
+    }
+
+    /// Whether the version has `RNonReentrantLock` and `RNonReentrantFairLock` (4.4+, §6.9,
+    /// §8.8: the `V4` line).
+    pub fn has_non_reentrant_locks(self) -> bool {
+        self >= Self::V4
     }
 
     /// Whether a partial unlock (reply 0) resets `internalLockLeaseTime` (before 3.27.2, §2.1).
@@ -1064,16 +1078,17 @@ impl LockObject {
         Ok(attempt)
     }
 
-    /// An acquire over `KEYS = [name]`, read as `EVAL_LONG` (§2.2): the `RLock`'s, the spin
-    /// lock's and the write lock's.
+    /// An acquire over `KEYS = [name]`, read as `EVAL_LONG` (§2.2): the `RLock`'s (`extra`: the
+    /// non-reentrant lock's refusal, §8.8), the spin lock's and the write lock's.
     async fn acquire_own(
         &self,
         thread: ThreadId,
         lease: Option<Duration>,
         script: &str,
+        extra: &[String],
     ) -> RedisResult<Attempt<()>> {
         let keys = [self.name.as_str()];
-        self.acquire(thread, lease, script, &keys, &[], Option::into)
+        self.acquire(thread, lease, script, &keys, extra, Option::into)
             .await
     }
 

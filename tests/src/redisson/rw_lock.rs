@@ -464,7 +464,7 @@ impl JavaRwLock {
         let object = &self.object;
         let name = object.name.as_str();
         if self.is_write() {
-            return object.acquire_own(thread, lease, WRITE_ACQUIRE).await;
+            return object.acquire_own(thread, lease, WRITE_ACQUIRE, &[]).await;
         }
         let prefix = timeout_prefix(name, &object.field(thread));
         let write_field = Hold::Write.field(object.wire(), thread);

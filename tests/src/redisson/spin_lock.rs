@@ -138,7 +138,7 @@ impl JavaSpinLock {
         lease: Option<Duration>,
     ) -> RedisResult<Attempt<()>> {
         self.object
-            .acquire_own(thread, lease, ACQUIRE_TWO_BLOCKS)
+            .acquire_own(thread, lease, ACQUIRE_TWO_BLOCKS, &[])
             .await
     }
 

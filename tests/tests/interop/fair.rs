@@ -1,6 +1,7 @@
 //! The fair lock across the sides (PROTOCOL.md §6): Java and rlock waiters share one FIFO queue,
 //! so interleaved they acquire in queue order, and a waiter of either side that gives up leaves
-//! the queue and its deadline (§6.6), moving the deadlines behind it up by its wait.
+//! the queue and its deadline (§6.6), moving the deadlines behind it up by its wait. The same for
+//! the non-reentrant fair lock (§6.9), alone and mixed with the fair lock in one queue.
 
 use std::time::Duration;
 
@@ -95,15 +96,16 @@ impl Turns {
     }
 }
 
-/// A waiter of `party` that takes the lock (without a time limit), reports its turn and releases
-/// the lock at once; it is queued and asleep when this returns.
+/// A waiter of `party` that takes the `kind` lock (without a time limit), reports its turn and
+/// releases the lock at once; it is queued and asleep when this returns.
 async fn queue_waiter(
     party: &Party,
+    kind: Kind,
     thread: ThreadId,
     redis: &mut Redis,
     turns: &Turns,
 ) -> JoinHandle<()> {
-    let lock = party.get(Kind::Fair, NAME);
+    let lock = party.get(kind, NAME);
     let field = party.field(thread);
     let order = turns.order.clone();
     let waiter = tokio::spawn({
@@ -114,20 +116,21 @@ async fn queue_waiter(
             hold.release().await;
         }
     });
-    redis.wait_waiting(Kind::Fair, NAME, &field).await;
+    redis.wait_waiting(kind, NAME, &field).await;
     waiter
 }
 
-/// A waiter of `party` that tries for [`GIVE_UP_WAIT`] and must give up; it is queued when this
-/// returns.
+/// A waiter of `party` that tries the `kind` lock for [`GIVE_UP_WAIT`] and must give up; it is
+/// queued when this returns.
 async fn timed_waiter(
     party: &Party,
+    kind: Kind,
     thread: ThreadId,
     redis: &mut Redis,
     queue: &Queue,
     ahead: usize,
 ) -> JoinHandle<()> {
-    let lock = party.get(Kind::Fair, NAME);
+    let lock = party.get(kind, NAME);
     let waiter = tokio::spawn(async move {
         let hold = lock.try_lock(thread, GIVE_UP_WAIT, None).await;
         assert!(hold.is_none(), "the lock stays held while it waits");
@@ -142,30 +145,45 @@ async fn timed_waiter(
 }
 
 /// A server with a party of `a` and one of `b`, an observer, and `a`'s hold (thread 1) of the
-/// fair lock.
-async fn held_by(a: Side, b: Side) -> (RedisServer, [Party; 2], Redis, Hold) {
+/// `kind` lock.
+async fn held_by(kind: Kind, a: Side, b: Side) -> (RedisServer, [Party; 2], Redis, Hold) {
     let server = RedisServer::start();
     let a = Party::connect(a, &server).await;
     let b = Party::connect(b, &server).await;
     let redis = Redis::connect(&server).await;
-    let hold = a.get(Kind::Fair, NAME).lock(1).await;
+    let hold = a.get(kind, NAME).lock(1).await;
     (server, [a, b], redis, hold)
 }
 
-/// `a` holds; waiters of both sides queue alternately (a, b, a, b); both sides' `queue()` list
-/// them in that order; when `a` releases, each waiter in turn (woken alone, on its own channel)
-/// takes the lock and releases it, in queue order.
 async fn waiters_acquire_in_queue_order(a: Side, b: Side) {
-    let (_server, [a, b], mut redis, hold) = held_by(a, b).await;
+    in_queue_order(Kind::Fair, [Kind::Fair; 4], a, b).await;
+}
+
+/// A non-reentrant fair holder, and waiters of both fair kinds (non-reentrant or not) and both
+/// sides, alternating: one queue, one order.
+async fn both_fair_kinds_share_one_queue(a: Side, b: Side) {
+    let (fair, non_reentrant) = (Kind::Fair, Kind::NonReentrantFair);
+    let waiters = [fair, non_reentrant, non_reentrant, fair];
+    in_queue_order(non_reentrant, waiters, a, b).await;
+}
+
+/// `a` holds the `holder` kind; waiters of both sides queue alternately (a, b, a, b), of the
+/// `waiters` kinds in turn; both sides' `queue()` list them in that order; when `a` releases,
+/// each waiter in turn (woken alone, on its own channel) takes the lock and releases it, in queue
+/// order.
+async fn in_queue_order(holder: Kind, waiters: [Kind; 4], a: Side, b: Side) {
+    let (_server, [a, b], mut redis, hold) = held_by(holder, a, b).await;
     let queue = Queue::new();
 
     let turns = Turns::new();
     let mut expected = Vec::new();
-    let mut waiters = Vec::new();
-    for (party, thread) in [(&a, 2), (&b, 2), (&a, 3), (&b, 3)] {
-        waiters.push(queue_waiter(party, thread, &mut redis, &turns).await);
+    let mut queued = Vec::new();
+    let parties = [(&a, 2), (&b, 2), (&a, 3), (&b, 3)];
+    for ((party, thread), kind) in parties.into_iter().zip(waiters) {
+        queued.push(queue_waiter(party, kind, thread, &mut redis, &turns).await);
         expected.push(party.field(thread));
     }
+    let waiters = queued;
     queue.assert_is(&mut redis, [&a, &b], &expected).await;
 
     let taken = turns.after_release(hold, waiters).await;
@@ -174,21 +192,30 @@ async fn waiters_acquire_in_queue_order(a: Side, b: Side) {
     assert!(!redis.exists(NAME).await);
 }
 
-/// `a` holds. A timed waiter of `b` queues between two waiters of `a` and gives up: it leaves the
-/// queue and the deadlines, and the deadline of the waiter behind it moves up by its wait. Then a
-/// timed waiter of `a` does the same in front of a waiter of `b`. The waiters left acquire in
-/// order, and nothing of the queue remains.
 async fn give_ups_leave_no_entry(a: Side, b: Side) {
-    let (_server, [a, b], mut redis, hold) = held_by(a, b).await;
+    give_ups_of(Kind::Fair, a, b).await;
+}
+
+async fn non_reentrant_give_ups_leave_no_entry(a: Side, b: Side) {
+    give_ups_of(Kind::NonReentrantFair, a, b).await;
+}
+
+/// `a` holds the `kind` lock. A timed waiter of `b` queues between two waiters of `a` and gives
+/// up: it leaves the queue and the deadlines, and the deadline of the waiter behind it moves up by
+/// its wait. Then a timed waiter of `a` does the same in front of a waiter of `b`. The waiters
+/// left acquire in order, and nothing of the queue remains.
+async fn give_ups_of(kind: Kind, a: Side, b: Side) {
+    let (_server, [a, b], mut redis, hold) = held_by(kind, a, b).await;
     let queue = Queue::new();
     let turns = Turns::new();
     let wait_ms = i64::try_from(GIVE_UP_WAIT.as_millis()).expect("ms");
 
-    let mut waiters = vec![queue_waiter(&a, 2, &mut redis, &turns).await];
+    let mut waiters = vec![queue_waiter(&a, kind, 2, &mut redis, &turns).await];
     let mut expected = vec![a.field(2)];
     for (quitter, behind) in [(&b, &a), (&a, &b)] {
-        let giving_up = timed_waiter(quitter, 5, &mut redis, &queue, expected.len()).await;
-        waiters.push(queue_waiter(behind, 3, &mut redis, &turns).await);
+        let ahead = expected.len();
+        let giving_up = timed_waiter(quitter, kind, 5, &mut redis, &queue, ahead).await;
+        waiters.push(queue_waiter(behind, kind, 3, &mut redis, &turns).await);
         let field = behind.field(3);
         let deadline = queue.deadline(&mut redis, &field).await;
         woken(giving_up).await;
@@ -207,4 +234,9 @@ async fn give_ups_leave_no_entry(a: Side, b: Side) {
     queue.assert_gone(&mut redis).await;
 }
 
-both_directions!(waiters_acquire_in_queue_order, give_ups_leave_no_entry);
+both_directions!(
+    waiters_acquire_in_queue_order,
+    both_fair_kinds_share_one_queue,
+    give_ups_leave_no_entry,
+    non_reentrant_give_ups_leave_no_entry,
+);

@@ -25,7 +25,9 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel, prefix_name};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::support::{Hold, Kind, Party, PartyLock, Redis, Side, Unlocked, woken};
+use crate::support::{
+    Acquired, Acquisition, Hold, Kind, Party, PartyLock, Redis, Side, Unlocked, woken,
+};
 use crate::wire::lock_expected;
 
 /// The invocations of one phase, normalized.
@@ -334,20 +336,24 @@ fn first_and_last(trace: &mut Trace, phase: &str) {
     }
 }
 
-/// The parties every trace is checked against, each with the latch TTLs its unlocks set (§2.4;
-/// rlock's: `(command_timeout + retry_max_delay) × retry_attempts`, README).
-pub(crate) async fn parties(server: &RedisServer) -> Vec<(Party, RangeInclusive<u64>)> {
-    vec![
-        (
-            Party::java(server, RedissonVersion::V3_31, None).await,
-            13_500..=13_500,
-        ),
-        (
-            Party::java(server, RedissonVersion::V4, None).await,
-            16_000..=20_000,
-        ),
-        (Party::connect(Side::Rlock, server).await, 20_000..=20_000),
-    ]
+/// The parties a trace is checked against, each with the latch TTLs its unlocks set (§2.4;
+/// rlock's: `(command_timeout + retry_max_delay) × retry_attempts`, README): Java 3.31 and HEAD
+/// (those of them from `since` on, for a kind that younger releases added) and rlock.
+pub(crate) async fn parties(
+    server: &RedisServer,
+    since: RedissonVersion,
+) -> Vec<(Party, RangeInclusive<u64>)> {
+    let mut parties = Vec::new();
+    for (version, latch_ttls) in [
+        (RedissonVersion::V3_31, 13_500..=13_500),
+        (RedissonVersion::V4, 16_000..=20_000),
+    ] {
+        if version >= since {
+            parties.push((Party::java(server, version, None).await, latch_ttls));
+        }
+    }
+    parties.push((Party::connect(Side::Rlock, server).await, 20_000..=20_000));
+    parties
 }
 
 /// Which party a trace is of.
@@ -367,6 +373,18 @@ pub(crate) async fn check_every_side(
     adjust: impl Fn(&mut Trace),
     expected: impl Fn(Side) -> Trace,
 ) {
+    check_every_side_since(RedissonVersion::ALL[0], keys, tour, adjust, expected).await;
+}
+
+/// [`check_every_side`] for a kind that Redisson has from `since` on: the older Java parties are
+/// left out.
+async fn check_every_side_since(
+    since: RedissonVersion,
+    keys: &[&str],
+    tour: impl AsyncFn(&mut Tracer, &Party),
+    adjust: impl Fn(&mut Trace),
+    expected: impl Fn(Side) -> Trace,
+) {
     let latches = |label: &str, latch_ttls: &RangeInclusive<u64>, ttls: &[u64]| {
         assert!(!ttls.is_empty(), "{label}: no latch");
         assert!(
@@ -374,7 +392,11 @@ pub(crate) async fn check_every_side(
             "{label}: {ttls:?}"
         );
     };
-    compare_every_side(keys, false, tour, adjust, expected, latches).await;
+    let sides = Sides {
+        since,
+        script_calls: false,
+    };
+    compare_every_side(sides, keys, tour, adjust, expected, latches).await;
 }
 
 /// [`check_every_side`] for a synchronizer: every script invocation starts with its call
@@ -389,25 +411,37 @@ pub(crate) async fn check_synchronizer_every_side(
     let exactly = |label: &str, _: &RangeInclusive<u64>, seen: &[u64]| {
         assert_eq!(seen, ttls, "{label}: TTLs set");
     };
-    compare_every_side(keys, true, tour, adjust, expected, exactly).await;
+    let sides = Sides {
+        since: RedissonVersion::ALL[0],
+        script_calls: true,
+    };
+    compare_every_side(sides, keys, tour, adjust, expected, exactly).await;
 }
 
-/// Runs `tour` for every party of [`parties`] (one after the other, on one server), tracing
-/// `keys` (and the call of every script, with `script_calls`), compares the trace, once `adjust`ed,
-/// with `expected` of the party's side, and hands the TTLs it set to `check_ttls` with the party's
-/// label and latch TTLs.
-async fn compare_every_side(
-    keys: &[&str],
+/// Which parties a comparison runs, and how it traces them.
+struct Sides {
+    /// The oldest Java version to run ([`parties`]).
+    since: RedissonVersion,
+    /// Whether every script's call is traced ([`Tracer::with_script_calls`]).
     script_calls: bool,
+}
+
+/// Runs `tour` for every party of [`parties`] from `sides.since` on (one after the other, on one
+/// server), tracing `keys` (and the call of every script, with `sides.script_calls`), compares the
+/// trace, once `adjust`ed, with `expected` of the party's side, and hands the TTLs it set to
+/// `check_ttls` with the party's label and latch TTLs.
+async fn compare_every_side(
+    sides: Sides,
+    keys: &[&str],
     tour: impl AsyncFn(&mut Tracer, &Party),
     adjust: impl Fn(&mut Trace),
     expected: impl Fn(Side) -> Trace,
     check_ttls: impl Fn(&str, &RangeInclusive<u64>, &[u64]),
 ) {
     let server = RedisServer::start();
-    for (party, latch_ttls) in parties(&server).await {
+    for (party, latch_ttls) in parties(&server, sides.since).await {
         let mut tracer = Tracer::start(&server, keys).await;
-        if script_calls {
+        if sides.script_calls {
             tracer = tracer.with_script_calls();
         }
         tour(&mut tracer, &party).await;
@@ -453,6 +487,11 @@ pub(crate) fn assert_same_trace(label: &str, actual: &Trace, expected: &Trace) {
 pub(crate) async fn lock_tour(tracer: &mut Tracer, party: &Party, kind: Kind, name: &str) {
     let lock = party.get(kind, name);
     let outer = reentered_once(tracer, &lock).await;
+    lock_tour_end(tracer, &lock, name, outer).await;
+}
+
+/// The lock tour from its full unlock (of `outer`, thread 1's hold of `lock`, which is `name`) on.
+async fn lock_tour_end(tracer: &mut Tracer, lock: &PartyLock, name: &str, outer: Hold) {
     tracer.mark("full unlock").await;
     outer.release().await;
     tracer.redis().hold_foreign(name, 30_000).await;
@@ -494,9 +533,15 @@ const FOREIGN_WAITER: &str = "00000000-0000-4000-8000-000000000000:9";
 /// Thread 1's tour of the fair lock `FAIR`: the lock tour's steps, plus an unlock that wakes a
 /// queued head, a wait that queues and gives up, and the unlock of a lock that no longer exists.
 async fn fair_tour(tracer: &mut Tracer, party: &Party) {
-    let (queue, timeouts) = fair_keys();
     let lock = party.get(Kind::Fair, FAIR);
     let outer = reentered_once(tracer, &lock).await;
+    queue_foreign_waiter(tracer).await;
+    fair_tour_end(tracer, &lock, outer).await;
+}
+
+/// Queues [`FOREIGN_WAITER`] by hand, with a deadline far away.
+async fn queue_foreign_waiter(tracer: &mut Tracer) {
+    let (queue, timeouts) = fair_keys();
     let far_away = 4_000_000_000_000_u64;
     let redis = tracer.redis();
     let _: () = redis
@@ -509,6 +554,12 @@ async fn fair_tour(tracer: &mut Tracer, party: &Party) {
         .zadd(&timeouts, FOREIGN_WAITER, far_away)
         .await
         .expect("ZADD");
+}
+
+/// The fair tour from the full unlock (of `outer`, thread 1's hold of `lock`) that wakes the
+/// queued [`FOREIGN_WAITER`] on.
+async fn fair_tour_end(tracer: &mut Tracer, lock: &PartyLock, outer: Hold) {
+    let (queue, timeouts) = fair_keys();
     tracer.mark("full unlock wakes the head").await;
     outer.release().await;
     let redis = tracer.redis();
@@ -666,6 +717,103 @@ async fn fair_lock_scripts_follow_the_protocol() {
     let (queue, timeouts) = fair_keys();
     let adjust = |trace: &mut Trace| first_and_last(trace, "queue and give up");
     check_every_side(&[FAIR, &queue, &timeouts], fair_tour, adjust, fair_expected).await;
+}
+
+// ===== the non-reentrant locks (§8.8, §6.9) =====
+
+const NON_REENTRANT: &str = "golden:non-reentrant";
+
+/// The phases of thread 1's refused re-entries, one per acquisition form.
+const REFUSALS: [(&str, Acquisition); 3] = [
+    ("re-entry refused: lock()", Acquisition::Lock),
+    (
+        "re-entry refused: tryLock()",
+        Acquisition::Try(Duration::ZERO),
+    ),
+    (
+        "re-entry refused: tryLock(wait)",
+        Acquisition::Try(Duration::from_millis(300)),
+    ),
+];
+
+/// Thread 1, which holds `lock`, tries to take it again by every form ([`REFUSALS`]).
+async fn refused_reentries(tracer: &mut Tracer, lock: &PartyLock) {
+    for (phase, how) in REFUSALS {
+        tracer.mark(phase).await;
+        let outcome = lock.acquire(1, how, None).await;
+        assert!(
+            matches!(outcome, Acquired::ReentryRefused),
+            "{phase}: {outcome:?}"
+        );
+    }
+}
+
+/// `trace` of a reentrant twin's tour with its re-entry and partial unlock replaced by the
+/// refusals, each running `refusal`.
+fn refusing(mut trace: Trace, refusal: &[String]) -> Trace {
+    trace.retain(|(phase, _)| phase != "re-enter" && phase != "partial unlock");
+    let refusals = REFUSALS.map(|(phase, _)| (phase.to_owned(), vec![refusal.to_vec()]));
+    let _ = trace.splice(1..1, refusals);
+    trace
+}
+
+/// The lock tour with the re-entry refused instead: acquire, the refusals, then as the lock tour.
+async fn non_reentrant_tour(tracer: &mut Tracer, party: &Party) {
+    let lock = party.get(Kind::NonReentrant, NON_REENTRANT);
+    tracer.mark("acquire").await;
+    let hold = lock.lock(1).await;
+    refused_reentries(tracer, &lock).await;
+    lock_tour_end(tracer, &lock, NON_REENTRANT, hold).await;
+}
+
+/// §8.8: a free lock is taken as the `RLock` takes it, a busy one answers its PTTL as the `RLock`'s
+/// does, and the holder's re-entry stops at its field's `HEXISTS`, writing nothing; the rest is
+/// the `RLock`'s.
+fn non_reentrant_expected(side: Side) -> Trace {
+    let name = NON_REENTRANT;
+    let refusal = commands(&[&["exists", name], &["hexists", name, FIELD]]);
+    refusing(lock_expected(name, side), &refusal)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reentrant_lock_scripts_follow_the_protocol() {
+    let (since, keys) = (RedissonVersion::V4, [NON_REENTRANT]);
+    let expected = non_reentrant_expected;
+    check_every_side_since(since, &keys, non_reentrant_tour, |_| (), expected).await;
+}
+
+/// The fair tour with the re-entry refused instead, while [`FOREIGN_WAITER`] queues: acquire, the
+/// refusals, then as the fair tour (whose queueing waiter gives up).
+async fn non_reentrant_fair_tour(tracer: &mut Tracer, party: &Party) {
+    let lock = party.get(Kind::NonReentrantFair, FAIR);
+    tracer.mark("acquire").await;
+    let hold = lock.lock(1).await;
+    queue_foreign_waiter(tracer).await;
+    refused_reentries(tracer, &lock).await;
+    fair_tour_end(tracer, &lock, hold).await;
+}
+
+/// §6.9: both acquire forms run the fair lock's steps (a free lock is written with `HSET`, a busy
+/// one queues), but the holder's re-entry stops at its field's `HEXISTS`, after the purge and
+/// before the enqueue: it never queues, however many wait.
+fn non_reentrant_fair_expected(side: Side) -> Trace {
+    let (queue, timeouts) = fair_keys();
+    let refusal = commands(&[
+        &["lindex", &queue, "0"],
+        &["zscore", &timeouts, FOREIGN_WAITER],
+        &["exists", FAIR],
+        &["hexists", FAIR, FIELD],
+    ]);
+    refusing(fair_expected(side), &refusal)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reentrant_fair_lock_scripts_follow_the_protocol() {
+    let (queue, timeouts) = fair_keys();
+    let keys = [FAIR, &queue, &timeouts];
+    let adjust = |trace: &mut Trace| first_and_last(trace, "queue and give up");
+    let (since, tour) = (RedissonVersion::V4, non_reentrant_fair_tour);
+    check_every_side_since(since, &keys, tour, adjust, non_reentrant_fair_expected).await;
 }
 
 // ===== the spin lock (§8.1) =====
@@ -1120,6 +1268,7 @@ fn hand_off_keys(kind: Kind) -> (&'static str, Vec<String>) {
         Kind::Reentrant => (HAND_OFF, vec![HAND_OFF.to_owned()]),
         Kind::Fenced => (FENCED, vec![FENCED.to_owned(), token_key()]),
         Kind::Write => (RW, vec![RW.to_owned()]),
+        Kind::NonReentrant => (NON_REENTRANT, vec![NON_REENTRANT.to_owned()]),
         other => panic!("{other} does not hand off"),
     }
 }
@@ -1223,6 +1372,7 @@ fn hand_off_expected(kind: Kind) -> Trace {
     let own = match kind {
         Kind::Reentrant => lock_expected(name, Side::Rlock),
         Kind::Fenced => fenced_expected(Side::Rlock),
+        Kind::NonReentrant => non_reentrant_expected(Side::Rlock),
         _ => write_expected(Side::Rlock),
     };
     let second = owner(2);
@@ -1259,4 +1409,10 @@ async fn fenced_hand_off_runs_one_script_and_publishes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_hand_off_runs_one_script_and_publishes_nothing() {
     hand_off_follows_its_script(Kind::Write).await;
+}
+
+/// The non-reentrant lock hands off with its twin's (the `RLock`'s) script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reentrant_hand_off_runs_one_script_and_publishes_nothing() {
+    hand_off_follows_its_script(Kind::NonReentrant).await;
 }

@@ -1,6 +1,7 @@
 //! Leases across the sides: a hold with a lease expires silently (nothing is published), the other
 //! side's waiter gets the lock as soon as the PTTL it was given runs out, and the expired holder's
-//! late unlock is refused without touching the new holder.
+//! late unlock is refused without touching the new holder. For the `RLock` and the non-reentrant
+//! lock (its hash and channel).
 
 use std::time::Duration;
 
@@ -9,13 +10,13 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel};
 use tokio::time::Instant;
 
 use crate::support::{
-    Latencies, Listener, Message, Party, Redis, Side, Unlocked, WAKE_LIMIT, both_directions, holds,
-    woken,
+    Kind, Latencies, Listener, Message, Party, Redis, Side, Unlocked, WAKE_LIMIT, every_kind,
+    holds, woken,
 };
 
 const LEASE: Duration = Duration::from_millis(500);
 
-async fn expiry_hands_over_without_a_message(holder: Side, waiter: Side) {
+async fn expiry_hands_over_without_a_message(kind: Kind, holder: Side, waiter: Side) {
     let server = RedisServer::start();
     let holder = Party::connect(holder, &server).await;
     let waiter = Party::connect(waiter, &server).await;
@@ -24,14 +25,14 @@ async fn expiry_hands_over_without_a_message(holder: Side, waiter: Side) {
     let name = "interop:lease";
 
     let sent_at = Instant::now();
-    let expired = holder.lock(name).lock_with_lease(1, LEASE).await;
+    let expired = holder.get(kind, name).lock_with_lease(1, LEASE).await;
     let replied_at = Instant::now();
     let pttl = redis.pttl(name).await;
     assert!(
         (1..=500).contains(&pttl),
         "the hold has the 500 ms lease (pttl {pttl})"
     );
-    let (acquired_at, hold) = woken(waiter.lock(name).spawn_lock(2)).await;
+    let (acquired_at, hold) = woken(waiter.get(kind, name).spawn_lock(2)).await;
     assert!(
         acquired_at >= sent_at + LEASE,
         "the waiter took the lock before the lease ran out"
@@ -40,7 +41,7 @@ async fn expiry_hands_over_without_a_message(holder: Side, waiter: Side) {
     latencies.record(replied_at + LEASE, acquired_at);
     latencies.check(
         &format!(
-            "take-over after a lease, {} -> {}",
+            "{kind} take-over after a lease, {} -> {}",
             holder.side(),
             waiter.side()
         ),
@@ -64,7 +65,7 @@ async fn expiry_hands_over_without_a_message(holder: Side, waiter: Side) {
     );
 }
 
-both_directions!(expiry_hands_over_without_a_message);
+every_kind!(lock_and_twin both_directions: expiry_hands_over_without_a_message);
 
 /// A Java client that dies (its watchdog stops) leaves its lock to expire after the watchdog
 /// lease; an rlock waiter takes it at the PTTL, with nothing published. (An rlock holder cannot die

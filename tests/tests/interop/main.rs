@@ -8,23 +8,29 @@
 //!
 //! The scenarios every lock kind shares are also written once over a [`support::Kind`] and run for
 //! each kind (`…::<kind>::…`, e.g. `wakeup::unlock_wakes_the_waiter::reentrant::java_to_rlock`);
-//! the others are about the reentrant lock (`RLock`) alone.
+//! the others are about one kind (most about the reentrant lock, `RLock`, some also run for its
+//! non-reentrant twin).
 //!
 //! Modules, one behaviour each. For every kind:
 //! - [`exclusion`]: mutual exclusion under mixed contention (a non-atomic counter stays exact), for
 //!   every kind whose holders exclude each other (not the read lock);
 //! - [`wakeup`]: unlock and force-unlock wake the other side at once despite a 30 s PTTL (a
 //!   spin-lock poller within one back-off delay);
-//! - [`reentrancy`]: both sides' holds on one name over time, partial unlocks re-applying leases,
-//!   and unlocks by a non-owner refused on both sides.
+//! - [`reentrancy`]: both sides' holds on one name over time, partial unlocks re-applying leases
+//!   (for the kinds that re-enter), and unlocks by a non-owner refused on both sides.
 //!
 //! For one kind each:
-//! - [`fair`]: FIFO order across the sides, give-ups that leave the queue;
+//! - [`fair`]: FIFO order across the sides, give-ups that leave the queue (also for the
+//!   non-reentrant fair lock, and both fair kinds in one queue);
+//! - [`non_reentrant`]: for both non-reentrant locks, re-entries refused on both sides by every
+//!   acquisition form, changing nothing and never queueing; the lock and its reentrant twin as
+//!   one lock, across the sides and within a client;
 //! - [`rw`]: readers of both sides share, writers are kept out, `0` and `1` wake across the sides;
 //! - [`fenced`]: tokens strictly increase across the sides, and both read the same latest one;
 //! - [`spin`]: a poller notices the other side's silent unlock within one back-off delay.
 //!
-//! For the `RLock` alone:
+//! For the `RLock` (and, where its test names have a `non_reentrant` twin, the non-reentrant lock,
+//! which shares its hash, channel, messages and watchdog):
 //! - [`watchdog`]: renewal keeps the other side out past the lease (two tests take ~35 s), and a
 //!   holder notices a foreign force-unlock;
 //! - [`lease`]: leases expire silently and hand the lock over at the PTTL;
@@ -71,6 +77,7 @@ mod lease;
 mod local_hand_off;
 mod messages;
 mod names;
+mod non_reentrant;
 mod reentrancy;
 mod rw;
 mod semaphores;

@@ -1,6 +1,7 @@
 //! Raw messages on a lock channel (PROTOCOL.md §3.2, §11.4–§11.5): a waiter retries on an integer
 //! `0` (one waiter per client) or `1` (every waiter), ignores everything else without harm, and a
-//! wake-up is only a hint: the lock must really be free. Both sides' waiters behave the same.
+//! wake-up is only a hint: the lock must really be free. Both sides' waiters behave the same, for
+//! the `RLock` and the non-reentrant lock (its channel and messages).
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use rlock_tests::RedisServer;
 use rlock_tests::redisson::lock_channel;
 use tokio::time::Instant;
 
-use crate::support::{Latencies, Party, Redis, Side, WAKE_LIMIT, both_sides, holds, woken};
+use crate::support::{Kind, Latencies, Party, Redis, Side, WAKE_LIMIT, every_kind, holds, woken};
 
 /// Payloads Java's `Long.valueOf` rejects, or numbers other than 0 and 1: nobody wakes.
 const IGNORED: &[&[u8]] = &[
@@ -30,17 +31,17 @@ const IGNORED: &[&[u8]] = &[
 /// Payloads `Long.valueOf` reads as 0: one waiter per client wakes.
 const ZEROES: &[&str] = &["0", "00", "+0", "-0"];
 
-/// A waiter of `side` on a lock held by a third client: ignored payloads cause no retry; each
+/// A `kind` waiter of `side` on a lock held by a third client: ignored payloads cause no retry; each
 /// zero causes exactly one retry, after which the waiter sleeps again (the lock is still held); a
 /// silent release goes unnoticed until a `0` arrives, which then hands over within milliseconds.
-async fn only_integer_zero_or_one_wakes(side: Side) {
+async fn only_integer_zero_or_one_wakes(kind: Kind, side: Side) {
     let server = RedisServer::start();
     let party = Party::connect(side, &server).await;
     let mut redis = Redis::connect(&server).await;
     let name = "interop:messages";
     let channel = lock_channel(name);
     redis.hold_foreign(name, 30_000).await;
-    let waiting = party.lock(name).spawn_lock(2);
+    let waiting = party.get(kind, name).spawn_lock(2);
     let mut calls = redis.wait_parked(&channel, 1).await;
 
     for payload in IGNORED {
@@ -74,22 +75,27 @@ async fn only_integer_zero_or_one_wakes(side: Side) {
     let (acquired_at, hold) = woken(waiting).await;
     let mut latencies = Latencies::default();
     latencies.record(published_at, acquired_at);
-    latencies.check(&format!("raw PUBLISH 0 wakes a {side} waiter"), WAKE_LIMIT);
+    latencies.check(
+        &format!("raw PUBLISH 0 wakes a {side} {kind} waiter"),
+        WAKE_LIMIT,
+    );
     assert_eq!(redis.hash(name).await, holds([(party.field(2), 1)]));
     hold.release().await;
 }
 
-/// Three waiters of `side` (one client, racing: rlock without its local queue): `1` makes all three
+/// Three `kind` waiters of `side` (one client, racing: rlock without its local queue): `1` makes all three
 /// retry, `0` only one; on a free lock a `1` lets exactly one of them win while the others go back
 /// to sleep.
-async fn one_wakes_every_local_waiter(side: Side) {
+async fn one_wakes_every_local_waiter(kind: Kind, side: Side) {
     let server = RedisServer::start();
     let party = Party::racing(side, &server).await;
     let mut redis = Redis::connect(&server).await;
     let name = "interop:wake-all";
     let channel = lock_channel(name);
     redis.hold_foreign(name, 30_000).await;
-    let waiters: Vec<_> = (1..=3).map(|t| party.lock(name).spawn_lock(t)).collect();
+    let waiters: Vec<_> = (1..=3)
+        .map(|t| party.get(kind, name).spawn_lock(t))
+        .collect();
     let calls = redis.wait_parked(&channel, 1).await;
 
     redis.publish(&channel, b"1").await;
@@ -111,7 +117,10 @@ async fn one_wakes_every_local_waiter(side: Side) {
     }
 }
 
-both_sides!(only_integer_zero_or_one_wakes, one_wakes_every_local_waiter);
+every_kind!(
+    lock_and_twin both_sides: only_integer_zero_or_one_wakes,
+    one_wakes_every_local_waiter,
+);
 
 /// A known difference (rlock is the safer one): when its subscriber connection drops, rlock
 /// re-polls at once and resubscribes, where Java only resubscribes and sleeps out the PTTL. The

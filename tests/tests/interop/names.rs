@@ -1,12 +1,13 @@
 //! Names (PROTOCOL.md §1.3–§1.5): odd lock names work across the sides, and the lock key, the
 //! channel and the latch keys are exactly Redisson's, byte for byte. The expected channels are
-//! literals here, not computed by either implementation.
+//! literals here, not computed by either implementation. For the `RLock` and the non-reentrant
+//! lock (its hash and channel).
 
 use std::time::Duration;
 
 use rlock_tests::RedisServer;
 
-use crate::support::{Listener, Message, Party, Redis, Side, both_directions, holds, woken};
+use crate::support::{Kind, Listener, Message, Party, Redis, Side, every_kind, holds, woken};
 
 /// Lock names and the channel Redisson derives from each.
 const NAMES: &[(&str, &str)] = &[
@@ -24,7 +25,7 @@ const NAMES: &[(&str, &str)] = &[
 /// For each name: `holder` holds, `waiter` waits; the hash is the raw name; the only subscribed
 /// channel is the expected one; both unlocks are heard on exactly that channel; every latch key is
 /// `redisson_unlock_latch` + the same brace rule + `:<32 hex>`.
-async fn names_match_byte_for_byte(holder: Side, waiter: Side) {
+async fn names_match_byte_for_byte(kind: Kind, holder: Side, waiter: Side) {
     let server = RedisServer::start();
     let holder = Party::connect(holder, &server).await;
     let waiter = Party::connect(waiter, &server).await;
@@ -39,13 +40,13 @@ async fn names_match_byte_for_byte(holder: Side, waiter: Side) {
         .chain([(long_name.as_str(), long_channel.as_str())]);
 
     for (name, channel) in cases {
-        let hold = holder.lock(name).lock(1).await;
+        let hold = holder.get(kind, name).lock(1).await;
         assert_eq!(
             redis.hash(name).await,
             holds([(holder.field(1), 1)]),
             "{name:?}"
         );
-        let waiting = waiter.lock(name).spawn_lock(2);
+        let waiting = waiter.get(kind, name).spawn_lock(2);
         let _ = redis.wait_parked(channel, 1).await;
         assert_eq!(
             redis.channels().await,
@@ -91,4 +92,4 @@ async fn names_match_byte_for_byte(holder: Side, waiter: Side) {
     }
 }
 
-both_directions!(names_match_byte_for_byte);
+every_kind!(lock_and_twin both_directions: names_match_byte_for_byte);

@@ -8,6 +8,8 @@
 //! objects in [`Party::get`] (a [`JavaObject`] and an [`RlockObject`] variant, and their arms in
 //! `java_object!` and `rlock_object!`), and a line in [`every_kind!`]'s lists, which run the
 //! generic scenarios for it, and in [`Kind::ALL`]. Its own scenarios go into a module of their own.
+//! A kind that is another's with a different acquire (the non-reentrant locks) names that one as
+//! its [`Kind::twin`], whose channels and messages it shares.
 //!
 //! The synchronizers (semaphores, count-down latch) have their own parties: [`synchronizers`].
 
@@ -22,8 +24,9 @@ use rlock_redisson::{Owner, ShardedPubSub};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
 use rlock_tests::redisson::{
-    JavaClient, JavaConfig, JavaFairLock, JavaFencedLock, JavaLock, JavaRwLock, JavaSpinLock,
-    RedissonVersion, ThreadId, lock_channel, prefix_name,
+    JavaClient, JavaConfig, JavaError, JavaFairLock, JavaFencedLock, JavaLock,
+    JavaNonReentrantFairLock, JavaNonReentrantLock, JavaRwLock, JavaSpinLock, RedissonVersion,
+    ThreadId, lock_channel, prefix_name,
 };
 use rlock_tests::topology::Cluster;
 use tokio::sync::mpsc;
@@ -97,19 +100,42 @@ pub(crate) enum Kind {
     Read,
     /// The write half: `writeLock()`, rlock's `WriteLock`.
     Write,
+    /// The non-reentrant lock (Redisson 4.4+): `RNonReentrantLock` (`getNonReentrantLock`),
+    /// rlock's `NonReentrantLock`. The reentrant lock's hash and channel; a re-entry is refused.
+    NonReentrant,
+    /// The non-reentrant fair lock (4.4+): `RNonReentrantFairLock` (`getNonReentrantFairLock`),
+    /// rlock's `NonReentrantFairLock`. The fair lock's hash and queue; a re-entry is refused.
+    NonReentrantFair,
 }
 
 impl Kind {
     /// Every kind, for a scenario that loops over them within one test (as [`every_kind!`]
     /// instantiates the others: a new kind joins both).
-    pub(crate) const ALL: [Self; 6] = [
+    pub(crate) const ALL: [Self; 8] = [
         Self::Reentrant,
         Self::Fair,
         Self::Spin,
         Self::Fenced,
         Self::Read,
         Self::Write,
+        Self::NonReentrant,
+        Self::NonReentrantFair,
     ];
+
+    /// The kind whose hash, channels, messages and release this one shares, acquiring otherwise:
+    /// the reentrant twin of a non-reentrant lock, else the kind itself.
+    pub(crate) fn twin(self) -> Self {
+        match self {
+            Self::NonReentrant => Self::Reentrant,
+            Self::NonReentrantFair => Self::Fair,
+            kind => kind,
+        }
+    }
+
+    /// Whether an owner that holds the lock can take it again (a second hold, counted).
+    pub(crate) fn is_reentrant(self) -> bool {
+        self.twin() == self
+    }
 
     /// The kind that a holder of this kind keeps out, for the scenarios with a holder and someone
     /// who waits for it: a writer for a reader (readers share), else this kind.
@@ -145,11 +171,12 @@ impl Kind {
     /// The channel that a waiter whose owner field is `owner` sleeps on (§1.4): the lock's, the
     /// fair waiter's own, the read-write lock's; `None` for the spin lock, whose waiters poll.
     pub(crate) fn channel(self, name: &str, owner: &str) -> Option<String> {
-        match self {
+        match self.twin() {
             Self::Reentrant | Self::Fenced => Some(lock_channel(name)),
             Self::Fair => Some(format!("{}:{owner}", lock_channel(name))),
             Self::Read | Self::Write => Some(prefix_name("redisson_rwlock", name)),
             Self::Spin => None,
+            Self::NonReentrant | Self::NonReentrantFair => unreachable!("a twin re-enters"),
         }
     }
 
@@ -157,11 +184,12 @@ impl Kind {
     /// lock's `0`, the read lock's `0` and the write lock's `1` on the read-write channel; nothing
     /// for the fair lock (it wakes the queue head only) and the spin lock.
     pub(crate) fn release_message(self, name: &str) -> Option<Message> {
-        match self {
+        match self.twin() {
             Self::Reentrant | Self::Fenced => Some(Message::new(lock_channel(name), "0")),
             Self::Read => Some(Message::new(prefix_name("redisson_rwlock", name), "0")),
             Self::Write => Some(Message::new(prefix_name("redisson_rwlock", name), "1")),
             Self::Fair | Self::Spin => None,
+            Self::NonReentrant | Self::NonReentrantFair => unreachable!("a twin re-enters"),
         }
     }
 
@@ -170,10 +198,11 @@ impl Kind {
     /// (§6.7 step 3: it would wake a queue head, and there is none); refused, but with the unlock
     /// message of the half, for the read-write lock (§7.3, §7.5 step 2).
     pub(crate) fn missing_unlock(self, name: &str) -> (Unlocked, Option<Message>) {
-        match self {
+        match self.twin() {
             Self::Reentrant | Self::Fenced | Self::Spin => (Unlocked::NotOwner, None),
             Self::Fair => (Unlocked::Released, None),
             Self::Read | Self::Write => (Unlocked::NotOwner, self.release_message(name)),
+            Self::NonReentrant | Self::NonReentrantFair => unreachable!("a twin re-enters"),
         }
     }
 
@@ -197,6 +226,8 @@ impl fmt::Display for Kind {
             Self::Fenced => "RFencedLock",
             Self::Read => "RReadWriteLock.readLock",
             Self::Write => "RReadWriteLock.writeLock",
+            Self::NonReentrant => "RNonReentrantLock",
+            Self::NonReentrantFair => "RNonReentrantFairLock",
         })
     }
 }
@@ -318,6 +349,10 @@ impl Party {
                 Kind::Fenced => JavaObject::Fenced(java.get_fenced_lock(name)),
                 Kind::Read => JavaObject::Rw(java.get_read_write_lock(name).read_lock()),
                 Kind::Write => JavaObject::Rw(java.get_read_write_lock(name).write_lock()),
+                Kind::NonReentrant => JavaObject::NonReentrant(java.get_non_reentrant_lock(name)),
+                Kind::NonReentrantFair => {
+                    JavaObject::NonReentrantFair(java.get_non_reentrant_fair_lock(name))
+                }
             }),
             Self::Rlock(client) => PartyLock::Rlock(match kind {
                 Kind::Reentrant => RlockObject::Reentrant(client.lock(name)),
@@ -326,6 +361,10 @@ impl Party {
                 Kind::Fenced => RlockObject::Fenced(client.fenced_lock(name)),
                 Kind::Read => RlockObject::Read(client.read_write_lock(name).read()),
                 Kind::Write => RlockObject::Write(client.read_write_lock(name).write()),
+                Kind::NonReentrant => RlockObject::NonReentrant(client.non_reentrant_lock(name)),
+                Kind::NonReentrantFair => {
+                    RlockObject::NonReentrantFair(client.non_reentrant_fair_lock(name))
+                }
             }),
         }
     }
@@ -354,6 +393,8 @@ pub(crate) enum JavaObject {
     Fenced(JavaFencedLock),
     /// Either half of a read-write lock.
     Rw(JavaRwLock),
+    NonReentrant(JavaNonReentrantLock),
+    NonReentrantFair(JavaNonReentrantFairLock),
 }
 
 /// An rlock lock handle, one variant per kind.
@@ -365,10 +406,13 @@ pub(crate) enum RlockObject {
     Fenced(rlock_redisson::FencedLock),
     Read(rlock_redisson::ReadLock),
     Write(rlock_redisson::WriteLock),
+    NonReentrant(rlock_redisson::NonReentrantLock),
+    NonReentrantFair(rlock_redisson::NonReentrantFairLock),
 }
 
 /// `$body` with `$lock` bound to the object inside a [`JavaObject`], whatever its type: the
-/// objects share their method names.
+/// objects share their method names (the non-reentrant ones' acquisitions fail with a
+/// [`JavaError`], the others' with a `RedisError`: a body converts them with `thrown`).
 macro_rules! java_object {
     ($object:expr, $lock:ident => $body:expr) => {
         match $object {
@@ -377,6 +421,8 @@ macro_rules! java_object {
             JavaObject::Spin($lock) => $body,
             JavaObject::Fenced($lock) => $body,
             JavaObject::Rw($lock) => $body,
+            JavaObject::NonReentrant($lock) => $body,
+            JavaObject::NonReentrantFair($lock) => $body,
         }
     };
 }
@@ -392,6 +438,8 @@ macro_rules! rlock_object {
             RlockObject::Fenced($lock) => $body,
             RlockObject::Read($lock) => $body,
             RlockObject::Write($lock) => $body,
+            RlockObject::NonReentrant($lock) => $body,
+            RlockObject::NonReentrantFair($lock) => $body,
         }
     };
 }
@@ -403,33 +451,101 @@ pub(crate) enum PartyLock {
     Rlock(RlockObject),
 }
 
+/// An acquisition call, as both sides have them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Acquisition {
+    /// Java's `lock()` / `lock(leaseTime)`, rlock's `lock` / `lock_with_lease`: waits without
+    /// limit.
+    Lock,
+    /// Tries for up to the wait: Java's `tryLock(waitTime, leaseTime)`, or with a zero wait and no
+    /// lease its `tryLock()`; rlock's `try_lock_for` / `try_lock_with_lease`, or `try_lock`.
+    Try(Duration),
+}
+
+/// What an acquisition ended in.
+#[derive(Debug)]
+pub(crate) enum Acquired {
+    Held(Hold),
+    /// A try that did not get the lock.
+    Busy,
+    /// A re-entry the kind refuses: Java's `IllegalMonitorStateException`, rlock's
+    /// `Error::ReentryRefused`. Nothing changed.
+    ReentryRefused,
+}
+
+impl Acquired {
+    /// The hold of an acquisition that must succeed.
+    fn held(self, call: &str) -> Hold {
+        match self {
+            Self::Held(hold) => hold,
+            other => panic!("{call}: {other:?}"),
+        }
+    }
+}
+
 impl PartyLock {
-    /// Waits for the lock without a lease (the watchdog keeps it).
-    pub(crate) async fn lock(&self, thread: ThreadId) -> Hold {
+    /// `how` for `thread`, with a lease or the watchdog.
+    pub(crate) async fn acquire(
+        &self,
+        thread: ThreadId,
+        how: Acquisition,
+        lease: Option<Duration>,
+    ) -> Acquired {
         match self {
             Self::Java(object) => {
-                java_object!(object, lock => lock.lock(thread).await).expect("java lock()");
-                self.java_hold(thread)
+                let acquired = match (how, lease) {
+                    (Acquisition::Lock, None) => java_object!(object, lock => {
+                        thrown(lock.lock(thread).await.map(|()| true))
+                    }),
+                    (Acquisition::Lock, Some(lease)) => java_object!(object, lock => {
+                        let locked = lock.lock_with_lease(thread, lease).await;
+                        thrown(locked.map(|()| true))
+                    }),
+                    (Acquisition::Try(Duration::ZERO), None) => java_object!(object, lock => {
+                        thrown(lock.try_lock(thread).await)
+                    }),
+                    (Acquisition::Try(wait), lease) => java_object!(object, lock => {
+                        thrown(lock.try_lock_for(thread, wait, lease).await)
+                    }),
+                };
+                match acquired {
+                    Ok(true) => Acquired::Held(self.java_hold(thread)),
+                    Ok(false) => Acquired::Busy,
+                    Err(JavaError::IllegalMonitorState(_)) => Acquired::ReentryRefused,
+                    Err(e) => panic!("java {how:?} failed: {e}"),
+                }
             }
             Self::Rlock(object) => rlock_object!(object, lock => {
-                Hold::from(owned(lock, thread).lock().await.expect("rlock lock"))
+                let lock = owned(lock, thread);
+                let guard = match (how, lease) {
+                    (Acquisition::Lock, None) => lock.lock().await.map(Some),
+                    (Acquisition::Lock, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
+                    (Acquisition::Try(Duration::ZERO), None) => lock.try_lock().await,
+                    (Acquisition::Try(wait), None) => lock.try_lock_for(wait).await,
+                    (Acquisition::Try(wait), Some(lease)) => {
+                        lock.try_lock_with_lease(wait, lease).await
+                    }
+                };
+                match guard {
+                    Ok(Some(guard)) => Acquired::Held(Hold::from(guard)),
+                    Ok(None) => Acquired::Busy,
+                    Err(rlock_redisson::Error::ReentryRefused { .. }) => Acquired::ReentryRefused,
+                    Err(e) => panic!("rlock {how:?} failed: {e}"),
+                }
             }),
         }
     }
 
+    /// Waits for the lock without a lease (the watchdog keeps it).
+    pub(crate) async fn lock(&self, thread: ThreadId) -> Hold {
+        let acquired = self.acquire(thread, Acquisition::Lock, None).await;
+        acquired.held("lock()")
+    }
+
     /// Waits for the lock, for a hold that expires after `lease`.
     pub(crate) async fn lock_with_lease(&self, thread: ThreadId, lease: Duration) -> Hold {
-        match self {
-            Self::Java(object) => {
-                java_object!(object, lock => lock.lock_with_lease(thread, lease).await)
-                    .expect("java lock(leaseTime)");
-                self.java_hold(thread)
-            }
-            Self::Rlock(object) => rlock_object!(object, lock => {
-                let guard = owned(lock, thread).lock_with_lease(lease).await;
-                Hold::from(guard.expect("rlock lock_with_lease"))
-            }),
-        }
+        let acquired = self.acquire(thread, Acquisition::Lock, Some(lease)).await;
+        acquired.held("lock(leaseTime)")
     }
 
     /// Tries for up to `wait` (zero: once), with a lease or the watchdog.
@@ -439,25 +555,10 @@ impl PartyLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Option<Hold> {
-        match self {
-            Self::Java(object) => {
-                let acquired = if wait.is_zero() && lease.is_none() {
-                    java_object!(object, lock => lock.try_lock(thread).await)
-                } else {
-                    java_object!(object, lock => lock.try_lock_for(thread, wait, lease).await)
-                };
-                acquired
-                    .expect("java tryLock")
-                    .then(|| self.java_hold(thread))
-            }
-            Self::Rlock(object) => rlock_object!(object, lock => {
-                let lock = owned(lock, thread);
-                let guard = match lease {
-                    None => lock.try_lock_for(wait).await,
-                    Some(lease) => lock.try_lock_with_lease(wait, lease).await,
-                };
-                guard.expect("rlock try_lock").map(Hold::from)
-            }),
+        match self.acquire(thread, Acquisition::Try(wait), lease).await {
+            Acquired::Held(hold) => Some(hold),
+            Acquired::Busy => None,
+            Acquired::ReentryRefused => panic!("tryLock: re-entry refused"),
         }
     }
 
@@ -497,14 +598,17 @@ impl PartyLock {
     /// The fair lock's queue, head first, as each side's API lists it (Java: `LRANGE` of the
     /// queue; rlock: `FairLock::queue`).
     pub(crate) async fn queue(&self) -> Vec<String> {
-        match self {
-            Self::Java(JavaObject::Fair(lock)) => lock.queue().await.expect("java queue"),
-            Self::Rlock(RlockObject::Fair(lock)) => {
-                let waiters = lock.queue().await.expect("rlock queue");
-                waiters.into_iter().map(|waiter| waiter.field).collect()
+        let waiters = match self {
+            Self::Java(JavaObject::Fair(lock)) => return lock.queue().await.expect("java queue"),
+            Self::Java(JavaObject::NonReentrantFair(lock)) => {
+                return lock.queue().await.expect("java queue");
             }
+            Self::Rlock(RlockObject::Fair(lock)) => lock.queue().await,
+            Self::Rlock(RlockObject::NonReentrantFair(lock)) => lock.queue().await,
             _ => panic!("not a fair lock"),
-        }
+        };
+        let waiters = waiters.expect("rlock queue");
+        waiters.into_iter().map(|waiter| waiter.field).collect()
     }
 
     /// Waits for the fenced lock; the hold and its token (Java: `lockAndGetToken()`; rlock: the
@@ -543,6 +647,12 @@ impl PartyLock {
             thread,
         }
     }
+}
+
+/// A Java acquisition's outcome with what it throws as a [`JavaError`] (the non-reentrant objects'
+/// own error; the others' `RedisError`s are never the refusal).
+fn thrown<T, E: Into<JavaError>>(result: Result<T, E>) -> Result<T, JavaError> {
+    result.map_err(Into::into)
 }
 
 fn owned<K: LockKind>(lock: &rlock_redisson::Lock<K>, thread: ThreadId) -> rlock_redisson::Lock<K> {
@@ -683,37 +793,94 @@ macro_rules! both_sides {
 /// - `every_kind!(one_test: scenario)` for `scenario(kind: Kind)`: the test `<scenario>::<kind>`;
 /// - `every_kind!(both_directions: scenario)` for `scenario(kind: Kind, a: Side, b: Side)`: the
 ///   tests `<scenario>::<kind>::java_to_rlock` and `…::rlock_to_java` (see [`both_directions!`]);
+/// - `every_kind!(both_sides: scenario)` for `scenario(kind: Kind, side: Side)`: the tests
+///   `<scenario>::<kind>::java` and `…::rlock` (see [`both_sides!`]);
 /// - `every_kind!(matrix: scenario)` for `scenario(kind: Kind, topology: Topology, a: Side,
 ///   b: Side)`: those two tests on a single server, and the same in a cluster as
 ///   `<scenario>::<kind>::cluster::…`, ignored by default (`scripts/interop-matrix.sh` runs them).
 ///
-/// `every_kind!(exclusive <shape>: scenario)` leaves out the read lock, whose holders share: for
-/// the scenarios where everyone excludes everyone.
+/// A word before the shape leaves kinds out: `exclusive` the read lock, whose holders share (for
+/// the scenarios where everyone excludes everyone); `reentrant` the non-reentrant locks (for the
+/// scenarios that re-enter; they are also the kinds every emulated Redisson version has);
+/// `exclusive reentrant` both. `non_reentrant` runs it for the non-reentrant locks alone, and
+/// `lock_and_twin` for the `RLock` and the non-reentrant lock, which share its hash, channel,
+/// messages and watchdog (for the scenarios about those).
 macro_rules! every_kind {
+    (exclusive reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
+        }
+    )*};
     (exclusive $shape:ident: $($scenario:ident),* $(,)?) => {$(
         mod $scenario {
-            $crate::support::every_kind!(@exclusive $shape $scenario);
+            $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
+            $crate::support::every_kind!(@non_reentrant $shape $scenario);
+        }
+    )*};
+    (non_reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            $crate::support::every_kind!(@non_reentrant $shape $scenario);
+        }
+    )*};
+    (lock_and_twin $shape:ident: $($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::Reentrant, $scenario);
+            $crate::support::every_kind!(
+                @$shape non_reentrant, $crate::support::Kind::NonReentrant, $scenario
+            );
+        }
+    )*};
+    (reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
+            $crate::support::every_kind!(@$shape read, $crate::support::Kind::Read, $scenario);
         }
     )*};
     ($shape:ident: $($scenario:ident),* $(,)?) => {$(
         mod $scenario {
-            $crate::support::every_kind!(@exclusive $shape $scenario);
+            $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
             $crate::support::every_kind!(@$shape read, $crate::support::Kind::Read, $scenario);
+            $crate::support::every_kind!(@non_reentrant $shape $scenario);
         }
     )*};
-    // The kinds whose holders exclude each other, one line each: a new kind joins here (or, if
-    // its holders share, next to the read lock above).
-    (@exclusive $shape:ident $scenario:ident) => {
+    // The kinds whose holders exclude each other and re-enter, one line each: a new kind joins
+    // here, or, if its holders share, next to the read lock above, or, if it refuses re-entries,
+    // below.
+    (@exclusive_reentrant $shape:ident $scenario:ident) => {
         $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::Reentrant, $scenario);
         $crate::support::every_kind!(@$shape fair, $crate::support::Kind::Fair, $scenario);
         $crate::support::every_kind!(@$shape spin, $crate::support::Kind::Spin, $scenario);
         $crate::support::every_kind!(@$shape fenced, $crate::support::Kind::Fenced, $scenario);
         $crate::support::every_kind!(@$shape write, $crate::support::Kind::Write, $scenario);
     };
+    // The non-reentrant kinds (their holders exclude each other).
+    (@non_reentrant $shape:ident $scenario:ident) => {
+        $crate::support::every_kind!(
+            @$shape non_reentrant, $crate::support::Kind::NonReentrant, $scenario
+        );
+        $crate::support::every_kind!(
+            @$shape non_reentrant_fair, $crate::support::Kind::NonReentrantFair, $scenario
+        );
+    };
     (@one_test $name:ident, $kind:expr, $scenario:ident) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
             super::$scenario($kind).await;
+        }
+    };
+    (@both_sides $name:ident, $kind:expr, $scenario:ident) => {
+        mod $name {
+            use $crate::support::Side;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn java() {
+                super::super::$scenario($kind, Side::Java).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn rlock() {
+                super::super::$scenario($kind, Side::Rlock).await;
+            }
         }
     };
     (@both_directions $name:ident, $kind:expr, $scenario:ident) => {

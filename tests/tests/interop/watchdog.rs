@@ -1,6 +1,8 @@
 //! Watchdogs across the sides: a holder without a lease keeps the other side waiting past its
 //! lease, for as long as it holds, and the waiter gets the lock right after the unlock. A holder's
-//! watchdog also notices when the other side force-unlocks its lock, and never resurrects it.
+//! watchdog also notices when the other side force-unlocks its lock, and never resurrects it. The
+//! non-reentrant lock's holds are the `RLock`'s, renewed alike: the scaled tests and the
+//! force-unlock run for it too.
 //!
 //! The two `thirty_seconds` tests use the default 30 s watchdog and take ~36 s each (run them in
 //! parallel, as `cargo test` does); the `scaled` tests do the same with a 900 ms watchdog.
@@ -11,24 +13,25 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel};
 use rlock_tests::{RedisServer, harness};
 use tokio::time::Instant;
 
-use crate::support::{Latencies, Party, Redis, Side, WAKE_LIMIT, both_directions, holds, woken};
+use crate::support::{Kind, Latencies, Party, Redis, Side, WAKE_LIMIT, every_kind, holds, woken};
 
 /// Renewed every 300 ms, which leaves 600 ms for a stalled machine.
 const SCALED_WATCHDOG: Duration = Duration::from_millis(900);
 
-/// `holder` takes the lock without a lease and keeps it for `hold_for` (longer than its watchdog
-/// lease) while `waiter` waits: the hash keeps the holder's field all along, and the waiter owns the
-/// lock within milliseconds of the unlock.
+/// `holder` takes the `kind` lock without a lease and keeps it for `hold_for` (longer than its
+/// watchdog lease) while `waiter` waits: the hash keeps the holder's field all along, and the
+/// waiter owns the lock within milliseconds of the unlock.
 async fn renewal_outlasts_the_lease(
     server: &RedisServer,
+    kind: Kind,
     holder: Party,
     waiter: Party,
     hold_for: Duration,
 ) {
     let mut redis = Redis::connect(server).await;
     let name = "interop:watchdog";
-    let hold = holder.lock(name).lock(1).await;
-    let waiting = waiter.lock(name).spawn_lock(2);
+    let hold = holder.get(kind, name).lock(1).await;
+    let waiting = waiter.get(kind, name).spawn_lock(2);
     let _ = redis.wait_parked(&lock_channel(name), 1).await;
     let until = Instant::now() + hold_for;
     let mut lowest_pttl = i64::MAX;
@@ -48,7 +51,7 @@ async fn renewal_outlasts_the_lease(
     latencies.record(unlocked_at, acquired_at);
     latencies.check(
         &format!(
-            "wake-up after a renewed hold of {hold_for:?}, {} -> {}",
+            "{kind} wake-up after a renewed hold of {hold_for:?}, {} -> {}",
             holder.side(),
             waiter.side()
         ),
@@ -69,7 +72,7 @@ mod thirty_seconds {
         let server = RedisServer::start();
         let holder = Party::connect(Side::Java, &server).await;
         let waiter = Party::connect(Side::Rlock, &server).await;
-        renewal_outlasts_the_lease(&server, holder, waiter, HOLD_FOR).await;
+        renewal_outlasts_the_lease(&server, Kind::Reentrant, holder, waiter, HOLD_FOR).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,7 +80,7 @@ mod thirty_seconds {
         let server = RedisServer::start();
         let holder = Party::connect(Side::Rlock, &server).await;
         let waiter = Party::connect(Side::Java, &server).await;
-        renewal_outlasts_the_lease(&server, holder, waiter, HOLD_FOR).await;
+        renewal_outlasts_the_lease(&server, Kind::Reentrant, holder, waiter, HOLD_FOR).await;
     }
 }
 
@@ -87,48 +90,63 @@ mod scaled {
     /// Three leases.
     const HOLD_FOR: Duration = Duration::from_millis(2_700);
 
-    async fn java_holder(version: RedissonVersion) {
+    async fn java_holder(version: RedissonVersion, kind: Kind) {
         let server = RedisServer::start();
         let holder = Party::java(&server, version, Some(SCALED_WATCHDOG)).await;
         let waiter = Party::connect_with(Side::Rlock, &server, Some(SCALED_WATCHDOG)).await;
-        renewal_outlasts_the_lease(&server, holder, waiter, HOLD_FOR).await;
+        renewal_outlasts_the_lease(&server, kind, holder, waiter, HOLD_FOR).await;
+    }
+
+    async fn rlock_holder(kind: Kind) {
+        let server = RedisServer::start();
+        let holder = Party::connect_with(Side::Rlock, &server, Some(SCALED_WATCHDOG)).await;
+        let waiter = Party::connect_with(Side::Java, &server, Some(SCALED_WATCHDOG)).await;
+        renewal_outlasts_the_lease(&server, kind, holder, waiter, HOLD_FOR).await;
     }
 
     /// 3.31: one renewal timer per lock (§4.3).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn java_3_31_holder_keeps_rlock_waiting() {
-        java_holder(RedissonVersion::V3_31).await;
+        java_holder(RedissonVersion::V3_31, Kind::Reentrant).await;
     }
 
     /// HEAD: one batched renewal task (§4.2).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn java_head_holder_keeps_rlock_waiting() {
-        java_holder(RedissonVersion::V4).await;
+        java_holder(RedissonVersion::V4, Kind::Reentrant).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rlock_holder_keeps_java_waiting() {
-        let server = RedisServer::start();
-        let holder = Party::connect_with(Side::Rlock, &server, Some(SCALED_WATCHDOG)).await;
-        let waiter = Party::connect_with(Side::Java, &server, Some(SCALED_WATCHDOG)).await;
-        renewal_outlasts_the_lease(&server, holder, waiter, HOLD_FOR).await;
+        rlock_holder(Kind::Reentrant).await;
+    }
+
+    /// HEAD's batched task renews a non-reentrant hold as an `RLock`'s (§8.8: `LockTask`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn java_head_non_reentrant_holder_keeps_rlock_waiting() {
+        java_holder(RedissonVersion::V4, Kind::NonReentrant).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rlock_non_reentrant_holder_keeps_java_waiting() {
+        rlock_holder(Kind::NonReentrant).await;
     }
 }
 
 /// `forcer` deletes a lock that `holder` keeps with a (900 ms) watchdog: within a renewal or two
 /// the holder's watchdog finds its field gone and stops, without recreating the key; an rlock
 /// holder's guard reports the lease lost.
-async fn foreign_force_unlock_is_noticed(holder: Side, forcer: Side) {
+async fn foreign_force_unlock_is_noticed(kind: Kind, holder: Side, forcer: Side) {
     let server = RedisServer::start();
     let holder = Party::connect_with(holder, &server, Some(SCALED_WATCHDOG)).await;
     let forcer = Party::connect(forcer, &server).await;
     let mut redis = Redis::connect(&server).await;
     let name = "interop:forced";
-    let hold = holder.lock(name).lock(1).await;
+    let hold = holder.get(kind, name).lock(1).await;
     tokio::time::sleep(SCALED_WATCHDOG).await;
     assert!(holder.is_renewing(name));
 
-    assert!(forcer.lock(name).force_unlock().await);
+    assert!(forcer.get(kind, name).force_unlock().await);
     let stopped = harness::eventually(SCALED_WATCHDOG * 2, async || !holder.is_renewing(name));
     assert!(stopped.await, "the holder's watchdog noticed the loss");
     assert_ne!(hold.is_lease_lost(), Some(false), "rlock tells the guard");
@@ -137,7 +155,7 @@ async fn foreign_force_unlock_is_noticed(holder: Side, forcer: Side) {
     drop(hold);
 }
 
-both_directions!(foreign_force_unlock_is_noticed);
+every_kind!(lock_and_twin both_directions: foreign_force_unlock_is_noticed);
 
 /// The renewal scripts check the owner field (§4.2, §4.3): Java's (one per lock in 3.31, batched
 /// in HEAD), run by hand over a lock rlock holds and one Java holds, renew only Java's, and leave
