@@ -1,6 +1,6 @@
-//! The fair lock across the sides (PROTOCOL.md §6): Java and rlock waiters share one FIFO queue,
-//! so interleaved they acquire in queue order, and a waiter of either side that gives up leaves
-//! the queue and its deadline (§6.6), moving the deadlines behind it up by its wait.
+//! The fair lock across the sides (docs/protocol.md §6): Java and rlock waiters share one FIFO
+//! queue, so interleaved they acquire in queue order, and a waiter of either side that gives up
+//! leaves the queue and its deadline (§6.6), moving the deadlines behind it up by its wait.
 
 use std::time::Duration;
 
