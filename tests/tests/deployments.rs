@@ -1,4 +1,4 @@
-//! Where Java teams run Redis in 2026, and what rlock does there (PROTOCOL.md §9.2, README
+//! Where Java teams run Redis in 2026, and what rlock does there (docs/protocol.md §9.2, README
 //! "Deployments"): a cluster behind one address, servers whose ACL or proxy refuses scripts,
 //! `WAIT` or `SUBSCRIBE`, an eviction policy that may drop lock keys, and credentials that rotate.
 

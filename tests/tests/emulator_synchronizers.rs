@@ -1,7 +1,7 @@
 //! The Redisson emulator's synchronizers (`rlock_tests::redisson`: `RSemaphore`,
-//! `RPermitExpirableSemaphore`, `RCountDownLatch`, PROTOCOL.md §8.5–§8.7) against a real Redis,
-//! Java against Java: what Redis holds (keys, raw permit ids, scores) and what travels on the
-//! channels (names and payloads byte for byte), permits never exceeded under contention, and
+//! `RPermitExpirableSemaphore`, `RCountDownLatch`, docs/protocol.md §8.5–§8.7) against a real
+//! Redis, Java against Java: what Redis holds (keys, raw permit ids, scores) and what travels on
+//! the channels (names and payloads byte for byte), permits never exceeded under contention, and
 //! waiters on one client woken by another client's release or count-down within [`WAKE_LIMIT`].
 
 use std::sync::Arc;

@@ -176,7 +176,8 @@ async fn reentry_and_unlock_of_a_missing_fair_lock() {
         outer.unlock().await.expect("unlock");
     })
     .await;
-    // Redisson reports success for the unlock of a fair lock that is not held (PROTOCOL.md §6.7).
+    // Redisson reports success for the unlock of a fair lock that is not held
+    // (docs/protocol.md §6.7).
     lock.unlock(Owner::new())
         .await
         .expect("a missing fair lock unlocks");

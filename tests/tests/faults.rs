@@ -219,7 +219,8 @@ fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout(kind: Kind) {
             run_for: WATCHDOG * 2,
             // No live fair-lock waiter goes stale: while a queue never empties, its head's deadline
             // stays where the first waiter's was set (each acquisition takes the allowance off the
-            // deadlines behind it, PROTOCOL.md §6.4), so a short allowance would purge live waiters.
+            // deadlines behind it, docs/protocol.md §6.4), so a short allowance would purge live
+            // waiters.
             fair_wait_timeout: FOREVER,
             ..base.clone()
         };
@@ -459,9 +460,9 @@ fn waiters_acquire_through_killed_subscriber_connections(kind: Kind) {
         hold: Duration::from_millis(20),
         kind,
         // Nobody dies here, so no fair-lock waiter may go stale: while a queue never empties, its
-        // head's deadline stays where the first waiter's was set (PROTOCOL.md §6.4), and with the
-        // default allowance (5 s) live waiters of a soak-length run were purged and re-queued behind
-        // later ones (seen: out of turn).
+        // head's deadline stays where the first waiter's was set (docs/protocol.md §6.4), and with
+        // the default allowance (5 s) live waiters of a soak-length run were purged and re-queued
+        // behind later ones (seen: out of turn).
         fair_wait_timeout: FOREVER,
         ..WorkerSpec::new(&["pubsub:a", "pubsub:b"])
     };

@@ -1,4 +1,4 @@
-//! Name mapping (`Config::name_mapper`, Redisson's `nameMapper`, PROTOCOL.md §9.1): every kind
+//! Name mapping (`Config::name_mapper`, Redisson's `nameMapper`, docs/protocol.md §9.1): every kind
 //! works under the mapped name, keys and channels alike, so rlock with `NameMapper::prefix("app:")`
 //! and a Java service whose `NameMapper` prepends `app:` exclude each other and wake each other,
 //! while a Java service without the mapper uses other keys and does not exclude rlock at all.

@@ -2,10 +2,10 @@
 //! and `watch` refreshes.
 //!
 //! A lock's holders are read from its hash, so they are any client's: rlock's, and Redisson's
-//! `RLock` and `RReadWriteLock` alike (PROTOCOL.md §2.1). Fields that are not `<uuid>:<owner>` (a
-//! read-write lock's `mode`) are not holders. What else exists for the name is added: a fair lock's
-//! queue, a read-write lock's mode and readers, a fenced lock's latest token. Every lock kind gets
-//! that same report.
+//! `RLock` and `RReadWriteLock` alike (docs/protocol.md §2.1). Fields that are not `<uuid>:<owner>`
+//! (a read-write lock's `mode`) are not holders. What else exists for the name is added: a fair
+//! lock's queue, a read-write lock's mode and readers, a fenced lock's latest token. Every lock
+//! kind gets that same report.
 
 use rlock_redisson::{Client, RemainingTtl};
 use serde::Serialize;

@@ -1,4 +1,4 @@
--- Take permits with ids (PROTOCOL.md §8.6, tryAcquire).
+-- Take permits with ids (docs/protocol.md §8.6, tryAcquire).
 -- KEYS[1] available permits, KEYS[2] timeouts sorted set, KEYS[3] semaphore channel
 -- ARGV[1] permits to take, ARGV[2] their expiry (epoch ms, or the non-expiring score),
 -- ARGV[3] now (epoch ms), ARGV[4] the non-expiring score 922337203685477, ARGV[5] publish command,

@@ -1,4 +1,4 @@
--- Add (or, with a negative number, remove) available permits (PROTOCOL.md §8.6, addPermits).
+-- Add (or, with a negative number, remove) available permits (docs/protocol.md §8.6, addPermits).
 -- KEYS[1] available permits, KEYS[2] semaphore channel
 -- ARGV[1] permits to add (may be negative), ARGV[2] publish command
 -- Publishes the number added (not the new value, unlike the plain semaphore) when it is positive.

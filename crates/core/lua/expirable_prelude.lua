@@ -1,4 +1,4 @@
--- Shared by the permit-expirable semaphore's scripts (PROTOCOL.md §8.6).
+-- Shared by the permit-expirable semaphore's scripts (docs/protocol.md §8.6).
 -- Permits are members of the timeouts sorted set (raw 16-byte ids) scored by their expiry in epoch
 -- ms; non-expiring ones score 922337203685477.
 

@@ -1,4 +1,4 @@
--- Give one permit back by id (PROTOCOL.md §8.6, tryRelease(id)).
+-- Give one permit back by id (docs/protocol.md §8.6, tryRelease(id)).
 -- KEYS[1] available permits, KEYS[2] semaphore channel, KEYS[3] timeouts sorted set
 -- ARGV[1] the permit id (raw 16 bytes), ARGV[2] 1, ARGV[3] now (epoch ms), ARGV[4] publish command
 -- Returns 1 when released; 0 when the id is not held, or had expired (it is counted back in then,

@@ -1,4 +1,4 @@
--- Give several permits back by id, all or nothing (PROTOCOL.md §8.6, tryRelease(ids)).
+-- Give several permits back by id, all or nothing (docs/protocol.md §8.6, tryRelease(ids)).
 -- KEYS[1] available permits, KEYS[2] semaphore channel, KEYS[3] timeouts sorted set
 -- ARGV[1] now (epoch ms), ARGV[2] publish command, ARGV[3..] the permit ids (raw 16 bytes each)
 -- Returns the number released (published, as Redisson does), or 0 when any id is not held or

@@ -1,4 +1,4 @@
--- Set the total number of permits, taken ones included (PROTOCOL.md §8.6, setPermits).
+-- Set the total number of permits, taken ones included (docs/protocol.md §8.6, setPermits).
 -- KEYS[1] available permits, KEYS[2] semaphore channel, KEYS[3] timeouts sorted set
 -- ARGV[1] the total, ARGV[2] publish command
 -- A missing semaphore is created with the total available. Otherwise the available permits move by

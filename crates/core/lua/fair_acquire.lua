@@ -1,4 +1,5 @@
--- Acquire, re-enter or queue for a fair lock (PROTOCOL.md §6.4 waiting form, §6.5 non-waiting form).
+-- Acquire, re-enter or queue for a fair lock (docs/protocol.md §6.4 waiting form, §6.5
+-- non-waiting form).
 -- KEYS[1] lock hash, KEYS[2] queue (list of owner fields), KEYS[3] timeouts (zset: field -> deadline)
 -- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] wait in ms (how long a queued waiter may stay
 -- before it counts as stale), ARGV[4] now (the client's wall clock, epoch ms), ARGV[5] 1 to queue

@@ -1,4 +1,4 @@
--- Delete a fair lock whoever holds it and wake the queue head (PROTOCOL.md §6.8).
+-- Delete a fair lock whoever holds it and wake the queue head (docs/protocol.md §6.8).
 -- KEYS[1] lock hash, KEYS[2] queue, KEYS[3] timeouts, KEYS[4] channel base
 -- ARGV[1] unlock message "0", ARGV[2] now (epoch ms), ARGV[3] publish command
 -- Returns 1 when a lock was deleted, else 0.

@@ -1,4 +1,4 @@
--- A waiter gives up its place in a fair lock's queue (PROTOCOL.md §6.6).
+-- A waiter gives up its place in a fair lock's queue (docs/protocol.md §6.6).
 -- KEYS[1] queue, KEYS[2] timeouts, KEYS[3] lock hash, KEYS[4] channel base
 -- ARGV[1] owner field, ARGV[2] wait in ms it was queued with, ARGV[3] publish command,
 -- ARGV[4] unlock message "0"

@@ -1,5 +1,5 @@
--- Shared by every fair-lock script (PROTOCOL.md §6.3): the stale purge that starts each of them.
--- Drops queue heads whose deadline (their score in the timeouts zset) is at or before `now`.
+-- Shared by every fair-lock script (docs/protocol.md §6.3): the stale purge that starts each of
+-- them. Drops queue heads whose deadline (their score in the timeouts zset) is at or before `now`.
 local function purge_stale(queue, timeouts, now)
     while true do
         local head = redis.call('lindex', queue, 0)

@@ -1,4 +1,4 @@
--- Release one hold of a fair lock, idempotently (PROTOCOL.md §6.7).
+-- Release one hold of a fair lock, idempotently (docs/protocol.md §6.7).
 -- KEYS[1] lock hash, KEYS[2] queue, KEYS[3] timeouts, KEYS[4] channel base
 -- (`redisson_lock__channel:{name}`; each waiter listens on `<base>:<field>`), KEYS[5] unlock latch
 -- ARGV[1] unlock message "0", ARGV[2] lease in ms re-applied while still held, ARGV[3] owner field,

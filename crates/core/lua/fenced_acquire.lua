@@ -1,4 +1,4 @@
--- Acquire or re-enter a fenced lock and take a fencing token (PROTOCOL.md §8.2).
+-- Acquire or re-enter a fenced lock and take a fencing token (docs/protocol.md §8.2).
 -- KEYS[1] lock hash, KEYS[2] token counter (no TTL, never expires)
 -- ARGV[1] lease in ms, ARGV[2] owner field
 -- Returns {-1, token} when acquired or re-entered (every acquisition takes a new token), else

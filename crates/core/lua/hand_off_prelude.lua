@@ -1,10 +1,10 @@
 -- Shared by the local hand-off scripts (see src/cohort.rs): one step from one owner to the next, so
 -- that to every client, Java's included, the lock stays held; nothing is published.
 --
--- A hand-off runs under a latch, as an unlock does (PROTOCOL.md §2.3): its outcome is stored at a
--- request id, and a re-send of the same call (after a lost reply) replays that outcome instead of
--- acting again. So a lost reply is reconciled by re-sending, never by undoing an owner's field: an
--- undo by field could not tell the hold the hand-off gave from one its owner took since.
+-- A hand-off runs under a latch, as an unlock does (docs/protocol.md §2.3): its outcome is stored
+-- at a request id, and a re-send of the same call (after a lost reply) replays that outcome instead
+-- of acting again. So a lost reply is reconciled by re-sending, never by undoing an owner's field:
+-- an undo by field could not tell the hold the hand-off gave from one its owner took since.
 
 -- The stored outcome of a hand-off that already ran under `latch`: true and the outcome (nil, 0 or a
 -- positive integer), or false when none ran.

@@ -1,4 +1,4 @@
--- Count a count-down latch down by one (PROTOCOL.md §8.7, countDown).
+-- Count a count-down latch down by one (docs/protocol.md §8.7, countDown).
 -- KEYS[1] latch count, KEYS[2] latch channel
 -- ARGV[1] the opening message "0", ARGV[2] publish command
 -- At zero (or below: a missing count becomes -1) the key is deleted; reaching exactly zero

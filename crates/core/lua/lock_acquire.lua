@@ -1,4 +1,4 @@
--- Acquire or re-enter a reentrant lock (PROTOCOL.md §2.2).
+-- Acquire or re-enter a reentrant lock (docs/protocol.md §2.2).
 -- KEYS[1] lock hash
 -- ARGV[1] lease in ms, ARGV[2] owner field "<node-uuid>:<owner-id>"
 -- Returns nil when acquired or re-entered, else the lock's PTTL in ms.

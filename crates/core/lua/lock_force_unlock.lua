@@ -1,4 +1,4 @@
--- Delete a lock whoever holds it and wake a waiter (PROTOCOL.md §2.5).
+-- Delete a lock whoever holds it and wake a waiter (docs/protocol.md §2.5).
 -- KEYS[1] lock hash, KEYS[2] unlock channel
 -- ARGV[1] unlock message "0", ARGV[2] publish command (PUBLISH or SPUBLISH)
 -- Returns 1 when a lock was deleted, else 0.

@@ -1,4 +1,4 @@
--- Release one hold of a reentrant lock, idempotently (PROTOCOL.md §2.3, unlock latch form).
+-- Release one hold of a reentrant lock, idempotently (docs/protocol.md §2.3, unlock latch form).
 -- KEYS[1] lock hash, KEYS[2] unlock channel, KEYS[3] unlock latch of this request
 -- ARGV[1] unlock message "0", ARGV[2] lease in ms re-applied while still held,
 -- ARGV[3] owner field, ARGV[4] publish command (PUBLISH or SPUBLISH), ARGV[5] latch TTL in ms

@@ -1,4 +1,5 @@
--- Acquire a non-reentrant lock (PROTOCOL.md §8.8): RLock's hash, but the owner cannot take it twice.
+-- Acquire a non-reentrant lock (docs/protocol.md §8.8): RLock's hash, but the owner cannot take
+-- it twice.
 -- KEYS[1] lock hash
 -- ARGV[1] lease in ms, ARGV[2] owner field "<node-uuid>:<owner-id>", ARGV[3] the refusal
 -- ("NON_REENTRANT_REACQUIRE")

@@ -1,4 +1,4 @@
--- Delete a read-write lock held in one mode, whoever holds it (PROTOCOL.md §7.6).
+-- Delete a read-write lock held in one mode, whoever holds it (docs/protocol.md §7.6).
 -- KEYS[1] lock hash, KEYS[2] channel; ARGV[1] the mode ("read" or "write"), ARGV[2] the message
 -- ("0" for read, "1" for write), ARGV[3] publish command
 -- Returns 1 when the lock was held in that mode and deleted, else 0.

@@ -1,4 +1,4 @@
--- Whether a read-write lock is held in one mode (PROTOCOL.md §7.6, the 3.24+ read form).
+-- Whether a read-write lock is held in one mode (docs/protocol.md §7.6, the 3.24+ read form).
 -- KEYS[1] lock hash; ARGV[1] "read" or "write"
 -- A read lock counts as held too while its writer also holds reads (more than `mode` and the writer).
 local mode = redis.call('hget', KEYS[1], 'mode')

@@ -1,4 +1,4 @@
--- Shared by the read-write lock's scripts (PROTOCOL.md §7).
+-- Shared by the read-write lock's scripts (docs/protocol.md §7).
 
 -- Releases one read hold of `field` (§7.3 steps 3-7, after the latch and missing-lock checks) of a
 -- lock in `mode`. `timeouts` is the holder's timeout key prefix `{N}:<field>:rwlock_timeout`,

@@ -1,4 +1,4 @@
--- Acquire or re-enter a read lock (PROTOCOL.md §7.2). Readers share; a writer may also read.
+-- Acquire or re-enter a read lock (docs/protocol.md §7.2). Readers share; a writer may also read.
 -- KEYS[1] lock hash, KEYS[2] this holder's timeout key prefix `{N}:<field>:rwlock_timeout`
 -- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] the owner's write field `<field>:write`
 -- Returns nil when acquired (each hold gets its own timeout key `<prefix>:<k>`), else the PTTL.

@@ -1,4 +1,4 @@
--- Watchdog renewal of a batch of read locks (PROTOCOL.md §4.2, HEAD's ReadLockTask).
+-- Watchdog renewal of a batch of read locks (docs/protocol.md §4.2, HEAD's ReadLockTask).
 -- KEYS come in pairs: KEYS[2i-1] lock hash, KEYS[2i] its key prefix `{N}`.
 -- ARGV[1] lease in ms; then for each pair: the number M of this client's holders, and their M fields.
 -- Each holder still in the hash has its lock and every one of its timeout keys renewed.

@@ -1,4 +1,4 @@
--- Release one read hold, idempotently (PROTOCOL.md §7.3, HEAD: a missing lock replies nil).
+-- Release one read hold, idempotently (docs/protocol.md §7.3, HEAD: a missing lock replies nil).
 -- KEYS[1] lock hash, KEYS[2] channel, KEYS[3] this holder's timeout key prefix, KEYS[4] the shared
 -- key prefix `{N}`, KEYS[5] unlock latch
 -- ARGV[1] unlock message "0", ARGV[2] owner field, ARGV[3] publish command, ARGV[4] latch TTL in ms

@@ -1,4 +1,4 @@
--- Acquire or re-enter a write lock (PROTOCOL.md §7.4). A re-entry adds the lease to the PTTL.
+-- Acquire or re-enter a write lock (docs/protocol.md §7.4). A re-entry adds the lease to the PTTL.
 -- KEYS[1] lock hash; ARGV[1] lease in ms, ARGV[2] owner write field `<field>:write`
 -- Returns nil when acquired or re-entered, else the PTTL.
 local mode = redis.call('hget', KEYS[1], 'mode')

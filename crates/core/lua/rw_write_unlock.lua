@@ -1,4 +1,4 @@
--- Release one write hold, idempotently (PROTOCOL.md §7.5, HEAD: a missing lock replies nil).
+-- Release one write hold, idempotently (docs/protocol.md §7.5, HEAD: a missing lock replies nil).
 -- KEYS[1] lock hash, KEYS[2] channel, KEYS[3] unlock latch
 -- ARGV[1] unlock message "1" (wake all), ARGV[2] lease in ms re-applied while still held,
 -- ARGV[3] owner write field, ARGV[4] publish command, ARGV[5] latch TTL in ms

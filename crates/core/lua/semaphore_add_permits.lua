@@ -1,4 +1,4 @@
--- Add (or, with a negative number, remove) available permits (PROTOCOL.md §8.5, addPermits).
+-- Add (or, with a negative number, remove) available permits (docs/protocol.md §8.5, addPermits).
 -- KEYS[1] semaphore value, KEYS[2] semaphore channel
 -- ARGV[1] permits to add (may be negative), ARGV[2] publish command
 -- Writes the new value with SET (which, as in Redisson, drops a TTL) and publishes it.

@@ -1,4 +1,4 @@
--- Take every available permit (PROTOCOL.md §8.5, drainPermits).
+-- Take every available permit (docs/protocol.md §8.5, drainPermits).
 -- KEYS[1] semaphore value
 -- Returns the number of permits taken (0 when the semaphore does not exist). Publishes nothing.
 local available = redis.call('get', KEYS[1])

@@ -1,4 +1,4 @@
--- Give permits back to a semaphore that exists, and wake waiters (PROTOCOL.md §8.5,
+-- Give permits back to a semaphore that exists, and wake waiters (docs/protocol.md §8.5,
 -- releaseIfExists).
 -- KEYS[1] semaphore value, KEYS[2] semaphore channel
 -- ARGV[1] permits to give back (> 0), ARGV[2] publish command

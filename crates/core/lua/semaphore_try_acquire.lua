@@ -1,4 +1,4 @@
--- Take permits from a semaphore if that many are available (PROTOCOL.md §8.5, tryAcquire).
+-- Take permits from a semaphore if that many are available (docs/protocol.md §8.5, tryAcquire).
 -- KEYS[1] semaphore value (available permits, a string integer)
 -- ARGV[1] permits to take (> 0)
 -- Returns 1 when taken, 0 when fewer are available (or the semaphore is not set up).

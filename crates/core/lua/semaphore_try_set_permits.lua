@@ -1,5 +1,5 @@
 -- Set up a semaphore (or a permit-expirable semaphore) that does not exist yet
--- (PROTOCOL.md §8.5 and §8.6, trySetPermits).
+-- (docs/protocol.md §8.5 and §8.6, trySetPermits).
 -- KEYS[1] semaphore value, KEYS[2] semaphore channel
 -- ARGV[1] permits, ARGV[2] publish command, ARGV[3] (optional) time to live in ms
 -- Returns 1 when set (the permits are published), 0 when the semaphore already has a value.

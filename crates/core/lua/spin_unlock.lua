@@ -1,4 +1,4 @@
--- Release one hold of a spin lock, idempotently (PROTOCOL.md §8.1: §2.3 without the publish).
+-- Release one hold of a spin lock, idempotently (docs/protocol.md §8.1: §2.3 without the publish).
 -- KEYS[1] lock hash, KEYS[2] unlock latch of this request
 -- ARGV[1] lease in ms re-applied while still held, ARGV[2] owner field, ARGV[3] latch TTL in ms
 -- Returns 1 when released, 0 when still held, nil when not the owner. Publishes nothing: spin-lock

@@ -2,11 +2,11 @@
 //!
 //! # Implementation details
 //!
-//! Redisson's protocol wakes one waiter *per client* on each unlock (PROTOCOL.md §3.2): every client
-//! that has waiters sends a try, one wins, the others sleep again. With several tasks of one client
-//! waiting for the same lock, each of them also sends its own first try, and a lock passing between
-//! two tasks of one client still leaves Redis in between (unlock, publish, a new race). This module
-//! keeps that traffic local:
+//! Redisson's protocol wakes one waiter *per client* on each unlock (docs/protocol.md §3.2): every
+//! client that has waiters sends a try, one wins, the others sleep again. With several tasks of one
+//! client waiting for the same lock, each of them also sends its own first try, and a lock passing
+//! between two tasks of one client still leaves Redis in between (unlock, publish, a new race).
+//! This module keeps that traffic local:
 //!
 //! - **One queue per (client, lock, kind).** Tasks of this client that want the lock line up in FIFO
 //!   order; only the queue's head talks to Redis (tries, subscribes, waits). A newcomer that finds

@@ -1,4 +1,4 @@
-//! Client configuration, with Redisson's defaults (PROTOCOL.md §9).
+//! Client configuration, with Redisson's defaults (docs/protocol.md §9).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -40,7 +40,7 @@ pub enum Topology {
 }
 
 /// Whether unlock messages travel on sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`), as Redisson's
-/// `shardedSubscriptionMode` (PROTOCOL.md §2.6). Only cluster mode ever uses sharded pub/sub.
+/// `shardedSubscriptionMode` (docs/protocol.md §2.6). Only cluster mode ever uses sharded pub/sub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ShardedPubSub {
@@ -55,10 +55,10 @@ pub enum ShardedPubSub {
 
 /// Whether the server at [`Config::url`] is a Redis Cluster presented as one address, by a proxy or a
 /// managed service's endpoint (Envoy, Azure Managed Redis's proxy policy, ...), that refuses a script
-/// whose keys lie in different slots with `CROSSSLOT` (PROTOCOL.md §9.2). There, rlock keeps every
-/// command within one slot: the watchdog renews its locks in one batch per slot (CRC16 of the key,
-/// hash tags honoured) instead of up to [`Config::watchdog_batch_size`] locks of any names. Outside
-/// [`Topology::Cluster`] only; a cluster reached as a cluster always works per slot.
+/// whose keys lie in different slots with `CROSSSLOT` (docs/protocol.md §9.2). There, rlock keeps
+/// every command within one slot: the watchdog renews its locks in one batch per slot (CRC16 of the
+/// key, hash tags honoured) instead of up to [`Config::watchdog_batch_size`] locks of any names.
+/// Outside [`Topology::Cluster`] only; a cluster reached as a cluster always works per slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ProxiedCluster {

@@ -1,5 +1,5 @@
-//! Redisson's `RCountDownLatch` (PROTOCOL.md §8.7): a count that opens a gate at zero, shared with
-//! Java.
+//! Redisson's `RCountDownLatch` (docs/protocol.md §8.7): a count that opens a gate at zero, shared
+//! with Java.
 //!
 //! # Implementation details
 //!

@@ -1,5 +1,5 @@
-//! Redisson's `RPermitExpirableSemaphore` (PROTOCOL.md §8.6): a semaphore whose permits have ids and
-//! may expire, shared with Java.
+//! Redisson's `RPermitExpirableSemaphore` (docs/protocol.md §8.6): a semaphore whose permits have
+//! ids and may expire, shared with Java.
 //!
 //! # Implementation details
 //!

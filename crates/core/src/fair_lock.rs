@@ -1,4 +1,4 @@
-//! The fair lock: Redisson's `RFairLock` (PROTOCOL.md §6).
+//! The fair lock: Redisson's `RFairLock` (docs/protocol.md §6).
 //!
 //! The reentrant lock's hash, plus a FIFO queue of waiting owner fields (`redisson_lock_queue:{name}`)
 //! and their deadlines (`redisson_lock_timeout:{name}`, epoch ms of the client's wall clock). Only the
@@ -62,7 +62,7 @@ impl Fair {
     }
 
     /// The stale-deadline allowance a waiter queues with: its wait, or the configured timeout for a
-    /// waiter without a limit (PROTOCOL.md §6.1).
+    /// waiter without a limit (docs/protocol.md §6.1).
     fn queue_wait(&self, wait: Wait) -> Duration {
         match wait {
             Wait::For(wait) if !wait.is_zero() => wait,

@@ -1,4 +1,4 @@
-//! The fenced lock: Redisson's `RFencedLock` (PROTOCOL.md §8.2).
+//! The fenced lock: Redisson's `RFencedLock` (docs/protocol.md §8.2).
 //!
 //! A reentrant lock whose every successful acquisition, re-entry included, also increments a token
 //! counter (`redisson_lock_token:{name}`, which never expires) and yields its new value: a fencing

@@ -1,5 +1,5 @@
-//! Redisson's `RedissonMultiLock` and `RedissonRedLock` (PROTOCOL.md §8.3, §8.4): several locks
-//! taken as one, all or nothing (or, for the red lock, a majority).
+//! Redisson's `RedissonMultiLock` and `RedissonRedLock` (docs/protocol.md §8.3, §8.4): several
+//! locks taken as one, all or nothing (or, for the red lock, a majority).
 //!
 //! # Implementation details
 //!
@@ -375,8 +375,8 @@ impl MultiLock {
         }
     }
 
-    /// One acquisition by `owner`: PROTOCOL.md §8.3's `tryLock(waitTime, leaseTime)`, with `None`
-    /// for Redisson's -1 (no wait; no lease, i.e. the watchdog).
+    /// One acquisition by `owner`: docs/protocol.md §8.3's `tryLock(waitTime, leaseTime)`, with
+    /// `None` for Redisson's -1 (no wait; no lease, i.e. the watchdog).
     async fn try_lock_as(
         &self,
         owner: Owner,

@@ -1,4 +1,4 @@
-//! Name mapping: Redisson's `NameMapper` (PROTOCOL.md §9.1).
+//! Name mapping: Redisson's `NameMapper` (docs/protocol.md §9.1).
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Redisson's naming rules (PROTOCOL.md §1.3–§1.5).
+//! Redisson's naming rules (docs/protocol.md §1.3–§1.5).
 //!
 //! The lock hash is the raw name itself; every auxiliary key and channel wraps the name in a hash tag
 //! (`prefix:{name}`) unless the name already contains `{`, so that all of them land in the lock's
@@ -66,7 +66,7 @@ pub(crate) fn read_timeouts(name: &str, field: &str) -> String {
 }
 
 /// What every read holder's timeout keys of `name` start with: `{name}`, or `name` when it already
-/// has braces (the timeout prefix cut before `:<field>`, PROTOCOL.md §7.3).
+/// has braces (the timeout prefix cut before `:<field>`, docs/protocol.md §7.3).
 pub(crate) fn read_key_prefix(name: &str) -> String {
     if name.contains('{') {
         name.to_owned()
@@ -87,7 +87,7 @@ pub(crate) fn permit_timeouts(name: &str) -> String {
 }
 
 /// A count-down latch's channel: `redisson_countdownlatch__channel__{name}`, always with one pair of
-/// braces around the whole name, even one that has its own (PROTOCOL.md §1.4).
+/// braces around the whole name, even one that has its own (docs/protocol.md §1.4).
 pub(crate) fn latch_channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
 }

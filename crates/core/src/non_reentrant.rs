@@ -1,4 +1,4 @@
-//! The non-reentrant locks: Redisson 4.4+'s `RNonReentrantLock` (PROTOCOL.md §8.8) and
+//! The non-reentrant locks: Redisson 4.4+'s `RNonReentrantLock` (docs/protocol.md §8.8) and
 //! `RNonReentrantFairLock` (§6.9).
 //!
 //! Each is its reentrant twin ([`Reentrant`], [`Fair`]) with one change, in the acquire script: where
@@ -35,7 +35,7 @@ use crate::watchdog::Renewal;
 static ACQUIRE: LazyLock<Script> = lua!("non_reentrant_acquire.lua");
 
 /// The error reply of a refused re-entry, passed to the acquire script as its last argument
-/// (PROTOCOL.md §6.9, §8.8).
+/// (docs/protocol.md §6.9, §8.8).
 const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 
 /// A reentrant kind with a non-reentrant twin: the twin's label and its acquire script, with the

@@ -15,10 +15,10 @@
 //! with an `SUNSUBSCRIBE` push: the task then subscribes again (the cluster connection follows the
 //! `MOVED`) and wakes the channel's waiters.
 //!
-//! Each channel is registered with the [`WakeRule`] of its kind (PROTOCOL.md §3.2, §8.5, §8.7): a
-//! lock's `0` wakes one local waiter and `1` every waiter, a semaphore's `n` wakes up to `n`, a
-//! latch's `0`/`1` opens/closes it. The wake-ups themselves are [`Wakeups`], a counting primitive
-//! that a waiter arms before the retry it guards.
+//! Each channel is registered with the [`WakeRule`] of its kind (docs/protocol.md §3.2, §8.5,
+//! §8.7): a lock's `0` wakes one local waiter and `1` every waiter, a semaphore's `n` wakes up to
+//! `n`, a latch's `0`/`1` opens/closes it. The wake-ups themselves are [`Wakeups`], a counting
+//! primitive that a waiter arms before the retry it guards.
 //!
 //! When the connection drops, every waiter is woken (it may have missed a message) and falls back to
 //! waits bounded by the lock's PTTL; the task reconnects with backoff, re-subscribes every channel and

@@ -1,4 +1,4 @@
-//! The reentrant lock: Redisson's `RLock` (PROTOCOL.md §2).
+//! The reentrant lock: Redisson's `RLock` (docs/protocol.md §2).
 //!
 //! The lock is a Redis hash at the lock's name with one field, `<node-uuid>:<owner-id>`, whose value
 //! is the hold count. Acquire, unlock, undo, renewal and force-unlock are the scripts in
@@ -23,8 +23,9 @@ static FORCE_UNLOCK: LazyLock<Script> = lua!("lock_force_unlock.lua");
 static RENEW: LazyLock<Script> = lua!("lock_renew.lua");
 static HAND_OFF: LazyLock<Script> = lua!("hand_off_prelude.lua", "lock_hand_off.lua");
 
-/// Renewal of hash locks held by one field: `HEXISTS` then `PEXPIRE` (PROTOCOL.md §4.2 `LockTask`).
-/// Only one owner holds a reentrant lock at a time, so the first of this client's fields is the one.
+/// Renewal of hash locks held by one field: `HEXISTS` then `PEXPIRE` (docs/protocol.md §4.2
+/// `LockTask`). Only one owner holds a reentrant lock at a time, so the first of this client's
+/// fields is the one.
 pub(crate) static RENEWAL: Renewal = Renewal {
     name: "lock",
     script: &RENEW,
@@ -39,7 +40,7 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 pub struct Reentrant {
     name: String,
     channel: String,
-    /// `PUBLISH` or `SPUBLISH`, as the client decided (PROTOCOL.md §2.6).
+    /// `PUBLISH` or `SPUBLISH`, as the client decided (docs/protocol.md §2.6).
     publish: &'static str,
 }
 

@@ -1,4 +1,4 @@
-//! The read-write lock: Redisson's `RReadWriteLock` (PROTOCOL.md §7).
+//! The read-write lock: Redisson's `RReadWriteLock` (docs/protocol.md §7).
 //!
 //! One hash at the lock's name for both sides: a `mode` field (`read` or `write`), readers' fields
 //! `<node-uuid>:<owner-id>` and writers' `<node-uuid>:<owner-id>:write`, each counting holds. Every
@@ -37,8 +37,8 @@ static WRITE_HAND_OFF: LazyLock<Script> = lua!("hand_off_prelude.lua", "rw_write
 static FORCE_UNLOCK: LazyLock<Script> = lua!("rw_force_unlock.lua");
 static IS_LOCKED: LazyLock<Script> = lua!("rw_is_locked.lua");
 
-/// Renewal of read locks (PROTOCOL.md §4.2, HEAD's `ReadLockTask`): each lock with its key prefix,
-/// then this client's holders, whose timeout keys are renewed with the hash.
+/// Renewal of read locks (docs/protocol.md §4.2, HEAD's `ReadLockTask`): each lock with its key
+/// prefix, then this client's holders, whose timeout keys are renewed with the hash.
 static READ_RENEWAL: Renewal = Renewal {
     name: "read",
     script: &READ_RENEW,
@@ -175,7 +175,7 @@ impl Kind for Read {
     }
 }
 
-/// A writer's field: the owner's field with `:write` (PROTOCOL.md §1.2).
+/// A writer's field: the owner's field with `:write` (docs/protocol.md §1.2).
 fn write_field(field: &str) -> String {
     format!("{field}:write")
 }

@@ -32,7 +32,7 @@ pub struct ScriptCall {
     script: &'static Script,
     keys: Vec<String>,
     /// The arguments' bytes, back to back: most are decimal text, a permit id is raw bytes
-    /// (PROTOCOL.md §0).
+    /// (docs/protocol.md §0).
     args: Vec<u8>,
     /// Where each argument ends in `args`.
     arg_ends: Vec<usize>,

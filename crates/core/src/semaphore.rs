@@ -1,4 +1,5 @@
-//! Redisson's `RSemaphore` (PROTOCOL.md §8.5): a counter of available permits, shared with Java.
+//! Redisson's `RSemaphore` (docs/protocol.md §8.5): a counter of available permits, shared with
+//! Java.
 //!
 //! # Implementation details
 //!

@@ -79,7 +79,7 @@ impl Services {
             .query(Operation::Connect, "", &redis::cmd("PING"))
             .await?;
         connection::probe::probe(&mut commands, &config).await?;
-        // Publish and subscribe exactly as Redisson does (PROTOCOL.md §2.6), so Java hears us.
+        // Publish and subscribe exactly as Redisson does (docs/protocol.md §2.6), so Java hears us.
         let sharded = match (&config.topology, config.sharded_pubsub) {
             (Topology::Cluster, ShardedPubSub::On) => true,
             (Topology::Cluster, ShardedPubSub::Auto) => commands

@@ -1,4 +1,4 @@
-//! The spin lock: Redisson's `RSpinLock` (PROTOCOL.md §8.1).
+//! The spin lock: Redisson's `RSpinLock` (docs/protocol.md §8.1).
 //!
 //! The reentrant lock's hash and acquire script, without pub/sub: waiters poll with a back-off
 //! instead of subscribing, and an unlock publishes nothing. That is the point of the kind (no pub/sub

@@ -3,15 +3,16 @@
 //! # Implementation details
 //!
 //! Each subscribed channel has one [`Wakeups`]: a counting primitive in the spirit of the
-//! `java.util.concurrent.Semaphore` behind Redisson's `RedissonLockEntry` (PROTOCOL.md §3.1), built on
-//! tokio's FIFO [`Semaphore`]. A waiter *arms* before the retry it guards, so a wake-up that arrives
-//! while the retry is on the wire is banked for it instead of lost (tokio's `Notified::enable`
-//! pattern, but counting: a `Notify` banks only one wake-up, which is not enough for "wake up to n").
+//! `java.util.concurrent.Semaphore` behind Redisson's `RedissonLockEntry` (docs/protocol.md §3.1),
+//! built on tokio's FIFO [`Semaphore`]. A waiter *arms* before the retry it guards, so a wake-up
+//! that arrives while the retry is on the wire is banked for it instead of lost (tokio's
+//! `Notified::enable` pattern, but counting: a `Notify` banks only one wake-up, which is not enough
+//! for "wake up to n").
 //!
 //! Banked wake-ups are capped at the number of armed waiters, so a burst of messages while nobody
 //! listens does not turn into a burst of pointless retries later.
 //!
-//! A [`WakeRule`] maps a message payload to wake-ups, per kind (PROTOCOL.md §3.2, §8.5, §8.7):
+//! A [`WakeRule`] maps a message payload to wake-ups, per kind (docs/protocol.md §3.2, §8.5, §8.7):
 //!
 //! | rule | message | effect |
 //! |---|---|---|

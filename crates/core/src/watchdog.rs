@@ -6,8 +6,9 @@
 //! kind (the script that renews it and how one lock is encoded into a batch call). Every
 //! [`Config::renewal_interval`] (a third of the watchdog timeout) the task renews all registered
 //! locks, batched per renewal script (and per slot where a script may not cross slots: a cluster,
-//! reached as one or behind a proxy, PROTOCOL.md §9.2), [`Config::watchdog_batch_size`] keys per
-//! script (PROTOCOL.md §4.2): each key is renewed only if one of this client's fields is still in it.
+//! reached as one or behind a proxy, docs/protocol.md §9.2), [`Config::watchdog_batch_size`] keys
+//! per script (docs/protocol.md §4.2): each key is renewed only if one of this client's fields is
+//! still in it.
 //!
 //! Unlike Redisson, a loss is never silent. A lock is declared lost, and its holders' lease-lost
 //! token cancelled, when a renewal finds the field gone, or when no renewal has been confirmed for a

@@ -598,7 +598,7 @@ fn connect(url: &str) -> redis::Connection {
 
 /// What semaphore `name` (of `kind`, set up with `permits`) has left taken, described; `None` when
 /// all its permits are available. An expirable semaphore's taken permits are its `{name}:timeout`
-/// members, expired ones included until some call counts them back in (PROTOCOL.md §8.6).
+/// members, expired ones included until some call counts them back in (docs/protocol.md §8.6).
 fn permits_taken(
     conn: &mut redis::Connection,
     name: &str,
@@ -658,9 +658,9 @@ fn wait_exit(child: &mut Child) -> Option<std::process::ExitStatus> {
 }
 
 /// The keys of lock `name` that exist: those every hold or waiter of any kind may leave behind
-/// (PROTOCOL.md §1.4) — the lock hash, a fair lock's queue and deadlines, read holds' timeout keys
-/// (`{name}:<field>:rwlock_timeout:<k>`). A fenced lock's token counter never expires by design and
-/// is not one of them. `name` must be free of glob characters.
+/// (docs/protocol.md §1.4) — the lock hash, a fair lock's queue and deadlines, read holds' timeout
+/// keys (`{name}:<field>:rwlock_timeout:<k>`). A fenced lock's token counter never expires by
+/// design and is not one of them. `name` must be free of glob characters.
 fn lock_keys(conn: &mut redis::Connection, name: &str) -> Vec<String> {
     // Redisson's hash tag: the name's own braces, or braces around it.
     let tag = if name.contains('{') {

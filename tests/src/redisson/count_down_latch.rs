@@ -1,4 +1,4 @@
-//! The count-down latch (`RCountDownLatch`, PROTOCOL.md §8.7): its scripts,
+//! The count-down latch (`RCountDownLatch`, docs/protocol.md §8.7): its scripts,
 //! [`JavaClient::get_count_down_latch`] and the [`JavaCountDownLatch`] object it returns. Key `N`
 //! is a string integer count, deleted when it reaches zero; the channel
 //! `redisson_countdownlatch__channel__{N}` carries `1` (a count was set or the latch deleted:
@@ -19,7 +19,7 @@ const NEW_COUNT_MESSAGE: u8 = 1;
 /// `ZERO_COUNT_MESSAGE`: opens the waiters' latch.
 const ZERO_COUNT_MESSAGE: u8 = 0;
 
-// ===== scripts (paraphrased from the table of PROTOCOL.md §8.7) =====
+// ===== scripts (paraphrased from the table of docs/protocol.md §8.7) =====
 
 /// `trySetCount(c)` (run by `Wire::eval_publishing`): KEYS = [N, channel]; argv = [1, c,
 /// publish command]. When the key is missing, sets it to `c` and publishes `1`: 1; else 0.

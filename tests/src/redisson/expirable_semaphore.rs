@@ -1,11 +1,11 @@
-//! The permit-expirable semaphore (`RPermitExpirableSemaphore`, PROTOCOL.md §8.6): its scripts,
-//! [`JavaClient::get_permit_expirable_semaphore`] and the [`JavaPermitExpirableSemaphore`] object
-//! it returns. Key `N` holds the available permits, the sorted set `{N}:timeout` the acquired
-//! ones: each a raw 16-byte id scored with its expiry (epoch ms, or `922337203685477` for a permit
-//! that never expires). Expired permits are counted back in by the next call that looks. It shares
-//! the semaphore's channel `redisson_sc:{N}`, message rule and local entry.
+//! The permit-expirable semaphore (`RPermitExpirableSemaphore`, docs/protocol.md §8.6): its
+//! scripts, [`JavaClient::get_permit_expirable_semaphore`] and the [`JavaPermitExpirableSemaphore`]
+//! object it returns. Key `N` holds the available permits, the sorted set `{N}:timeout` the
+//! acquired ones: each a raw 16-byte id scored with its expiry (epoch ms, or `922337203685477` for
+//! a permit that never expires). Expired permits are counted back in by the next call that looks.
+//! It shares the semaphore's channel `redisson_sc:{N}`, message rule and local entry.
 //!
-//! PROTOCOL.md gives the acquire and both release scripts step by step; it only names the
+//! docs/protocol.md gives the acquire and both release scripts step by step; it only names the
 //! others, which are written here from Redisson's documented behaviour. Their layout is this
 //! module's own: `KEYS = [N, {N}:timeout, channel]`, `ARGV = [now, publish command, …]` for the
 //! calls that reclaim first (the counts, the list release and the lease calls), and the
@@ -28,7 +28,7 @@ use super::{
 /// the scores Redis reports (§11.15).
 pub const NON_EXPIRING_SCORE: &str = "922337203685477";
 
-// ===== scripts (paraphrased from the numbered steps of PROTOCOL.md §8.6) =====
+// ===== scripts (paraphrased from the numbered steps of docs/protocol.md §8.6) =====
 
 /// The acquire's Lua locals (§8.6): KEYS = [N, timeouts, channel]; argv = [count, timeoutDate,
 /// now, non-expiring score, publish command, id1 … idN].

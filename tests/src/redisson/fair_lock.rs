@@ -1,4 +1,4 @@
-//! The `RFairLock` (PROTOCOL.md §6): its scripts, [`JavaClient::get_fair_lock`] and the
+//! The `RFairLock` (docs/protocol.md §6): its scripts, [`JavaClient::get_fair_lock`] and the
 //! [`JavaFairLock`] object it returns. Its holds are the `RLock`'s (renewed alike, §4); waiters
 //! queue in a list with deadlines in a sorted set, and each waits on a channel of its own.
 
@@ -15,7 +15,7 @@ use super::{
 /// The unlock message, published to the queue head's channel only (§6.2).
 const UNLOCK_MESSAGE: &str = "0";
 
-// ===== scripts (paraphrased from the numbered steps of PROTOCOL.md) =====
+// ===== scripts (paraphrased from the numbered steps of docs/protocol.md) =====
 //
 // Every script but the give-up has KEYS[1] = lock, KEYS[2] = queue, KEYS[3] = timeouts, and
 // declares the Lua locals its fragments use.

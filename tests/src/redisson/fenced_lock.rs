@@ -1,4 +1,4 @@
-//! The `RFencedLock` (PROTOCOL.md §8.2): its scripts, [`JavaClient::get_fenced_lock`] and the
+//! The `RFencedLock` (docs/protocol.md §8.2): its scripts, [`JavaClient::get_fenced_lock`] and the
 //! [`JavaFencedLock`] object it returns. It is an `RLock` (same hash, channel, unlock, force
 //! unlock and renewal) whose every acquisition, re-entry included, counts up a token key.
 
@@ -8,7 +8,7 @@ use redis::{AsyncCommands, RedisResult};
 
 use super::{Attempt, JavaClient, JavaLock, ThreadId, acquire_calls, base_lock_calls, prefix_name};
 
-// ===== scripts (paraphrased from the numbered steps of PROTOCOL.md) =====
+// ===== scripts (paraphrased from the numbered steps of docs/protocol.md) =====
 
 /// §8.2, the `RLock` acquire (§2.2) that also counts the token up: KEYS = [lock, token];
 /// ARGV = [lease, lockName]. The acquiring branch is left open with the new token in the Lua local

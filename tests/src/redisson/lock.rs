@@ -1,4 +1,4 @@
-//! The `RLock` (PROTOCOL.md §2, §3.3, §3.4, §4): its scripts, [`JavaClient::get_lock`] and the
+//! The `RLock` (docs/protocol.md §2, §3.3, §3.4, §4): its scripts, [`JavaClient::get_lock`] and the
 //! [`JavaLock`] object it returns, and the renewal calls the client's watchdog makes for it.
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use super::{
 /// The unlock message: wake one waiter per client (§2.8).
 const UNLOCK_MESSAGE: &str = "0";
 
-// ===== scripts (paraphrased from the numbered steps of PROTOCOL.md) =====
+// ===== scripts (paraphrased from the numbered steps of docs/protocol.md) =====
 
 /// §2.2, 3.23+: one `if` with `EXISTS == 0 or HEXISTS == 1`.
 /// KEYS[1] lock; ARGV[1] lease ms, ARGV[2] lockName. Nil when acquired, else the PTTL.

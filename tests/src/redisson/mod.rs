@@ -1,6 +1,6 @@
 //! A Redisson wire emulator: the Redis command sequences of a Java Redisson client, written from
-//! `PROTOCOL.md` (not from Redisson's source), for interop tests. It emulates the `RLock`, the fair
-//! lock, the read-write lock, the fenced lock and the spin lock, and the synchronizers: the
+//! `docs/protocol.md` (not from Redisson's source), for interop tests. It emulates the `RLock`, the
+//! fair lock, the read-write lock, the fenced lock and the spin lock, and the synchronizers: the
 //! semaphore, the permit-expirable semaphore and the count-down latch.
 //!
 //! A [`JavaClient`] stands for one `RedissonClient`: it has its own random v4 UUID (the "connection
@@ -26,7 +26,7 @@
 //! lock), `rw_lock`, `fenced_lock`, `spin_lock`, `semaphore`,
 //! `expirable_semaphore` and `count_down_latch`.
 //!
-//! What is emulated, section by section of `PROTOCOL.md`:
+//! What is emulated, section by section of `docs/protocol.md`:
 //!
 //! | Behaviour | Section | Where |
 //! |---|---|---|
@@ -125,8 +125,8 @@ const WATCHDOG_BATCH_SIZE: usize = 100;
 // ===== versions =====
 
 /// The Redisson release line to emulate. Each variant names the newest release of a range whose lock
-/// wire behaviour is the same (Appendix A of `PROTOCOL.md`); they are ordered oldest first. Where a
-/// range spans a change of another kind, the variant says which release that kind follows.
+/// wire behaviour is the same (Appendix A of `docs/protocol.md`); they are ordered oldest first.
+/// Where a range spans a change of another kind, the variant says which release that kind follows.
 ///
 /// Every kind follows the range's generation of the unlock latch and the publish command (§2.3,
 /// §2.6). Beyond that, the kinds' own changes: the fair lock's stale purge tolerates a missing

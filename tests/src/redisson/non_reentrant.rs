@@ -1,6 +1,7 @@
-//! Redisson 4.4+'s non-reentrant locks (PROTOCOL.md §8.8, §6.9): [`JavaClient::get_non_reentrant_lock`]
-//! and [`JavaClient::get_non_reentrant_fair_lock`], the [`JavaNonReentrantLock`] and
-//! [`JavaNonReentrantFairLock`] objects they return, and the [`JavaError`] their acquisitions throw.
+//! Redisson 4.4+'s non-reentrant locks (docs/protocol.md §8.8, §6.9):
+//! [`JavaClient::get_non_reentrant_lock`] and [`JavaClient::get_non_reentrant_fair_lock`], the
+//! [`JavaNonReentrantLock`] and [`JavaNonReentrantFairLock`] objects they return, and the
+//! [`JavaError`] their acquisitions throw.
 //!
 //! Each is its reentrant twin (the `RLock`, the fair lock) with other acquire scripts: where the
 //! twin re-enters, they reply the error `NON_REENTRANT_REACQUIRE`, which Java turns into an
@@ -20,7 +21,7 @@ use super::{JavaClient, JavaFairLock, JavaLock};
 /// The error reply of a refused re-entry, the acquire scripts' last argument (§6.9, §8.8).
 pub const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 
-// ===== scripts (paraphrased from PROTOCOL.md) =====
+// ===== scripts (paraphrased from docs/protocol.md) =====
 
 /// §8.8: KEYS = [lock]; ARGV = [lease, lockName, refusal]. A missing hash is taken (nil); the
 /// holder's own field gets the refusal as an error reply, nothing written; else the PTTL.

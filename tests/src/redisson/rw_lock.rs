@@ -1,6 +1,6 @@
-//! The `RReadWriteLock` (PROTOCOL.md §7, §4): its scripts, [`JavaClient::get_read_write_lock`], the
-//! [`JavaReadWriteLock`] it returns with its read and write [`JavaRwLock`]s, and the read-lock
-//! renewals the client's watchdog makes.
+//! The `RReadWriteLock` (docs/protocol.md §7, §4): its scripts,
+//! [`JavaClient::get_read_write_lock`], the [`JavaReadWriteLock`] it returns with its read and
+//! write [`JavaRwLock`]s, and the read-lock renewals the client's watchdog makes.
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use super::{
     base_lock_calls, prefix_name, suffix_name,
 };
 
-// ===== scripts (paraphrased from the numbered steps of PROTOCOL.md) =====
+// ===== scripts (paraphrased from the numbered steps of docs/protocol.md) =====
 
 /// §7.2: KEYS = [lock, timeoutPrefix]; ARGV = [lease, lockName, writeField]. Nil when acquired
 /// (first reader, another reader, or the write holder taking a read hold), else the PTTL. Every

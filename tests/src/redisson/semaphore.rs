@@ -1,5 +1,5 @@
-//! The semaphore (`RSemaphore`, PROTOCOL.md §8.5): its scripts, [`JavaClient::get_semaphore`] and
-//! the [`JavaSemaphore`] object it returns. Key `N` is a string integer of available permits;
+//! The semaphore (`RSemaphore`, docs/protocol.md §8.5): its scripts, [`JavaClient::get_semaphore`]
+//! and the [`JavaSemaphore`] object it returns. Key `N` is a string integer of available permits;
 //! every call that adds permits publishes the new count on `redisson_sc:{N}`, and the client's
 //! waiters share its entry of the name (`SemaphorePubSub`: `n` wakes `min(subscribers, n)`).
 
@@ -13,7 +13,7 @@ use super::{
     Attempt, ClientInner, JavaClient, MessageRule, Publishing, millis, semaphore_channel, text_arg,
 };
 
-// ===== scripts (paraphrased from the table of PROTOCOL.md §8.5) =====
+// ===== scripts (paraphrased from the table of docs/protocol.md §8.5) =====
 
 /// `tryAcquire(p)`: KEYS = [N]; ARGV = [p]. Takes `p` permits if that many are there: 1, else 0.
 const TRY_ACQUIRE: &str = r"

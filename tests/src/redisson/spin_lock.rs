@@ -1,6 +1,7 @@
-//! The spin lock (`RedissonSpinLock`, PROTOCOL.md §8.1): its scripts, [`JavaClient::get_spin_lock`]
-//! and the [`JavaSpinLock`] object it returns. It holds like the `RLock` (renewed alike, §4), but
-//! has no channel: waiters poll with an exponential back-off, and unlocks publish nothing.
+//! The spin lock (`RedissonSpinLock`, docs/protocol.md §8.1): its scripts,
+//! [`JavaClient::get_spin_lock`] and the [`JavaSpinLock`] object it returns. It holds like the
+//! `RLock` (renewed alike, §4), but has no channel: waiters poll with an exponential back-off, and
+//! unlocks publish nothing.
 
 use std::time::Duration;
 

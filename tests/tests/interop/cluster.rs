@@ -1,6 +1,6 @@
-//! Java interop in a Redis Cluster (PROTOCOL.md §2.6, §11.6): lock commands go to the master of the
-//! lock's slot, and unlock messages travel on sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) exactly when
-//! Redisson's would (3.22+ on Redis 7). Each test starts a 3-master cluster.
+//! Java interop in a Redis Cluster (docs/protocol.md §2.6, §11.6): lock commands go to the master
+//! of the lock's slot, and unlock messages travel on sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`)
+//! exactly when Redisson's would (3.22+ on Redis 7). Each test starts a 3-master cluster.
 
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
-//! The count-down latch across the sides (PROTOCOL.md §8.7, §11.4, §11.7): the last count-down of
-//! one side opens the other side's waiters within [`WAKE_LIMIT`] (the earlier ones do not); a new
-//! count closes the latch again for them; a delete publishes the closing `1`; both sides read the
-//! same count all along. Messages and subscriptions are on `redisson_countdownlatch__channel__{N}`
-//! (for a name that has braces of its own).
+//! The count-down latch across the sides (docs/protocol.md §8.7, §11.4, §11.7): the last count-down
+//! of one side opens the other side's waiters within [`WAKE_LIMIT`] (the earlier ones do not); a
+//! new count closes the latch again for them; a delete publishes the closing `1`; both sides read
+//! the same count all along. Messages and subscriptions are on
+//! `redisson_countdownlatch__channel__{N}` (for a name that has braces of its own).
 
 use std::time::Duration;
 

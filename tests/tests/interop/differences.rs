@@ -45,9 +45,9 @@ async fn force_unlock_of_a_key_that_is_not_a_lock() {
     );
 }
 
-/// PROTOCOL.md §2.1, §11.10: a partial unlock re-applies `internalLockLeaseTime`, i.e. the lease the
-/// holds were taken with. Through the lock API (Java `unlock(threadId)`, rlock `Lock::unlock(owner)`)
-/// a hold taken with a 5 s lease must keep a TTL of at most 5 s.
+/// docs/protocol.md §2.1, §11.10: a partial unlock re-applies `internalLockLeaseTime`, i.e. the
+/// lease the holds were taken with. Through the lock API (Java `unlock(threadId)`, rlock
+/// `Lock::unlock(owner)`) a hold taken with a 5 s lease must keep a TTL of at most 5 s.
 async fn partial_unlock_by_owner_re_applies_the_hold_lease(side: Side) {
     let server = RedisServer::start();
     let party = Party::connect(side, &server).await;

@@ -21,11 +21,11 @@ const ITERATIONS: u64 = 12;
 const LIMIT: Duration = Duration::from_secs(25);
 /// How much longer a Java worker of the write lock may take with watchdog holds: one PTTL. A write
 /// unlock publishes `1`, and Java's `1` releases only the threads blocked on the entry's semaphore at
-/// that instant (PROTOCOL.md §3.2: `latch.release(latch.getQueueLength())`, nothing banked), so a
-/// Java waiter between its try and its wait misses the message and sleeps out the PTTL: Redisson's
-/// own race, reproduced by the emulator (seen in about 4 % of runs with four test processes at once:
-/// the lock free, one Java worker left asleep on its subscription). rlock banks the wake-up, so
-/// rlock's workers keep [`LIMIT`].
+/// that instant (docs/protocol.md §3.2: `latch.release(latch.getQueueLength())`, nothing banked),
+/// so a Java waiter between its try and its wait misses the message and sleeps out the PTTL:
+/// Redisson's own race, reproduced by the emulator (seen in about 4 % of runs with four test
+/// processes at once: the lock free, one Java worker left asleep on its subscription). rlock banks
+/// the wake-up, so rlock's workers keep [`LIMIT`].
 const JAVA_WRITE_WAKE_UP_MISSED: Duration = Duration::from_secs(30);
 
 /// Two Java clients of `version` and two rlock clients, two workers each, every worker taking the

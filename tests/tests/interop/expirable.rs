@@ -1,4 +1,4 @@
-//! What only the permit-expirable semaphore has, across the sides (PROTOCOL.md §8.6, §11.15,
+//! What only the permit-expirable semaphore has, across the sides (docs/protocol.md §8.6, §11.15,
 //! §11.16): a permit whose lease ran out on one side is counted back in by the other side's next
 //! call (a waiting acquire, which sleeps no longer than the nearest expiry, or a count) and its
 //! late release is refused; ids taken on one side are released, read and renewed on the other

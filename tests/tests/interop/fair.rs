@@ -1,7 +1,7 @@
-//! The fair lock across the sides (PROTOCOL.md §6): Java and rlock waiters share one FIFO queue,
-//! so interleaved they acquire in queue order, and a waiter of either side that gives up leaves
-//! the queue and its deadline (§6.6), moving the deadlines behind it up by its wait. The same for
-//! the non-reentrant fair lock (§6.9), alone and mixed with the fair lock in one queue.
+//! The fair lock across the sides (docs/protocol.md §6): Java and rlock waiters share one FIFO
+//! queue, so interleaved they acquire in queue order, and a waiter of either side that gives up
+//! leaves the queue and its deadline (§6.6), moving the deadlines behind it up by its wait. The same
+//! for the non-reentrant fair lock (§6.9), alone and mixed with the fair lock in one queue.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The fenced lock across the sides (PROTOCOL.md §8.2): both count one token key, so tokens
+//! The fenced lock across the sides (docs/protocol.md §8.2): both count one token key, so tokens
 //! strictly increase whichever side acquires (every acquisition, re-entry and plain `lock()`
 //! included, takes the next one), and both sides read the same latest token.
 

@@ -1,7 +1,8 @@
-//! Golden traces of the lock family: for each script, the literal Redis commands that PROTOCOL.md's
-//! numbered steps imply for a given state (written from the document, not from either side's code),
-//! checked with `MONITOR` against what rlock and the Redisson emulator (3.31 and HEAD) really ran.
-//! Where rlock deliberately differs (README), the difference is spelled out for its side.
+//! Golden traces of the lock family: for each script, the literal Redis commands that
+//! docs/protocol.md's numbered steps imply for a given state (written from the document, not from
+//! either side's code), checked with `MONITOR` against what rlock and the Redisson emulator (3.31
+//! and HEAD) really ran. Where rlock deliberately differs (README), the difference is spelled out
+//! for its side.
 //!
 //! A trace is, phase by phase, the invocations of that phase in order: the commands of a script,
 //! or a command sent outside any script on one of the lock's keys (the spin lock's `forceUnlock` is

@@ -1,5 +1,5 @@
-//! Golden traces of the synchronizers (PROTOCOL.md §8.5–§8.7, §11.4, §11.7, §11.15, §11.16): for
-//! a short tour of each, the literal Redis commands the protocol's tables imply, checked with
+//! Golden traces of the synchronizers (docs/protocol.md §8.5–§8.7, §11.4, §11.7, §11.15, §11.16):
+//! for a short tour of each, the literal Redis commands the protocol's tables imply, checked with
 //! `MONITOR` against what rlock and the Redisson emulator (3.31 and HEAD) really ran. Keys,
 //! channels and messages are literals here, for a plain name and for one that has its own braces
 //! (`redisson_sc:` follows `prefixName`, the timeouts `suffixName`, and the count-down latch's
@@ -25,7 +25,7 @@ use crate::golden::{Trace, Tracer, check_synchronizer_every_side, commands, mask
 use crate::support::{Party, SemaphoreKind, Side};
 
 /// The call line of a script whose keys and arguments the protocol does not fix.
-const UNFIXED: &str = "call <keys and arguments not fixed by PROTOCOL.md>";
+const UNFIXED: &str = "call <keys and arguments not fixed by docs/protocol.md>";
 
 /// The score of a permit that never expires (§8.6).
 const NON_EXPIRING: &str = "922337203685477";

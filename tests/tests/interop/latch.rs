@@ -1,6 +1,7 @@
-//! The unlock latch (PROTOCOL.md §2.3, §2.4): a replayed unlock returns the stored result without
-//! releasing twice, whichever side's script wrote the latch and whichever replays it; each side's
-//! unlock uses a fresh latch and deletes it after the reply; a latch left behind harms nobody.
+//! The unlock latch (docs/protocol.md §2.3, §2.4): a replayed unlock returns the stored result
+//! without releasing twice, whichever side's script wrote the latch and whichever replays it; each
+//! side's unlock uses a fresh latch and deletes it after the reply; a latch left behind harms
+//! nobody.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! Java interop: rlock and an emulated Redisson client (`rlock_tests::redisson`, written from
-//! PROTOCOL.md) share locks on one Redis.
+//! docs/protocol.md) share locks on one Redis.
 //!
 //! Every scenario is written once over [`support::Party`] and instantiated in both directions
 //! (`…::java_to_rlock` / `…::rlock_to_java`: which side plays the scenario's first role), and every
@@ -55,8 +55,8 @@
 //! - [`expirable`]: the permit-expirable semaphore's expired permits reclaimed by the other side,
 //!   ids and leases across the sides;
 //! - [`count_down`]: the count-down latch opened, closed and deleted across the sides;
-//! - [`golden_synchronizers`]: the exact commands (and, where PROTOCOL.md fixes them, the keys and
-//!   arguments) of every synchronizer script, against literal traces.
+//! - [`golden_synchronizers`]: the exact commands (and, where docs/protocol.md fixes them, the keys
+//!   and arguments) of every synchronizer script, against literal traces.
 //!
 //! Wake-up latencies are printed on stderr (`cargo test --test interop -- --nocapture`), as lines
 //! starting with `interop timing:`; the semaphores' contention figures as `interop permits:`.

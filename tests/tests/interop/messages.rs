@@ -1,7 +1,7 @@
-//! Raw messages on a lock channel (PROTOCOL.md §3.2, §11.4–§11.5): a waiter retries on an integer
-//! `0` (one waiter per client) or `1` (every waiter), ignores everything else without harm, and a
-//! wake-up is only a hint: the lock must really be free. Both sides' waiters behave the same, for
-//! the `RLock` and the non-reentrant lock (its channel and messages).
+//! Raw messages on a lock channel (docs/protocol.md §3.2, §11.4–§11.5): a waiter retries on an
+//! integer `0` (one waiter per client) or `1` (every waiter), ignores everything else without harm,
+//! and a wake-up is only a hint: the lock must really be free. Both sides' waiters behave the same,
+//! for the `RLock` and the non-reentrant lock (its channel and messages).
 
 use std::time::Duration;
 

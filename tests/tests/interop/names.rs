@@ -1,4 +1,4 @@
-//! Names (PROTOCOL.md §1.3–§1.5): odd lock names work across the sides, and the lock key, the
+//! Names (docs/protocol.md §1.3–§1.5): odd lock names work across the sides, and the lock key, the
 //! channel and the latch keys are exactly Redisson's, byte for byte. The expected channels are
 //! literals here, not computed by either implementation. For the `RLock` and the non-reentrant
 //! lock (its hash and channel).

@@ -1,4 +1,4 @@
-//! The non-reentrant locks across the sides (PROTOCOL.md §8.8, §6.9): a holder's re-entry is
+//! The non-reentrant locks across the sides (docs/protocol.md §8.8, §6.9): a holder's re-entry is
 //! refused on both sides (Java's `IllegalMonitorStateException`, rlock's `Error::ReentryRefused`)
 //! by every acquisition form, changing nothing in Redis and never joining the fair queue; and a
 //! non-reentrant lock and its reentrant twin on one name are one lock, across the sides and within

@@ -1,6 +1,6 @@
-//! The read-write lock across the sides (PROTOCOL.md §7): readers of both sides hold it together
-//! while writers of both sides are kept out, the last reader's unlock (`0`) wakes a writer of the
-//! other side, and a write unlock (`1`, wake all) wakes the readers of both sides at once.
+//! The read-write lock across the sides (docs/protocol.md §7): readers of both sides hold it
+//! together while writers of both sides are kept out, the last reader's unlock (`0`) wakes a writer
+//! of the other side, and a write unlock (`1`, wake all) wakes the readers of both sides at once.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! Semaphores shared across the sides (PROTOCOL.md §8.5, §8.6, §11.4–§11.5), for both kinds (the
-//! `RSemaphore` and the `RPermitExpirableSemaphore`, its permits taken without a lease):
+//! Semaphores shared across the sides (docs/protocol.md §8.5, §8.6, §11.4–§11.5), for both kinds
+//! (the `RSemaphore` and the `RPermitExpirableSemaphore`, its permits taken without a lease):
 //!
 //! - the permits are shared exactly: emulated Java threads and rlock tasks contend for a few
 //!   permits at once, every hold goes into the history checker's counting model (never more

@@ -1,4 +1,4 @@
-//! The spin lock across the sides (PROTOCOL.md §8.1): its waiters subscribe to nothing and its
+//! The spin lock across the sides (docs/protocol.md §8.1): its waiters subscribe to nothing and its
 //! unlocks publish nothing, so a waiter of one side notices the other side's unlock at its next
 //! try, within one back-off delay.
 

@@ -47,7 +47,7 @@ pub(crate) const JAVA_VERSION: RedissonVersion = RedissonVersion::V4;
 pub(crate) const WAKE_LIMIT: Duration = Duration::from_millis(50);
 
 /// The longest delay between two tries of a spin-lock waiter: both sides' default back-off
-/// (Redisson's `ExponentialBackOff`, PROTOCOL.md §8.1) doubles up to it.
+/// (Redisson's `ExponentialBackOff`, docs/protocol.md §8.1) doubles up to it.
 const SPIN_MAX_BACK_OFF: Duration = Duration::from_millis(128);
 
 /// How many tries a spin-lock waiter makes before its back-off reaches [`SPIN_MAX_BACK_OFF`]
@@ -147,7 +147,7 @@ impl Kind {
     }
 
     /// The hash field of the owner whose client-wide field is `owner` (`<client id>:<thread>`,
-    /// [`Party::field`]): the write lock's ends in `:write` (PROTOCOL.md §1.2).
+    /// [`Party::field`]): the write lock's ends in `:write` (docs/protocol.md §1.2).
     pub(crate) fn field(self, owner: &str) -> String {
         match self {
             Self::Write => format!("{owner}:write"),

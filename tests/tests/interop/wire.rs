@@ -1,6 +1,6 @@
 //! The commands each side's `RLock` scripts run, as `MONITOR` shows them: for every lock
 //! operation, rlock and the Redisson emulator (3.31 and HEAD) execute exactly the Redis commands
-//! that PROTOCOL.md's numbered steps list (§2.2, §2.3, §2.5), with the same arguments: the
+//! that docs/protocol.md's numbered steps list (§2.2, §2.3, §2.5), with the same arguments: the
 //! expected traces below are literals, not computed by either side. The tracing is `golden`'s.
 
 use rlock_tests::redisson::lock_channel;

@@ -183,7 +183,7 @@ struct Servers {
 }
 
 /// The settings Redisson 4.x keeps at the top level of the file and older versions in the server
-/// section, where 4.x still reads them (PROTOCOL.md §9.1). Where both levels give one, the
+/// section, where 4.x still reads them (docs/protocol.md §9.1). Where both levels give one, the
 /// section's wins and the top level is the fallback, as the contract says; see [`Levels`]. `null`
 /// is unset at either level.
 #[derive(Debug, Default, Deserialize)]
@@ -334,7 +334,7 @@ impl Servers {
 }
 
 /// The [`Shared`] settings of the file's section and of its top level, read with the precedence of
-/// PROTOCOL.md §9.1: the section's value, else the top level's.
+/// docs/protocol.md §9.1: the section's value, else the top level's.
 struct Levels<'a> {
     /// The section's name, e.g. `singleServerConfig`.
     name: &'static str,
@@ -344,7 +344,7 @@ struct Levels<'a> {
 
 impl<'a> Levels<'a> {
     /// The setting `key` (`field` of [`Shared`]): the section's value when it gives one, else the
-    /// top level's (PROTOCOL.md §9.1), with the key as the file spells it where it was found
+    /// top level's (docs/protocol.md §9.1), with the key as the file spells it where it was found
     /// (`sslTruststore` or `singleServerConfig.sslTruststore`), for messages.
     fn get<T>(&self, key: &str, field: fn(&Shared) -> &Option<T>) -> Option<(String, &'a T)> {
         let [top, section] = self.both(key, field);

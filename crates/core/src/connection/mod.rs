@@ -22,8 +22,8 @@
 //! connection (seen after a Sentinel failover: a `WAIT` on the promoted master never returned).
 //!
 //! Lock writes in replicated topologies are pipelined with `WAIT <replicas> <timeout>` on the same
-//! connection to the same master (PROTOCOL.md §5.2); the replica count is read from the master's
-//! `INFO replication` and cached until a `WAIT` reply disagrees with it.
+//! connection to the same master (docs/protocol.md §5.2); the replica count is read from the
+//! master's `INFO replication` and cached until a `WAIT` reply disagrees with it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -639,7 +639,7 @@ impl Commands {
     }
 
     /// Runs a write that Redisson sends without waiting for replicas (a latch's count-down,
-    /// PROTOCOL.md §5.1) on `conn` under the command deadline.
+    /// docs/protocol.md §5.1) on `conn` under the command deadline.
     ///
     /// # Cancel safety
     ///
@@ -736,7 +736,7 @@ impl Commands {
             None => Value::Nil,
         };
         if acknowledged != replicas {
-            // The replica set changed: read it again next time (PROTOCOL.md §5.2 step 5).
+            // The replica set changed: read it again next time (docs/protocol.md §5.2 step 5).
             let _ = self.replicas.lock().remove(&slot);
         }
         Ok(Synced {

@@ -4,15 +4,14 @@
 //! - **Scripts.** Every lock operation is a Lua script sent as `EVALSHA`. A server whose ACL denies
 //!   scripting, or a service that does not offer it, fails the connect with
 //!   [`Error::Unsupported`] naming the command.
-//! - **A cluster behind a proxy** (PROTOCOL.md §9.2). Outside [`Topology::Cluster`], the same probe
-//!   names two keys of different slots, as Redisson 4.x's does: a server that refuses it with
-//!   `CROSSSLOT` is a cluster presented as one address, and from then on the client's commands
-//!   stay within one slot ([`Commands::batch_slot`]). [`Config::proxied_cluster`] can say so
-//!   instead.
+//! - **A cluster behind a proxy** (docs/protocol.md §9.2). Outside [`Topology::Cluster`], the same
+//!   probe names two keys of different slots, as Redisson 4.x's does: a server that refuses it with
+//!   `CROSSSLOT` is a cluster presented as one address, and from then on the client's commands stay
+//!   within one slot ([`Commands::batch_slot`]). [`Config::proxied_cluster`] can say so instead.
 //! - **`WAIT`.** Topologies with replicas wait for them after every lock write. A server without
 //!   `WAIT` (serverless services) fails the connect with [`Error::Unsupported`], unless
 //!   [`Config::check_lock_synced_replicas`] is off: then lock writes simply do not wait, as
-//!   Redisson's do once its own probe found `WAIT` missing (PROTOCOL.md §5.2).
+//!   Redisson's do once its own probe found `WAIT` missing (docs/protocol.md §5.2).
 //! - **Eviction.** Lock keys carry a TTL, so any `maxmemory-policy` but `noeviction` may evict a
 //!   held lock under memory pressure, releasing it behind its owner's back: one warning. Managed
 //!   services often deny `CONFIG`; then nothing is said.
@@ -52,7 +51,7 @@ pub(crate) async fn probe(commands: &mut Commands, config: &Config) -> Result<()
             if retried(config, || scripts(commands, true)).await? {
                 tracing::info!(
                     "the server refuses scripts across slots (CROSSSLOT): it is a cluster behind a \
-                     proxy, so every command stays within one slot (PROTOCOL.md §9.2)"
+                     proxy, so every command stays within one slot (docs/protocol.md §9.2)"
                 );
                 commands.single_slot = true;
             }

@@ -316,8 +316,8 @@ fn take_hold<K: Kind>(
 }
 
 /// One acquire attempt. In replicated topologies an acquire that no replica acknowledged is undone and
-/// tried again, as Redisson does (PROTOCOL.md §5.3), before it fails with `NoSyncedReplicas`. A
-/// refusal by the kind's script sets `refused`.
+/// tried again, as Redisson does (docs/protocol.md §5.3), before it fails with `NoSyncedReplicas`.
+/// A refusal by the kind's script sets `refused`.
 async fn attempt<K: Kind>(
     services: &Services,
     kind: &K,
@@ -565,10 +565,10 @@ async fn undo(
     }
 }
 
-/// A waiter's give-up (PROTOCOL.md §6.6): run when the wait ran out, sent in the background when the
-/// acquisition is dropped or failed, unless disarmed by success. Empty for kinds that need none.
-/// One sent in the background holds its owner back from this lock until it ran (it removes the
-/// owner's queue entry, which would be the owner's next one if it queued again meanwhile).
+/// A waiter's give-up (docs/protocol.md §6.6): run when the wait ran out, sent in the background
+/// when the acquisition is dropped or failed, unless disarmed by success. Empty for kinds that need
+/// none. One sent in the background holds its owner back from this lock until it ran (it removes
+/// the owner's queue entry, which would be the owner's next one if it queued again meanwhile).
 struct GiveUp<'a> {
     call: Option<ScriptCall>,
     services: &'a Services,

@@ -29,7 +29,7 @@ pub(crate) struct Applied {
 }
 
 /// Whether a write waits for replicas (`WAIT`) where the topology has them: Redisson's semaphore
-/// writes do, its latch's writes do not (PROTOCOL.md §5.1).
+/// writes do, its latch's writes do not (docs/protocol.md §5.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Replicas {
     /// Pipeline `WAIT` after the script.

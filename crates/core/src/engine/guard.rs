@@ -168,7 +168,7 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
 
     /// Sets the lock's expiry to `lease` from now, whoever holds it (a plain `PEXPIRE` of the lock
     /// key, Redisson's `expire` on a lock, which checks no owner): how a multi-lock gives its
-    /// members their final lease once it holds them all (PROTOCOL.md §8.3).
+    /// members their final lease once it holds them all (docs/protocol.md §8.3).
     ///
     /// # Cancel safety
     ///

@@ -113,7 +113,7 @@ pub trait Kind: Send + Sync + 'static {
         None
     }
 
-    /// Releases one hold of `field` idempotently under `latch` (PROTOCOL.md §2.3): replies 1
+    /// Releases one hold of `field` idempotently under `latch` (docs/protocol.md §2.3): replies 1
     /// released, 0 still held, nil not the owner. `lease` is re-applied while holds remain.
     fn unlock_call(
         &self,

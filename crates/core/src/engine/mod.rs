@@ -34,9 +34,9 @@
 //! ([`crate::reconciling`]).
 //!
 //! Unlocks and local hand-offs are made idempotent instead: one request id (the unlock latch,
-//! PROTOCOL.md §2.3) is used for every re-send, so a re-send of one that had already run replays its
-//! stored result. A hand-off is never undone: an undo by field could take away the hold its waiter
-//! later took by itself.
+//! docs/protocol.md §2.3) is used for every re-send, so a re-send of one that had already run
+//! replays its stored result. A hand-off is never undone: an undo by field could take away the hold
+//! its waiter later took by itself.
 
 mod acquire;
 mod deadline;

@@ -27,7 +27,7 @@ pub(crate) enum Released {
 }
 
 /// Releases one hold of `kind` by `field`. If holds remain, their lease is re-applied: the watchdog
-/// timeout while some are renewed here, else the lease of the owner's latest hold (PROTOCOL.md
+/// timeout while some are renewed here, else the lease of the owner's latest hold (docs/protocol.md
 /// §11.10).
 ///
 /// Renewal stops first. The last hold of a kind that hands off goes to the next local waiter if one

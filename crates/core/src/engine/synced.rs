@@ -1,4 +1,4 @@
-//! Writes that no replica acknowledged: compensated, then tried again (PROTOCOL.md §5.3).
+//! Writes that no replica acknowledged: compensated, then tried again (docs/protocol.md §5.3).
 
 use std::future::Future;
 
