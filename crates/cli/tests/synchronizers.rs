@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use rlock_tests::RedisServer;
 use serde_json::{Value, json};
-use support::{assert_fails_cleanly, json_lines, rlock, run, run_ok};
+use support::{assert_fails_cleanly, assert_usage_error, json_lines, rlock, run, run_ok};
 
 /// A running `rlock` process, whose JSON lines are read as they come.
 struct Running {
@@ -347,7 +347,8 @@ fn synchronizer_kinds_and_bad_input_fail_cleanly() {
         .expect("raw connection")
         .hset("cli:hash", "field", 1)
         .expect("HSET");
-    let cases: [&[&str]; 10] = [
+    // Rejected by the argument parser: usage errors, exit 2.
+    let usage: [&[&str]; 7] = [
         &["lock", "x", "--kind", "semaphore", "--hold-ms", "1"],
         &["force-unlock", "x", "--kind", "latch"],
         &[
@@ -361,7 +362,6 @@ fn synchronizer_kinds_and_bad_input_fail_cleanly() {
             "1",
         ],
         &["inspect", "x", "--kind", "queue"],
-        &["inspect", "cli:hash", "--kind", "semaphore"],
         &["semaphore", "", "available"],
         &[
             "semaphore",
@@ -373,6 +373,13 @@ fn synchronizer_kinds_and_bad_input_fail_cleanly() {
             "1",
         ],
         &["semaphore", "x", "set-permits", "-1"],
+    ];
+    for args in usage {
+        assert_usage_error(&run(Some(&url), args), &format!("{args:?}"));
+    }
+    // Failures at run time, exit 1.
+    let failures: [&[&str]; 3] = [
+        &["inspect", "cli:hash", "--kind", "semaphore"],
         &[
             "expirable-semaphore",
             "x",
@@ -384,7 +391,7 @@ fn synchronizer_kinds_and_bad_input_fail_cleanly() {
         ],
         &["latch", "cli:hash", "count-down"],
     ];
-    for args in cases {
+    for args in failures {
         assert_fails_cleanly(&run(Some(&url), args), &format!("{args:?}"));
     }
 }

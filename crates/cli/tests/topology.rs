@@ -12,7 +12,7 @@ use redis::Commands;
 use rlock_tests::RedisServer;
 use rlock_tests::topology::{Cluster, SentinelSetup, connect};
 use serde_json::Value;
-use support::{assert_fails_cleanly, json_lines, rlock, run, run_ok};
+use support::{assert_fails_cleanly, assert_usage_error, json_lines, rlock, run, run_ok};
 
 const CHECK_TASKS: u64 = 4;
 const CHECK_ITERATIONS: u64 = 20;
@@ -167,7 +167,8 @@ fn sentinel_runs_check_and_demo() {
 fn bad_topology_options_fail_cleanly() {
     let (a, b) = ("redis://127.0.0.1:1/", "redis://127.0.0.1:2/");
     let password = "pw-that-must-not-show";
-    let cases: [&[&str]; 8] = [
+    // Flags that exclude each other: clap refuses them, a usage error (exit 2).
+    let usage: [&[&str]; 2] = [
         &[
             "--cluster",
             "--sentinel-master",
@@ -178,6 +179,12 @@ fn bad_topology_options_fail_cleanly() {
             "x",
         ],
         &["--cluster", "--master-replica", "--url", a, "inspect", "x"],
+    ];
+    for args in usage {
+        assert_usage_error(&run(None, args), &format!("{args:?}"));
+    }
+    // Combinations the topology checks when it builds its configuration (exit 1).
+    let failures: [&[&str]; 6] = [
         &["--url", a, "--url", b, "inspect", "x"],
         &["--master-replica", "--url", a, "--url", b, "inspect", "x"],
         &["--sharded-pubsub", "on", "--url", a, "inspect", "x"],
@@ -192,7 +199,7 @@ fn bad_topology_options_fail_cleanly() {
         ],
         &["--sentinel-password", password, "--url", a, "inspect", "x"],
     ];
-    for args in cases {
+    for args in failures {
         let output = run(None, args);
         assert_fails_cleanly(&output, &format!("{args:?}"));
         let stderr = String::from_utf8_lossy(&output.stderr);
