@@ -339,7 +339,28 @@ async fn every_kind_derives_its_keys_from_the_mapped_name() {
     let expiring: i64 = redis.zcard("{app:nm:exp}:timeout").await.expect("ZCARD");
     assert_eq!(expiring, 1);
 
-    for unmapped in ["nm:fair", "nm:fenced", "nm:spin", "nm:exp"] {
+    // The non-reentrant kinds take the mapping through the same seam as their twins.
+    let single = client.non_reentrant_lock("nm:single");
+    let single_fair = client.non_reentrant_fair_lock("nm:single-fair");
+    assert_eq!(single.name(), "app:nm:single");
+    assert_eq!(single_fair.name(), "app:nm:single-fair");
+    let held = (
+        single.lock().await.expect("non-reentrant lock"),
+        single_fair.lock().await.expect("non-reentrant fair lock"),
+    );
+    assert!(exists(&mut redis, "app:nm:single").await);
+    assert!(exists(&mut redis, "app:nm:single-fair").await);
+    held.0.unlock().await.expect("unlock");
+    held.1.unlock().await.expect("unlock");
+
+    for unmapped in [
+        "nm:fair",
+        "nm:fenced",
+        "nm:spin",
+        "nm:exp",
+        "nm:single",
+        "nm:single-fair",
+    ] {
         assert!(!exists(&mut redis, unmapped).await, "{unmapped}");
     }
     let keys: Vec<String> = redis.keys("*nm:*").await.expect("KEYS");
