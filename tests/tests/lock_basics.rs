@@ -317,7 +317,10 @@ async fn a_non_hash_value_at_the_lock_key_is_wrong_type_and_left_alone() {
         lock.force_unlock().await,
         Err(Error::WrongType { .. })
     ));
-    assert!(lock.is_locked().await.expect("EXISTS works on any type"));
+    assert!(matches!(
+        lock.is_locked().await,
+        Err(Error::WrongType { .. })
+    ));
 
     let value: String = redis.get("basics:string").await.expect("get");
     assert_eq!(value, "precious");
