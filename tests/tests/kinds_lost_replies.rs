@@ -8,8 +8,9 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock_redisson::kind::{FairQueue, LockKind};
 use rlock_redisson::{Client, Error, Lock, Owner};
-use rlock_tests::RedisServer;
 use rlock_tests::harness::{eventually, fast_timeouts, pause_clients, raw};
+use rlock_tests::redisson::KINDS;
+use rlock_tests::{RedisServer, rlock_object};
 
 /// Every key in the (private) server, but the fenced lock's token counter, which never expires.
 async fn keys_left(redis: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
@@ -77,26 +78,17 @@ async fn every_kind_undoes_an_acquire_whose_reply_was_lost() {
     let server = RedisServer::start();
     let client = fast_timeouts(&server).await;
     let mut redis = raw(&server).await;
-    dropped_in_flight_leaves_nothing(client.fair_lock("lost:fair"), &mut redis).await;
-    dropped_in_flight_leaves_nothing(client.fenced_lock("lost:fenced"), &mut redis).await;
-    dropped_in_flight_leaves_nothing(client.spin_lock("lost:spin"), &mut redis).await;
-    let rw = client.read_write_lock("lost:rw");
-    dropped_in_flight_leaves_nothing(rw.read(), &mut redis).await;
-    dropped_in_flight_leaves_nothing(rw.write(), &mut redis).await;
-    let non_reentrant = client.non_reentrant_lock("lost:non-reentrant");
-    dropped_in_flight_leaves_nothing(non_reentrant.clone(), &mut redis).await;
-    let non_reentrant_fair = client.non_reentrant_fair_lock("lost:non-reentrant-fair");
-    dropped_in_flight_leaves_nothing(non_reentrant_fair.clone(), &mut redis).await;
-
-    timed_out_reentry_keeps_the_first_hold(client.fair_lock("lost:fair"), &mut redis).await;
-    timed_out_reentry_keeps_the_first_hold(client.fenced_lock("lost:fenced"), &mut redis).await;
-    timed_out_reentry_keeps_the_first_hold(client.spin_lock("lost:spin"), &mut redis).await;
-    timed_out_reentry_keeps_the_first_hold(rw.read(), &mut redis).await;
-    timed_out_reentry_keeps_the_first_hold(rw.write(), &mut redis).await;
-    // A refused re-entry changed nothing, but its caller cannot tell a lost refusal from a lost
-    // second hold: the undo must leave the single hold there is.
-    timed_out_reentry_keeps_the_first_hold(non_reentrant, &mut redis).await;
-    timed_out_reentry_keeps_the_first_hold(non_reentrant_fair, &mut redis).await;
+    for kind in KINDS {
+        let object = kind.rlock(&client, &format!("lost:{}", kind.interface()));
+        rlock_object!(object.clone(), lock => {
+            dropped_in_flight_leaves_nothing(lock, &mut redis).await;
+        });
+        // A non-reentrant kind refuses the re-entry, which changes nothing; but its caller cannot
+        // tell a lost refusal from a lost second hold: the undo must leave the single hold there is.
+        rlock_object!(object, lock => {
+            timed_out_reentry_keeps_the_first_hold(lock, &mut redis).await;
+        });
+    }
     client.close().await;
 }
 

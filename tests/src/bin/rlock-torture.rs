@@ -58,6 +58,7 @@ use rlock_redisson::{
 };
 use rlock_tests::history::fleet::{Kind, Synchronizer};
 use rlock_tests::history::{Event, LogWriter, Mode, Summary, error_kind, now_ns};
+use rlock_tests::rlock_object;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -383,32 +384,16 @@ impl Worker {
                 .attempt_synchronizer(task, seq, name, synchronizer)
                 .await;
         }
-        match self.args.kind {
-            Kind::Lock => self.attempt_on(task, seq, client.lock(name)).await,
-            Kind::Fair => self.attempt_on(task, seq, client.fair_lock(name)).await,
-            Kind::Spin => self.attempt_on(task, seq, client.spin_lock(name)).await,
-            Kind::Fenced => self.attempt_on(task, seq, client.fenced_lock(name)).await,
-            Kind::NonReentrant => {
-                self.attempt_on(task, seq, client.non_reentrant_lock(name))
-                    .await
-            }
-            Kind::NonReentrantFair => {
-                self.attempt_on(task, seq, client.non_reentrant_fair_lock(name))
-                    .await
-            }
-            Kind::Read | Kind::Write | Kind::Rw => {
-                let lock = client.read_write_lock(name);
-                let read = match self.args.kind {
-                    Kind::Read => true,
-                    Kind::Write => false,
-                    _ => fastrand::bool(),
-                };
-                if read {
-                    self.attempt_on(task, seq, lock.read()).await;
-                } else {
-                    self.attempt_on(task, seq, lock.write()).await;
-                }
-            }
+        if let Some(object) = self.args.kind.object() {
+            let lock = object.rlock(client, name);
+            return rlock_object!(lock, lock => self.attempt_on(task, seq, lock).await);
+        }
+        // Both halves of the read-write lock, one at random.
+        let lock = client.read_write_lock(name);
+        if fastrand::bool() {
+            self.attempt_on(task, seq, lock.read()).await;
+        } else {
+            self.attempt_on(task, seq, lock.write()).await;
         }
     }
 

@@ -17,6 +17,10 @@ use tempfile::TempDir;
 
 use super::checker::{History, Report};
 use super::record::{Event, FaultKind, Record, now_ns, read_log};
+use crate::redisson::{
+    FairKind, FencedKind, NonReentrantFairKind, NonReentrantKind, ObjectKind, ReadKind,
+    ReentrantKind, SpinKind, WriteKind,
+};
 
 /// Which Redisson lock object a worker contends for (its `--kind`), and how its history shows it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -52,6 +56,22 @@ impl Kind {
             .expect("no kind is skipped")
             .get_name()
             .to_owned()
+    }
+
+    /// The Redisson object a worker contends for, whose [`ObjectKind`] makes its rlock handle;
+    /// `None` for [`Kind::Rw`], which takes either half at random.
+    pub fn object(self) -> Option<&'static dyn ObjectKind> {
+        Some(match self {
+            Self::Lock => &ReentrantKind,
+            Self::Fair => &FairKind,
+            Self::Spin => &SpinKind,
+            Self::Fenced => &FencedKind,
+            Self::Read => &ReadKind,
+            Self::Write => &WriteKind,
+            Self::Rw => return None,
+            Self::NonReentrant => &NonReentrantKind,
+            Self::NonReentrantFair => &NonReentrantFairKind,
+        })
     }
 
     /// Whether its holds may exclude each other, so that attempts wait for holders (all but

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{AsyncCommands, RedisResult};
 
+use super::kind::{JavaObject, MissingUnlock, ObjectKind, RlockObject};
 use super::lock::UNLOCK_DECREMENT;
 use super::{
     Attempt, Hold, JavaClient, LockObject, RedissonVersion, ThreadId, acquire_calls,
@@ -279,6 +280,41 @@ impl JavaClient {
             object: LockObject::new(self, name, Hold::Lock),
             reentry,
         }
+    }
+}
+
+// ===== the kind =====
+
+/// The fair lock: `RFairLock` (`getFairLock`), rlock's `FairLock`.
+#[derive(Clone, Copy, Debug)]
+pub struct FairKind;
+
+impl ObjectKind for FairKind {
+    fn interface(&self) -> &'static str {
+        "RFairLock"
+    }
+
+    /// Each waiter's own: the lock's channel with its owner field appended (§6.2).
+    fn channel(&self, name: &str, owner: &str) -> Option<String> {
+        Some(format!("{}:{owner}", lock_channel(name)))
+    }
+
+    /// None: an unlock wakes the queue head only (§6.7).
+    fn release_message(&self, _name: &str) -> Option<(String, &'static str)> {
+        None
+    }
+
+    /// A success (§6.7 step 3: it would wake a queue head, and there is none).
+    fn missing_unlock(&self) -> MissingUnlock {
+        MissingUnlock::Released
+    }
+
+    fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
+        JavaObject::Fair(client.get_fair_lock(name))
+    }
+
+    fn rlock(&self, client: &rlock_redisson::Client, name: &str) -> RlockObject {
+        RlockObject::Fair(client.fair_lock(name))
     }
 }
 

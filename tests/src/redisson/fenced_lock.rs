@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use redis::{AsyncCommands, RedisResult};
 
+use super::kind::{JavaObject, ObjectKind, RlockObject};
 use super::{Attempt, JavaClient, JavaLock, ThreadId, acquire_calls, base_lock_calls, prefix_name};
 
 // ===== scripts (paraphrased from the numbered steps of docs/protocol.md) =====
@@ -46,6 +47,27 @@ impl JavaClient {
             token: prefix_name("redisson_lock_token", lock.name()),
             lock,
         }
+    }
+}
+
+// ===== the kind =====
+
+/// The fenced lock: `RFencedLock` (`getFencedLock`), rlock's `FencedLock`: the `RLock`'s hash,
+/// channel and messages.
+#[derive(Clone, Copy, Debug)]
+pub struct FencedKind;
+
+impl ObjectKind for FencedKind {
+    fn interface(&self) -> &'static str {
+        "RFencedLock"
+    }
+
+    fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
+        JavaObject::Fenced(client.get_fenced_lock(name))
+    }
+
+    fn rlock(&self, client: &rlock_redisson::Client, name: &str) -> RlockObject {
+        RlockObject::Fenced(client.fenced_lock(name))
     }
 }
 

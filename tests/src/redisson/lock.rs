@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::RedisResult;
 
+use super::kind::{JavaObject, ObjectKind, RlockObject};
 use super::{
     Attempt, Hold, JavaClient, LockObject, RedissonVersion, ThreadId, Wire, acquire_calls,
     base_lock_calls, lock_channel,
@@ -228,6 +229,27 @@ impl JavaClient {
             }
             Ok(renewed)
         }
+    }
+}
+
+// ===== the kind =====
+
+/// The reentrant lock: Redisson's `RLock` (`getLock`), rlock's `Lock`. It is what the defaults of
+/// [`ObjectKind`] describe.
+#[derive(Clone, Copy, Debug)]
+pub struct ReentrantKind;
+
+impl ObjectKind for ReentrantKind {
+    fn interface(&self) -> &'static str {
+        "RLock"
+    }
+
+    fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
+        JavaObject::Lock(client.get_lock(name))
+    }
+
+    fn rlock(&self, client: &rlock_redisson::Client, name: &str) -> RlockObject {
+        RlockObject::Reentrant(client.lock(name))
     }
 }
 

@@ -80,6 +80,7 @@ mod count_down_latch;
 mod expirable_semaphore;
 mod fair_lock;
 mod fenced_lock;
+mod kind;
 mod lock;
 mod non_reentrant;
 mod rw_lock;
@@ -106,15 +107,17 @@ use tokio::time::Instant;
 
 pub use count_down_latch::JavaCountDownLatch;
 pub use expirable_semaphore::{JavaPermitExpirableSemaphore, NON_EXPIRING_SCORE};
-pub use fair_lock::JavaFairLock;
-pub use fenced_lock::JavaFencedLock;
-pub use lock::JavaLock;
+pub use fair_lock::{FairKind, JavaFairLock};
+pub use fenced_lock::{FencedKind, JavaFencedLock};
+pub use kind::{JavaObject, KINDS, MissingUnlock, ObjectKind, Polling, RlockObject};
+pub use lock::{JavaLock, ReentrantKind};
 pub use non_reentrant::{
-    JavaError, JavaNonReentrantFairLock, JavaNonReentrantLock, JavaResult, REACQUIRE,
+    JavaError, JavaNonReentrantFairLock, JavaNonReentrantLock, JavaResult, NonReentrantFairKind,
+    NonReentrantKind, REACQUIRE,
 };
-pub use rw_lock::{JavaReadWriteLock, JavaRwLock};
+pub use rw_lock::{JavaReadWriteLock, JavaRwLock, ReadKind, WriteKind};
 pub use semaphore::JavaSemaphore;
-pub use spin_lock::JavaSpinLock;
+pub use spin_lock::{JavaSpinLock, SpinKind};
 
 /// A Java thread id (`Thread.currentThread().getId()`): the second half of an owner field.
 pub type ThreadId = u64;

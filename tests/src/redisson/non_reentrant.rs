@@ -14,8 +14,9 @@ use std::ops::Deref;
 
 use redis::RedisError;
 
-use super::fair_lock::Reentry;
-use super::lock::Acquire;
+use super::fair_lock::{FairKind, Reentry};
+use super::kind::{JavaObject, ObjectKind, RlockObject};
+use super::lock::{Acquire, ReentrantKind};
 use super::{JavaClient, JavaFairLock, JavaLock};
 
 /// The error reply of a refused re-entry, the acquire scripts' last argument (§6.9, §8.8).
@@ -185,6 +186,54 @@ macro_rules! refusing_acquire_calls {
             Ok(self.twin.try_lock_for(thread, wait, lease).await?)
         }
     };
+}
+
+// ===== the kinds =====
+
+/// The non-reentrant lock (Redisson 4.4+): `RNonReentrantLock` (`getNonReentrantLock`), rlock's
+/// `NonReentrantLock`. The reentrant lock's hash and channel; a re-entry is refused.
+#[derive(Clone, Copy, Debug)]
+pub struct NonReentrantKind;
+
+impl ObjectKind for NonReentrantKind {
+    fn interface(&self) -> &'static str {
+        "RNonReentrantLock"
+    }
+
+    fn twin(&self) -> Option<&'static dyn ObjectKind> {
+        Some(&ReentrantKind)
+    }
+
+    fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
+        JavaObject::NonReentrant(client.get_non_reentrant_lock(name))
+    }
+
+    fn rlock(&self, client: &rlock_redisson::Client, name: &str) -> RlockObject {
+        RlockObject::NonReentrant(client.non_reentrant_lock(name))
+    }
+}
+
+/// The non-reentrant fair lock (4.4+): `RNonReentrantFairLock` (`getNonReentrantFairLock`),
+/// rlock's `NonReentrantFairLock`. The fair lock's hash and queue; a re-entry is refused.
+#[derive(Clone, Copy, Debug)]
+pub struct NonReentrantFairKind;
+
+impl ObjectKind for NonReentrantFairKind {
+    fn interface(&self) -> &'static str {
+        "RNonReentrantFairLock"
+    }
+
+    fn twin(&self) -> Option<&'static dyn ObjectKind> {
+        Some(&FairKind)
+    }
+
+    fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
+        JavaObject::NonReentrantFair(client.get_non_reentrant_fair_lock(name))
+    }
+
+    fn rlock(&self, client: &rlock_redisson::Client, name: &str) -> RlockObject {
+        RlockObject::NonReentrantFair(client.non_reentrant_fair_lock(name))
+    }
 }
 
 /// An emulated `RNonReentrantLock` object (§8.8): an `RLock` (which it dereferences to: the same

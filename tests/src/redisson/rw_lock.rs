@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use redis::{AsyncCommands, RedisResult};
 
+use super::kind::{JavaObject, MissingUnlock, ObjectKind, RlockObject};
 use super::lock::{RENEW_RESULT, UNLOCK_DECREMENT};
 use super::{
     Attempt, Hold, JavaClient, LockObject, RedissonVersion, ThreadId, Wire, acquire_calls,
@@ -366,6 +367,73 @@ impl JavaReadWriteLock {
         }
     }
 }
+
+// ===== the kinds =====
+
+/// The read half of a read-write lock: `getReadWriteLock(name).readLock()`, rlock's `ReadLock`.
+/// Its holders share.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadKind;
+
+/// The write half: `writeLock()`, rlock's `WriteLock`.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteKind;
+
+/// `impl ObjectKind` for a half: `$mode` is its hash's `mode` and its name in Java's
+/// `readLock()` / `writeLock()` and rlock's `read()` / `write()`, `$payload` its unlock message.
+/// Both halves share the read-write channel, and a missing lock's unlock is refused with that
+/// message (§7.3, §7.5 step 2).
+macro_rules! rw_kind {
+    (
+        $kind:ident, $interface:literal, $mode:literal, $payload:literal,
+        $java_half:ident, $variant:ident, $rlock_half:ident { $($own:item)* }
+    ) => {
+        impl ObjectKind for $kind {
+            fn interface(&self) -> &'static str {
+                $interface
+            }
+
+            fn mode(&self) -> Option<&'static str> {
+                Some($mode)
+            }
+
+            fn channel(&self, name: &str, _owner: &str) -> Option<String> {
+                Some(prefix_name("redisson_rwlock", name))
+            }
+
+            fn release_message(&self, name: &str) -> Option<(String, &'static str)> {
+                Some((prefix_name("redisson_rwlock", name), $payload))
+            }
+
+            fn missing_unlock(&self) -> MissingUnlock {
+                MissingUnlock::RefusedPublishing
+            }
+
+            fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
+                JavaObject::Rw(client.get_read_write_lock(name).$java_half())
+            }
+
+            fn rlock(&self, client: &rlock_redisson::Client, name: &str) -> RlockObject {
+                RlockObject::$variant(client.read_write_lock(name).$rlock_half())
+            }
+
+            $($own)*
+        }
+    };
+}
+
+rw_kind!(ReadKind, "RReadWriteLock.readLock", "read", "0", read_lock, Read, read {
+    /// A writer: readers share.
+    fn contender(&self) -> Option<&'static dyn ObjectKind> {
+        Some(&WriteKind)
+    }
+});
+
+rw_kind!(WriteKind, "RReadWriteLock.writeLock", "write", "1", write_lock, Write, write {
+    fn field_suffix(&self) -> &'static str {
+        ":write"
+    }
+});
 
 /// An emulated `RedissonReadLock` or `RedissonWriteLock` object (§7), from
 /// [`JavaReadWriteLock::read_lock`] or [`JavaReadWriteLock::write_lock`]. A read hold is the field

@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::{AsyncCommands, RedisResult};
 use tokio::time::Instant;
 
+use super::kind::{JavaObject, ObjectKind, Polling, RlockObject};
 use super::lock::{ACQUIRE_TWO_BLOCKS, UNLOCK_DECREMENT};
 use super::{Attempt, Hold, JavaClient, LockObject, ThreadId, acquire_calls, base_lock_calls};
 
@@ -59,6 +60,43 @@ impl JavaClient {
         JavaSpinLock {
             object: LockObject::new(self, name.into(), Hold::Lock),
         }
+    }
+}
+
+// ===== the kind =====
+
+/// The spin lock: `RSpinLock` (`getSpinLock`), rlock's `SpinLock`. Its waiters poll, and its
+/// unlocks publish nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct SpinKind;
+
+impl ObjectKind for SpinKind {
+    fn interface(&self) -> &'static str {
+        "RSpinLock"
+    }
+
+    fn channel(&self, _name: &str, _owner: &str) -> Option<String> {
+        None
+    }
+
+    /// Both sides' default back-off (§8.1) doubles from 1 ms up to its cap: 1, 2, 4, … 128 ms.
+    fn polling(&self) -> Option<Polling> {
+        Some(Polling {
+            max_delay: Duration::from_millis(ExponentialBackOff::MAX_MS),
+            tries_to_max_delay: u64::from(ExponentialBackOff::MAX_MS.ilog2()) + 1,
+        })
+    }
+
+    fn release_message(&self, _name: &str) -> Option<(String, &'static str)> {
+        None
+    }
+
+    fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
+        JavaObject::Spin(client.get_spin_lock(name))
+    }
+
+    fn rlock(&self, client: &rlock_redisson::Client, name: &str) -> RlockObject {
+        RlockObject::Spin(client.spin_lock(name))
     }
 }
 

@@ -37,9 +37,9 @@ async fn sharded_unlocks_wake_the_other_side(holder: Side, waiter: Side) {
     woken(waiting).await.1.release().await;
 
     let setup = "cluster, sharded";
-    let rounds = rounds(Kind::Reentrant);
+    let rounds = rounds(Kind::REENTRANT);
     wake_rounds(
-        Kind::Reentrant,
+        Kind::REENTRANT,
         &holder,
         &waiter,
         &mut redis,
@@ -61,7 +61,7 @@ async fn unlocks_of_every_kind_wake_the_other_side() {
     let site = Site::start(Topology::Cluster);
     let java = site.party(Side::Java).await;
     let rlock = site.party(Side::Rlock).await;
-    for kind in Kind::ALL {
+    for kind in Kind::all() {
         let name = format!("interop:cluster-{kind}");
         let mut redis = site.redis(&name).await;
         for (holder, waiter) in [(&java, &rlock), (&rlock, &java)] {
@@ -98,9 +98,9 @@ async fn java_3_21_and_rlock_with_sharded_pubsub_off() {
     woken(waiting).await.1.release().await;
 
     let setup = "cluster, classic";
-    let rounds = rounds(Kind::Reentrant);
+    let rounds = rounds(Kind::REENTRANT);
     wake_rounds(
-        Kind::Reentrant,
+        Kind::REENTRANT,
         &java,
         &rlock,
         &mut redis,
@@ -110,7 +110,7 @@ async fn java_3_21_and_rlock_with_sharded_pubsub_off() {
     )
     .await;
     wake_rounds(
-        Kind::Reentrant,
+        Kind::REENTRANT,
         &rlock,
         &java,
         &mut redis,

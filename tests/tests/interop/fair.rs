@@ -43,7 +43,7 @@ impl Queue {
     /// Asserts that both sides list `expected` as the queue, and that exactly they have deadlines.
     async fn assert_is(&self, redis: &mut Redis, parties: [&Party; 2], expected: &[String]) {
         for party in parties {
-            let listed = party.get(Kind::Fair, NAME).queue().await;
+            let listed = party.get(Kind::FAIR, NAME).queue().await;
             assert_eq!(listed, expected, "the queue as {} lists it", party.side());
         }
         let mut with_deadlines: Vec<String> = redis
@@ -156,13 +156,13 @@ async fn held_by(kind: Kind, a: Side, b: Side) -> (RedisServer, [Party; 2], Redi
 }
 
 async fn waiters_acquire_in_queue_order(a: Side, b: Side) {
-    in_queue_order(Kind::Fair, [Kind::Fair; 4], a, b).await;
+    in_queue_order(Kind::FAIR, [Kind::FAIR; 4], a, b).await;
 }
 
 /// A non-reentrant fair holder, and waiters of both fair kinds (non-reentrant or not) and both
 /// sides, alternating: one queue, one order.
 async fn both_fair_kinds_share_one_queue(a: Side, b: Side) {
-    let (fair, non_reentrant) = (Kind::Fair, Kind::NonReentrantFair);
+    let (fair, non_reentrant) = (Kind::FAIR, Kind::NON_REENTRANT_FAIR);
     let waiters = [fair, non_reentrant, non_reentrant, fair];
     in_queue_order(non_reentrant, waiters, a, b).await;
 }
@@ -193,11 +193,11 @@ async fn in_queue_order(holder: Kind, waiters: [Kind; 4], a: Side, b: Side) {
 }
 
 async fn give_ups_leave_no_entry(a: Side, b: Side) {
-    give_ups_of(Kind::Fair, a, b).await;
+    give_ups_of(Kind::FAIR, a, b).await;
 }
 
 async fn non_reentrant_give_ups_leave_no_entry(a: Side, b: Side) {
-    give_ups_of(Kind::NonReentrantFair, a, b).await;
+    give_ups_of(Kind::NON_REENTRANT_FAIR, a, b).await;
 }
 
 /// `a` holds the `kind` lock. A timed waiter of `b` queues between two waiters of `a` and gives

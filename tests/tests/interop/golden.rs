@@ -534,7 +534,7 @@ const FOREIGN_WAITER: &str = "00000000-0000-4000-8000-000000000000:9";
 /// Thread 1's tour of the fair lock `FAIR`: the lock tour's steps, plus an unlock that wakes a
 /// queued head, a wait that queues and gives up, and the unlock of a lock that no longer exists.
 async fn fair_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::Fair, FAIR);
+    let lock = party.get(Kind::FAIR, FAIR);
     let outer = reentered_once(tracer, &lock).await;
     queue_foreign_waiter(tracer).await;
     fair_tour_end(tracer, &lock, outer).await;
@@ -760,7 +760,7 @@ fn refusing(mut trace: Trace, refusal: &[String]) -> Trace {
 
 /// The lock tour with the re-entry refused instead: acquire, the refusals, then as the lock tour.
 async fn non_reentrant_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::NonReentrant, NON_REENTRANT);
+    let lock = party.get(Kind::NON_REENTRANT, NON_REENTRANT);
     tracer.mark("acquire").await;
     let hold = lock.lock(1).await;
     refused_reentries(tracer, &lock).await;
@@ -786,7 +786,7 @@ async fn non_reentrant_lock_scripts_follow_the_protocol() {
 /// The fair tour with the re-entry refused instead, while [`FOREIGN_WAITER`] queues: acquire, the
 /// refusals, then as the fair tour (whose queueing waiter gives up).
 async fn non_reentrant_fair_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::NonReentrantFair, FAIR);
+    let lock = party.get(Kind::NON_REENTRANT_FAIR, FAIR);
     tracer.mark("acquire").await;
     let hold = lock.lock(1).await;
     queue_foreign_waiter(tracer).await;
@@ -838,7 +838,7 @@ fn spin_expected(side: Side) -> Trace {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spin_lock_scripts_follow_the_protocol() {
     let tour = async |tracer: &mut _, party: &Party| {
-        lock_tour(tracer, party, Kind::Spin, SPIN).await;
+        lock_tour(tracer, party, Kind::SPIN, SPIN).await;
     };
     check_every_side(&[SPIN], tour, |_| (), spin_expected).await;
 }
@@ -854,8 +854,8 @@ fn token_key() -> String {
 /// The lock tour on the fenced lock (plain acquisitions), then `getToken`, and an acquisition
 /// through the token call (Java's `lockAndGetToken`).
 async fn fenced_tour(tracer: &mut Tracer, party: &Party) {
-    lock_tour(tracer, party, Kind::Fenced, FENCED).await;
-    let lock = party.get(Kind::Fenced, FENCED);
+    lock_tour(tracer, party, Kind::FENCED, FENCED).await;
+    let lock = party.get(Kind::FENCED, FENCED);
     tracer.mark("get token").await;
     let _ = lock.token().await;
     tracer.mark("acquire with a token").await;
@@ -931,9 +931,10 @@ async fn rw_tour_end(tracer: &mut Tracer, party: &Party, kind: Kind) {
     assert!(lock.try_lock(1, Duration::ZERO, None).await.is_none());
     tracer.mark("unlock by a non-owner").await;
     assert_eq!(lock.unlock_as(1).await, Unlocked::NotOwner);
-    let (other, mine) = match kind {
-        Kind::Read => ("write", "read"),
-        _ => ("read", "write"),
+    let (other, mine) = if kind == Kind::READ {
+        ("write", "read")
+    } else {
+        ("read", "write")
     };
     hold_foreign_rw(tracer, other).await;
     tracer.mark("force unlock of the other mode").await;
@@ -1044,11 +1045,11 @@ fn read_hold(k: u32) -> Vec<String> {
 
 /// Thread 1's tour of the read lock.
 async fn read_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::Read, RW);
+    let lock = party.get(Kind::READ, RW);
     let outer = reentered_once(tracer, &lock).await;
     tracer.mark("full unlock").await;
     outer.release().await;
-    rw_tour_end(tracer, party, Kind::Read).await;
+    rw_tour_end(tracer, party, Kind::READ).await;
 }
 
 /// The read lock's scripts (§7.2, §7.3, §7.6) in the states of [`read_tour`].
@@ -1122,10 +1123,10 @@ async fn read_lock_scripts_follow_the_protocol() {
 /// Thread 1's tour of the write lock, with a read hold taken while writing and the write unlock
 /// that leaves it (the downgrade).
 async fn write_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::Write, RW);
+    let lock = party.get(Kind::WRITE, RW);
     let outer = reentered_once(tracer, &lock).await;
     tracer.mark("read while writing").await;
-    let read = party.get(Kind::Read, RW).lock(1).await;
+    let read = party.get(Kind::READ, RW).lock(1).await;
     tracer.mark("downgrade").await;
     outer.release().await;
     tracer.mark("read unlock after the downgrade").await;
@@ -1134,7 +1135,7 @@ async fn write_tour(tracer: &mut Tracer, party: &Party) {
     let write = lock.lock(1).await;
     tracer.mark("full unlock").await;
     write.release().await;
-    rw_tour_end(tracer, party, Kind::Write).await;
+    rw_tour_end(tracer, party, Kind::WRITE).await;
 }
 
 /// The write lock's scripts (§7.4, §7.5, §7.6), and the read lock's where the writer reads, in
@@ -1265,12 +1266,16 @@ pub(crate) const JAVA_FIELD: &str = "<java>:7";
 /// The lock name of the hand-off tour of `kind`, and the keys to trace: the names the kind's other
 /// traces use, so that its acquire and unlock are theirs.
 fn hand_off_keys(kind: Kind) -> (&'static str, Vec<String>) {
-    match kind {
-        Kind::Reentrant => (HAND_OFF, vec![HAND_OFF.to_owned()]),
-        Kind::Fenced => (FENCED, vec![FENCED.to_owned(), token_key()]),
-        Kind::Write => (RW, vec![RW.to_owned()]),
-        Kind::NonReentrant => (NON_REENTRANT, vec![NON_REENTRANT.to_owned()]),
-        other => panic!("{other} does not hand off"),
+    if kind == Kind::REENTRANT {
+        (HAND_OFF, vec![HAND_OFF.to_owned()])
+    } else if kind == Kind::FENCED {
+        (FENCED, vec![FENCED.to_owned(), token_key()])
+    } else if kind == Kind::WRITE {
+        (RW, vec![RW.to_owned()])
+    } else if kind == Kind::NON_REENTRANT {
+        (NON_REENTRANT, vec![NON_REENTRANT.to_owned()])
+    } else {
+        panic!("{kind} does not hand off")
     }
 }
 
@@ -1332,7 +1337,7 @@ async fn hand_off_tour(kind: Kind) -> Trace {
 pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> Vec<String> {
     let (from, to, latch) = (kind.field(from), kind.field(to), latch(name));
     let mut script = commands(&[&["get", &latch]]);
-    if kind == Kind::Write {
+    if kind == Kind::WRITE {
         script.extend(commands(&[&["hget", name, "mode"]]));
     }
     script.extend(commands(&[
@@ -1344,7 +1349,7 @@ pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> V
     ]));
     // The latch keeps the outcome (1, or the next owner's token) for a re-send to replay. A fenced
     // hand-off is traced in the hand-off tour alone, where thread 1 took token 1: the next is 2.
-    let outcome = if kind == Kind::Fenced {
+    let outcome = if kind == Kind::FENCED {
         script.push(format!("incr {}", token_key()));
         "2"
     } else {
@@ -1370,11 +1375,14 @@ pub(crate) fn script_of(trace: &Trace, phase: &str, field: &str) -> Vec<String> 
 /// waiter's acquire, both as the kind's own trace has them.
 fn hand_off_expected(kind: Kind) -> Trace {
     let (name, _) = hand_off_keys(kind);
-    let own = match kind {
-        Kind::Reentrant => lock_expected(name, Side::Rlock),
-        Kind::Fenced => fenced_expected(Side::Rlock),
-        Kind::NonReentrant => non_reentrant_expected(Side::Rlock),
-        _ => write_expected(Side::Rlock),
+    let own = if kind == Kind::REENTRANT {
+        lock_expected(name, Side::Rlock)
+    } else if kind == Kind::FENCED {
+        fenced_expected(Side::Rlock)
+    } else if kind == Kind::NON_REENTRANT {
+        non_reentrant_expected(Side::Rlock)
+    } else {
+        write_expected(Side::Rlock)
     };
     let second = owner(2);
     trace(vec![
@@ -1399,21 +1407,21 @@ async fn hand_off_follows_its_script(kind: Kind) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::Reentrant).await;
+    hand_off_follows_its_script(Kind::REENTRANT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::Fenced).await;
+    hand_off_follows_its_script(Kind::FENCED).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::Write).await;
+    hand_off_follows_its_script(Kind::WRITE).await;
 }
 
 /// The non-reentrant lock hands off with its twin's (the `RLock`'s) script.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_reentrant_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::NonReentrant).await;
+    hand_off_follows_its_script(Kind::NON_REENTRANT).await;
 }

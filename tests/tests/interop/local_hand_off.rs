@@ -332,7 +332,7 @@ async fn a_java_unlock_wakes_rlocks_head_which_hands_off_in_queue_order() {
     for thread in 1..TASKS {
         let (from, to) = (owner(thread), owner(thread + 1));
         scripts.push(hand_off_script(
-            crate::support::Kind::Reentrant,
+            crate::support::Kind::REENTRANT,
             NAME,
             &from,
             &to,

@@ -73,7 +73,7 @@ async fn a_reentry_is_refused(kind: Kind, holder: Side, waiter: Side) {
     let waiting = waiter.get(kind, NAME).spawn_lock(2);
     redis.wait_waiting(kind, NAME, &waiter.field(2)).await;
     let queue = queued(&mut redis).await;
-    if kind == Kind::NonReentrantFair {
+    if kind == Kind::NON_REENTRANT_FAIR {
         let fields = vec![waiter.field(2)];
         assert_eq!(queue, (fields.clone(), fields), "the waiter queued");
     }

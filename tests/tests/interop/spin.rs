@@ -22,9 +22,9 @@ async fn unlock_is_seen_by_the_other_poller(holder: Side, poller: Side) {
     let mut messages = Listener::unlock_messages(&server).await;
     let mut latencies = Latencies::default();
     for _ in 0..ROUNDS {
-        let hold = holder.get(Kind::Spin, NAME).lock(1).await;
-        let polling = poller.get(Kind::Spin, NAME).spawn_lock(2);
-        redis.wait_waiting(Kind::Spin, NAME, &poller.field(2)).await;
+        let hold = holder.get(Kind::SPIN, NAME).lock(1).await;
+        let polling = poller.get(Kind::SPIN, NAME).spawn_lock(2);
+        redis.wait_waiting(Kind::SPIN, NAME, &poller.field(2)).await;
         assert_eq!(redis.channels().await, Vec::<Vec<u8>>::new(), "no channel");
 
         let released_at = Instant::now();
@@ -33,14 +33,14 @@ async fn unlock_is_seen_by_the_other_poller(holder: Side, poller: Side) {
         latencies.record(released_at, acquired_at);
         assert_eq!(
             redis.hash(NAME).await,
-            Kind::Spin.holds(&poller.field(2), 1)
+            Kind::SPIN.holds(&poller.field(2), 1)
         );
         hold.release().await;
         assert_eq!(messages.drain(Duration::from_millis(50)).await, vec![]);
     }
     latencies.check(
         &format!("RSpinLock poller, {} -> {}", holder.side(), poller.side()),
-        Kind::Spin.wake_limit(),
+        Kind::SPIN.wake_limit(),
     );
 }
 

@@ -4,12 +4,12 @@
 //! shares are written once and run for each kind; a [`Site`] runs them on one server or in a
 //! cluster ([`Topology`]); [`Redis`] and [`Listener`] observe the server directly.
 //!
-//! A new kind plugs in here: a [`Kind`] variant (with its fields, channels and messages), its
-//! objects in [`Party::get`] (a [`JavaObject`] and an [`RlockObject`] variant, and their arms in
-//! `java_object!` and `rlock_object!`), and a line in [`every_kind!`]'s lists, which run the
-//! generic scenarios for it, and in [`Kind::ALL`]. Its own scenarios go into a module of their own.
-//! A kind that is another's with a different acquire (the non-reentrant locks) names that one as
-//! its [`Kind::twin`], whose channels and messages it shares.
+//! A kind is described, and its objects made, by its [`ObjectKind`] impl in the emulator module of
+//! that kind (`rlock_tests::redisson`); here it takes a [`Kind`] constant and a line in
+//! [`every_kind!`]'s lists, which run the generic scenarios for it (and [`Kind::all`] runs the
+//! scenarios that loop over the kinds within one test). Its own scenarios go into a module of their
+//! own. A kind that is another's with a different acquire (the non-reentrant locks) names that one
+//! as its [`Kind::twin`], whose channels and messages it shares.
 //!
 //! The synchronizers (semaphores, count-down latch) have their own parties: [`synchronizers`].
 
@@ -24,11 +24,12 @@ use rlock_redisson::{Owner, ShardedPubSub};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
 use rlock_tests::redisson::{
-    JavaClient, JavaConfig, JavaError, JavaFairLock, JavaFencedLock, JavaLock,
-    JavaNonReentrantFairLock, JavaNonReentrantLock, JavaRwLock, JavaSpinLock, RedissonVersion,
-    ThreadId, lock_channel, prefix_name,
+    FairKind, FencedKind, JavaClient, JavaConfig, JavaError, JavaObject, KINDS, MissingUnlock,
+    NonReentrantFairKind, NonReentrantKind, ObjectKind, Polling, ReadKind, RedissonVersion,
+    ReentrantKind, RlockObject, SpinKind, ThreadId, WriteKind,
 };
 use rlock_tests::topology::Cluster;
+use rlock_tests::{java_object, rlock_object};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -45,14 +46,6 @@ pub(crate) const JAVA_VERSION: RedissonVersion = RedissonVersion::V4;
 /// How soon a waiter must own the lock after the other side released it. Typical figures are a
 /// millisecond or two; the margin is for a loaded 2-core machine.
 pub(crate) const WAKE_LIMIT: Duration = Duration::from_millis(50);
-
-/// The longest delay between two tries of a spin-lock waiter: both sides' default back-off
-/// (Redisson's `ExponentialBackOff`, docs/protocol.md §8.1) doubles up to it.
-const SPIN_MAX_BACK_OFF: Duration = Duration::from_millis(128);
-
-/// How many tries a spin-lock waiter makes before its back-off reaches [`SPIN_MAX_BACK_OFF`]
-/// (1, 2, 4, … 128 ms, plus jitter).
-const SPIN_TRIES_TO_MAX_BACK_OFF: u64 = 8;
 
 /// How long a scenario waits for a waiter that should already be awake: far below the 30 s PTTL
 /// it would otherwise sleep out, so a lost wake-up fails fast.
@@ -84,113 +77,79 @@ impl fmt::Display for Side {
     }
 }
 
-/// A kind of Redisson object that both sides implement, and the generic scenarios run for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// The reentrant lock: Redisson's `RLock` (`getLock`), rlock's `Lock`.
-    Reentrant,
-    /// The fair lock: `RFairLock` (`getFairLock`), rlock's `FairLock`.
-    Fair,
-    /// The spin lock: `RSpinLock` (`getSpinLock`), rlock's `SpinLock`. Its waiters poll.
-    Spin,
-    /// The fenced lock: `RFencedLock` (`getFencedLock`), rlock's `FencedLock`.
-    Fenced,
-    /// The read half of a read-write lock: `getReadWriteLock(name).readLock()`, rlock's
-    /// `ReadLock`. Its holders share.
-    Read,
-    /// The write half: `writeLock()`, rlock's `WriteLock`.
-    Write,
-    /// The non-reentrant lock (Redisson 4.4+): `RNonReentrantLock` (`getNonReentrantLock`),
-    /// rlock's `NonReentrantLock`. The reentrant lock's hash and channel; a re-entry is refused.
-    NonReentrant,
-    /// The non-reentrant fair lock (4.4+): `RNonReentrantFairLock` (`getNonReentrantFairLock`),
-    /// rlock's `NonReentrantFairLock`. The fair lock's hash and queue; a re-entry is refused.
-    NonReentrantFair,
-}
+/// A kind of Redisson lock object that both sides implement, and the generic scenarios run for.
+/// What it looks like on the wire and how its objects are made is its [`ObjectKind`], in the
+/// emulator module of that kind; this adds what the scenarios compare with.
+#[derive(Clone, Copy)]
+pub(crate) struct Kind(&'static dyn ObjectKind);
 
 impl Kind {
+    // The kinds the scenarios name, one per `ObjectKind` impl.
+    pub(crate) const REENTRANT: Self = Self(&ReentrantKind);
+    pub(crate) const FAIR: Self = Self(&FairKind);
+    pub(crate) const SPIN: Self = Self(&SpinKind);
+    pub(crate) const FENCED: Self = Self(&FencedKind);
+    pub(crate) const READ: Self = Self(&ReadKind);
+    pub(crate) const WRITE: Self = Self(&WriteKind);
+    pub(crate) const NON_REENTRANT: Self = Self(&NonReentrantKind);
+    pub(crate) const NON_REENTRANT_FAIR: Self = Self(&NonReentrantFairKind);
+
     /// Every kind, for a scenario that loops over them within one test (as [`every_kind!`]
-    /// instantiates the others: a new kind joins both).
-    pub(crate) const ALL: [Self; 8] = [
-        Self::Reentrant,
-        Self::Fair,
-        Self::Spin,
-        Self::Fenced,
-        Self::Read,
-        Self::Write,
-        Self::NonReentrant,
-        Self::NonReentrantFair,
-    ];
+    /// instantiates the others).
+    pub(crate) fn all() -> impl Iterator<Item = Self> {
+        KINDS.into_iter().map(Self)
+    }
 
     /// The kind whose hash, channels, messages and release this one shares, acquiring otherwise:
     /// the reentrant twin of a non-reentrant lock, else the kind itself.
     pub(crate) fn twin(self) -> Self {
-        match self {
-            Self::NonReentrant => Self::Reentrant,
-            Self::NonReentrantFair => Self::Fair,
-            kind => kind,
-        }
+        self.0.twin().map_or(self, Self)
     }
 
     /// Whether an owner that holds the lock can take it again (a second hold, counted).
     pub(crate) fn is_reentrant(self) -> bool {
-        self.twin() == self
+        self.0.twin().is_none()
     }
 
     /// The kind that a holder of this kind keeps out, for the scenarios with a holder and someone
     /// who waits for it: a writer for a reader (readers share), else this kind.
     pub(crate) fn contender(self) -> Self {
-        match self {
-            Self::Read => Self::Write,
-            kind => kind,
-        }
+        self.0.contender().map_or(self, Self)
     }
 
     /// The hash field of the owner whose client-wide field is `owner` (`<client id>:<thread>`,
     /// [`Party::field`]): the write lock's ends in `:write` (docs/protocol.md §1.2).
     pub(crate) fn field(self, owner: &str) -> String {
-        match self {
-            Self::Write => format!("{owner}:write"),
-            _ => owner.to_owned(),
-        }
+        format!("{owner}{}", self.0.field_suffix())
     }
 
     /// The lock's hash while `owner` alone holds it `count` times: a read-write lock's also has
     /// its `mode` (§7.1).
     pub(crate) fn holds(self, owner: &str, count: u32) -> BTreeMap<String, String> {
         let mut hash = holds([(self.field(owner), count)]);
-        let mode = match self {
-            Self::Read => "read",
-            Self::Write => "write",
-            _ => return hash,
-        };
-        let _ = hash.insert("mode".to_owned(), mode.to_owned());
+        if let Some(mode) = self.0.mode() {
+            let _ = hash.insert("mode".to_owned(), mode.to_owned());
+        }
         hash
     }
 
     /// The channel that a waiter whose owner field is `owner` sleeps on (§1.4): the lock's, the
     /// fair waiter's own, the read-write lock's; `None` for the spin lock, whose waiters poll.
     pub(crate) fn channel(self, name: &str, owner: &str) -> Option<String> {
-        match self.twin() {
-            Self::Reentrant | Self::Fenced => Some(lock_channel(name)),
-            Self::Fair => Some(format!("{}:{owner}", lock_channel(name))),
-            Self::Read | Self::Write => Some(prefix_name("redisson_rwlock", name)),
-            Self::Spin => None,
-            Self::NonReentrant | Self::NonReentrantFair => unreachable!("a twin re-enters"),
-        }
+        self.twin().0.channel(name, owner)
+    }
+
+    /// How a waiter that has no [channel](Kind::channel) polls.
+    fn polling(self) -> Option<Polling> {
+        self.twin().0.polling()
     }
 
     /// What a holder's last unlock publishes while nobody waits (§2.3, §6.7, §7.3, §7.5, §8.1): the
     /// lock's `0`, the read lock's `0` and the write lock's `1` on the read-write channel; nothing
     /// for the fair lock (it wakes the queue head only) and the spin lock.
     pub(crate) fn release_message(self, name: &str) -> Option<Message> {
-        match self.twin() {
-            Self::Reentrant | Self::Fenced => Some(Message::new(lock_channel(name), "0")),
-            Self::Read => Some(Message::new(prefix_name("redisson_rwlock", name), "0")),
-            Self::Write => Some(Message::new(prefix_name("redisson_rwlock", name), "1")),
-            Self::Fair | Self::Spin => None,
-            Self::NonReentrant | Self::NonReentrantFair => unreachable!("a twin re-enters"),
-        }
+        let message = self.twin().0.release_message(name);
+        message.map(|(channel, payload)| Message::new(channel, payload))
     }
 
     /// What an unlock of a lock that does not exist answers (Java HEAD and rlock alike) and
@@ -198,11 +157,10 @@ impl Kind {
     /// (§6.7 step 3: it would wake a queue head, and there is none); refused, but with the unlock
     /// message of the half, for the read-write lock (§7.3, §7.5 step 2).
     pub(crate) fn missing_unlock(self, name: &str) -> (Unlocked, Option<Message>) {
-        match self.twin() {
-            Self::Reentrant | Self::Fenced | Self::Spin => (Unlocked::NotOwner, None),
-            Self::Fair => (Unlocked::Released, None),
-            Self::Read | Self::Write => (Unlocked::NotOwner, self.release_message(name)),
-            Self::NonReentrant | Self::NonReentrantFair => unreachable!("a twin re-enters"),
+        match self.twin().0.missing_unlock() {
+            MissingUnlock::Refused => (Unlocked::NotOwner, None),
+            MissingUnlock::RefusedPublishing => (Unlocked::NotOwner, self.release_message(name)),
+            MissingUnlock::Released => (Unlocked::Released, None),
         }
     }
 
@@ -210,25 +168,31 @@ impl Kind {
     /// that publish; a spin-lock waiter hears nothing and only notices at its next try, at most
     /// one back-off delay later.
     pub(crate) fn wake_limit(self) -> Duration {
-        match self {
-            Self::Spin => SPIN_MAX_BACK_OFF + WAKE_LIMIT,
-            _ => WAKE_LIMIT,
-        }
+        WAKE_LIMIT
+            + self
+                .polling()
+                .map_or(Duration::ZERO, |polling| polling.max_delay)
+    }
+}
+
+/// Kinds are told apart by their interface.
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.interface() == other.0.interface()
+    }
+}
+
+impl Eq for Kind {}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.interface())
     }
 }
 
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Reentrant => "RLock",
-            Self::Fair => "RFairLock",
-            Self::Spin => "RSpinLock",
-            Self::Fenced => "RFencedLock",
-            Self::Read => "RReadWriteLock.readLock",
-            Self::Write => "RReadWriteLock.writeLock",
-            Self::NonReentrant => "RNonReentrantLock",
-            Self::NonReentrantFair => "RNonReentrantFairLock",
-        })
+        f.write_str(self.0.interface())
     }
 }
 
@@ -342,36 +306,14 @@ impl Party {
     /// The `kind` object `name` (Java: a new object, as `getLock` and its siblings make).
     pub(crate) fn get(&self, kind: Kind, name: &str) -> PartyLock {
         match self {
-            Self::Java(java) => PartyLock::Java(match kind {
-                Kind::Reentrant => JavaObject::Lock(java.get_lock(name)),
-                Kind::Fair => JavaObject::Fair(java.get_fair_lock(name)),
-                Kind::Spin => JavaObject::Spin(java.get_spin_lock(name)),
-                Kind::Fenced => JavaObject::Fenced(java.get_fenced_lock(name)),
-                Kind::Read => JavaObject::Rw(java.get_read_write_lock(name).read_lock()),
-                Kind::Write => JavaObject::Rw(java.get_read_write_lock(name).write_lock()),
-                Kind::NonReentrant => JavaObject::NonReentrant(java.get_non_reentrant_lock(name)),
-                Kind::NonReentrantFair => {
-                    JavaObject::NonReentrantFair(java.get_non_reentrant_fair_lock(name))
-                }
-            }),
-            Self::Rlock(client) => PartyLock::Rlock(match kind {
-                Kind::Reentrant => RlockObject::Reentrant(client.lock(name)),
-                Kind::Fair => RlockObject::Fair(client.fair_lock(name)),
-                Kind::Spin => RlockObject::Spin(client.spin_lock(name)),
-                Kind::Fenced => RlockObject::Fenced(client.fenced_lock(name)),
-                Kind::Read => RlockObject::Read(client.read_write_lock(name).read()),
-                Kind::Write => RlockObject::Write(client.read_write_lock(name).write()),
-                Kind::NonReentrant => RlockObject::NonReentrant(client.non_reentrant_lock(name)),
-                Kind::NonReentrantFair => {
-                    RlockObject::NonReentrantFair(client.non_reentrant_fair_lock(name))
-                }
-            }),
+            Self::Java(java) => PartyLock::Java(kind.0.java(java, name)),
+            Self::Rlock(client) => PartyLock::Rlock(kind.0.rlock(client, name)),
         }
     }
 
     /// The reentrant lock `name`, for the scenarios about the `RLock` alone.
     pub(crate) fn lock(&self, name: &str) -> PartyLock {
-        self.get(Kind::Reentrant, name)
+        self.get(Kind::REENTRANT, name)
     }
 
     /// Whether this client's watchdog renews something. For Java, lock `name`; rlock only tells
@@ -382,66 +324,6 @@ impl Party {
             Self::Rlock(client) => client.stats().renewing_locks > 0,
         }
     }
-}
-
-/// A lock object of the emulated Redisson client, one variant per object type.
-#[derive(Clone, Debug)]
-pub(crate) enum JavaObject {
-    Lock(JavaLock),
-    Fair(JavaFairLock),
-    Spin(JavaSpinLock),
-    Fenced(JavaFencedLock),
-    /// Either half of a read-write lock.
-    Rw(JavaRwLock),
-    NonReentrant(JavaNonReentrantLock),
-    NonReentrantFair(JavaNonReentrantFairLock),
-}
-
-/// An rlock lock handle, one variant per kind.
-#[derive(Clone, Debug)]
-pub(crate) enum RlockObject {
-    Reentrant(rlock_redisson::Lock),
-    Fair(rlock_redisson::FairLock),
-    Spin(rlock_redisson::SpinLock),
-    Fenced(rlock_redisson::FencedLock),
-    Read(rlock_redisson::ReadLock),
-    Write(rlock_redisson::WriteLock),
-    NonReentrant(rlock_redisson::NonReentrantLock),
-    NonReentrantFair(rlock_redisson::NonReentrantFairLock),
-}
-
-/// `$body` with `$lock` bound to the object inside a [`JavaObject`], whatever its type: the
-/// objects share their method names (the non-reentrant ones' acquisitions fail with a
-/// [`JavaError`], the others' with a `RedisError`: a body converts them with `thrown`).
-macro_rules! java_object {
-    ($object:expr, $lock:ident => $body:expr) => {
-        match $object {
-            JavaObject::Lock($lock) => $body,
-            JavaObject::Fair($lock) => $body,
-            JavaObject::Spin($lock) => $body,
-            JavaObject::Fenced($lock) => $body,
-            JavaObject::Rw($lock) => $body,
-            JavaObject::NonReentrant($lock) => $body,
-            JavaObject::NonReentrantFair($lock) => $body,
-        }
-    };
-}
-
-/// `$body` with `$lock` bound to the `rlock_redisson::Lock<K>` inside an [`RlockObject`], whatever its
-/// kind.
-macro_rules! rlock_object {
-    ($object:expr, $lock:ident => $body:expr) => {
-        match $object {
-            RlockObject::Reentrant($lock) => $body,
-            RlockObject::Fair($lock) => $body,
-            RlockObject::Spin($lock) => $body,
-            RlockObject::Fenced($lock) => $body,
-            RlockObject::Read($lock) => $body,
-            RlockObject::Write($lock) => $body,
-            RlockObject::NonReentrant($lock) => $body,
-            RlockObject::NonReentrantFair($lock) => $body,
-        }
-    };
 }
 
 /// A lock of either side and any [`Kind`]. Threads are Java thread ids, or rlock owner ids.
@@ -824,22 +706,22 @@ macro_rules! every_kind {
     )*};
     (lock_and_twin $shape:ident: $($scenario:ident),* $(,)?) => {$(
         mod $scenario {
-            $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::Reentrant, $scenario);
+            $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::REENTRANT, $scenario);
             $crate::support::every_kind!(
-                @$shape non_reentrant, $crate::support::Kind::NonReentrant, $scenario
+                @$shape non_reentrant, $crate::support::Kind::NON_REENTRANT, $scenario
             );
         }
     )*};
     (reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
         mod $scenario {
             $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
-            $crate::support::every_kind!(@$shape read, $crate::support::Kind::Read, $scenario);
+            $crate::support::every_kind!(@$shape read, $crate::support::Kind::READ, $scenario);
         }
     )*};
     ($shape:ident: $($scenario:ident),* $(,)?) => {$(
         mod $scenario {
             $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
-            $crate::support::every_kind!(@$shape read, $crate::support::Kind::Read, $scenario);
+            $crate::support::every_kind!(@$shape read, $crate::support::Kind::READ, $scenario);
             $crate::support::every_kind!(@non_reentrant $shape $scenario);
         }
     )*};
@@ -847,19 +729,19 @@ macro_rules! every_kind {
     // here, or, if its holders share, next to the read lock above, or, if it refuses re-entries,
     // below.
     (@exclusive_reentrant $shape:ident $scenario:ident) => {
-        $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::Reentrant, $scenario);
-        $crate::support::every_kind!(@$shape fair, $crate::support::Kind::Fair, $scenario);
-        $crate::support::every_kind!(@$shape spin, $crate::support::Kind::Spin, $scenario);
-        $crate::support::every_kind!(@$shape fenced, $crate::support::Kind::Fenced, $scenario);
-        $crate::support::every_kind!(@$shape write, $crate::support::Kind::Write, $scenario);
+        $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::REENTRANT, $scenario);
+        $crate::support::every_kind!(@$shape fair, $crate::support::Kind::FAIR, $scenario);
+        $crate::support::every_kind!(@$shape spin, $crate::support::Kind::SPIN, $scenario);
+        $crate::support::every_kind!(@$shape fenced, $crate::support::Kind::FENCED, $scenario);
+        $crate::support::every_kind!(@$shape write, $crate::support::Kind::WRITE, $scenario);
     };
     // The non-reentrant kinds (their holders exclude each other).
     (@non_reentrant $shape:ident $scenario:ident) => {
         $crate::support::every_kind!(
-            @$shape non_reentrant, $crate::support::Kind::NonReentrant, $scenario
+            @$shape non_reentrant, $crate::support::Kind::NON_REENTRANT, $scenario
         );
         $crate::support::every_kind!(
-            @$shape non_reentrant_fair, $crate::support::Kind::NonReentrantFair, $scenario
+            @$shape non_reentrant_fair, $crate::support::Kind::NON_REENTRANT_FAIR, $scenario
         );
     };
     (@one_test $name:ident, $kind:expr, $scenario:ident) => {
@@ -1114,7 +996,10 @@ impl Redis {
     /// asleep, or, for the spin lock, polling at its slowest back-off.
     pub(crate) async fn wait_waiting(&mut self, kind: Kind, name: &str, owner: &str) {
         let Some(channel) = kind.channel(name, owner) else {
-            let polls = self.script_calls().await + SPIN_TRIES_TO_MAX_BACK_OFF;
+            let polling = kind
+                .polling()
+                .expect("a kind whose waiters hear nothing polls");
+            let polls = self.script_calls().await + polling.tries_to_max_delay;
             let mut redis = self.clone();
             let polling = harness::eventually(Duration::from_secs(5), async || {
                 redis.script_calls().await >= polls

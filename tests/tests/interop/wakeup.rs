@@ -15,10 +15,7 @@ const NAME: &str = "interop:wake";
 /// How many hand-offs a wake-up scenario times for `kind`: fewer for the spin lock, each of whose
 /// rounds waits for the poller to reach its slowest back-off.
 pub(crate) fn rounds(kind: Kind) -> usize {
-    match kind {
-        Kind::Spin => 3,
-        _ => 10,
-    }
+    if kind == Kind::SPIN { 3 } else { 10 }
 }
 
 /// `holder` unlocks while `waiter` waits for the lock; the waiter owns it within milliseconds.

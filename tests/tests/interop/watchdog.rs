@@ -72,7 +72,7 @@ mod thirty_seconds {
         let server = RedisServer::start();
         let holder = Party::connect(Side::Java, &server).await;
         let waiter = Party::connect(Side::Rlock, &server).await;
-        renewal_outlasts_the_lease(&server, Kind::Reentrant, holder, waiter, HOLD_FOR).await;
+        renewal_outlasts_the_lease(&server, Kind::REENTRANT, holder, waiter, HOLD_FOR).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,7 +80,7 @@ mod thirty_seconds {
         let server = RedisServer::start();
         let holder = Party::connect(Side::Rlock, &server).await;
         let waiter = Party::connect(Side::Java, &server).await;
-        renewal_outlasts_the_lease(&server, Kind::Reentrant, holder, waiter, HOLD_FOR).await;
+        renewal_outlasts_the_lease(&server, Kind::REENTRANT, holder, waiter, HOLD_FOR).await;
     }
 }
 
@@ -107,29 +107,29 @@ mod scaled {
     /// 3.31: one renewal timer per lock (§4.3).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn java_3_31_holder_keeps_rlock_waiting() {
-        java_holder(RedissonVersion::V3_31, Kind::Reentrant).await;
+        java_holder(RedissonVersion::V3_31, Kind::REENTRANT).await;
     }
 
     /// HEAD: one batched renewal task (§4.2).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn java_head_holder_keeps_rlock_waiting() {
-        java_holder(RedissonVersion::V4, Kind::Reentrant).await;
+        java_holder(RedissonVersion::V4, Kind::REENTRANT).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rlock_holder_keeps_java_waiting() {
-        rlock_holder(Kind::Reentrant).await;
+        rlock_holder(Kind::REENTRANT).await;
     }
 
     /// HEAD's batched task renews a non-reentrant hold as an `RLock`'s (§8.8: `LockTask`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn java_head_non_reentrant_holder_keeps_rlock_waiting() {
-        java_holder(RedissonVersion::V4, Kind::NonReentrant).await;
+        java_holder(RedissonVersion::V4, Kind::NON_REENTRANT).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rlock_non_reentrant_holder_keeps_java_waiting() {
-        rlock_holder(Kind::NonReentrant).await;
+        rlock_holder(Kind::NON_REENTRANT).await;
     }
 }
 

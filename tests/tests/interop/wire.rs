@@ -78,7 +78,7 @@ pub(crate) fn lock_expected(name: &str, side: Side) -> Trace {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_sides_run_the_same_commands() {
     let tour = async |tracer: &mut _, party: &Party| {
-        lock_tour(tracer, party, Kind::Reentrant, NAME).await;
+        lock_tour(tracer, party, Kind::REENTRANT, NAME).await;
     };
     let expected = |side| lock_expected(NAME, side);
     check_every_side(&[NAME], tour, |_| (), expected).await;
