@@ -291,3 +291,34 @@ fn the_blocking_guard_is_as_capable_as_the_async_one() {
     let second = fenced.lock().expect("lock");
     assert!(*second.token() > first);
 }
+
+/// Blocking calls from async tasks: each task is an owner of its own, even when tasks share a
+/// thread (here the one thread of a current-thread runtime), so they exclude each other rather than
+/// re-enter each other's holds.
+#[tokio::test]
+async fn blocking_calls_from_tasks_sharing_a_thread_exclude_each_other() {
+    let server = RedisServer::start();
+    let client = blocking::Client::connect(server.url()).expect("connect");
+    let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let holder = tokio::spawn({
+        let lock = client.lock("blocking:tasks");
+        async move {
+            let guard = lock.try_lock().expect("try_lock").expect("free");
+            held_tx.send(()).expect("tell");
+            done_rx.await.expect("told to release");
+            guard.unlock().expect("unlock");
+        }
+    });
+    held_rx.await.expect("held");
+    let other = tokio::spawn({
+        let lock = client.lock("blocking:tasks");
+        async move { lock.try_lock().expect("try_lock").is_none() }
+    });
+    assert!(
+        other.await.expect("task"),
+        "another task on the same thread is excluded"
+    );
+    done_tx.send(()).expect("release");
+    holder.await.expect("holder");
+}

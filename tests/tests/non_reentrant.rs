@@ -285,3 +285,70 @@ fn blocking_threads_are_owners() {
     blocking_thread_is_the_owner(&client.non_reentrant_lock("nr:blocking"));
     blocking_thread_is_the_owner(&client.non_reentrant_fair_lock("nr:blocking-fair"));
 }
+
+/// One owner's two acquisitions at once, the second cancelled in flight (or its reply lost): the
+/// second is refused or undone, and its undo never takes the hold the first one got, as the owner's
+/// attempts on a non-reentrant lock run one at a time.
+async fn concurrent_attempts_of_one_owner_keep_the_hold<K>(lock: rlock_redisson::Lock<K>)
+where
+    K: rlock_redisson::kind::LockKind<Token = ()>,
+{
+    let server_name = lock.name().to_owned();
+    let lock = lock.with_owner(Owner::new());
+    for round in 0..40 {
+        let (held, _) = tokio::join!(
+            lock.lock(),
+            tokio::time::timeout(Duration::from_micros(1), lock.try_lock())
+        );
+        let held = held.expect("the first acquisition");
+        // The cancelled attempt's undo, if any, has run before the owner acts on the lock again.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            lock.hold_count().await.expect("hold_count"),
+            1,
+            "round {round}: {server_name} still held once"
+        );
+        assert!(!held.is_lease_lost());
+        held.unlock().await.expect("unlock");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owners_concurrent_attempts_never_undo_its_hold() {
+    let server = RedisServer::start();
+    let client = harness::client(&server).await;
+    concurrent_attempts_of_one_owner_keep_the_hold(client.non_reentrant_lock("nr:concurrent"))
+        .await;
+    concurrent_attempts_of_one_owner_keep_the_hold(
+        client.non_reentrant_fair_lock("nr:concurrent-fair"),
+    )
+    .await;
+}
+
+/// A dropped guard releases in the background; the same owner's next acquisition waits for that
+/// release rather than being refused as a re-entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guard_is_released_before_its_owner_acquires_again() {
+    let server = RedisServer::start();
+    let client = harness::client(&server).await;
+    let lock = client
+        .non_reentrant_lock("nr:drop-again")
+        .with_owner(Owner::new());
+    for round in 0..50 {
+        drop(
+            lock.lock()
+                .await
+                .unwrap_or_else(|e| panic!("round {round}: {e}")),
+        );
+    }
+    let fair = client
+        .non_reentrant_fair_lock("nr:drop-again-queue")
+        .with_owner(Owner::new());
+    for round in 0..50 {
+        drop(
+            fair.lock()
+                .await
+                .unwrap_or_else(|e| panic!("round {round}: {e}")),
+        );
+    }
+}

@@ -219,16 +219,14 @@ impl Error {
     /// |---|---|
     /// | [`Timeout`](Self::Timeout) (a command's or a connect's deadline) | yes |
     /// | [`NoSyncedReplicas`](Self::NoSyncedReplicas) | yes: replicas catch up |
-    /// | [`OutcomeUnknown`](Self::OutcomeUnknown) | yes: the connection failed (check what was applied first) |
+    /// | [`OutcomeUnknown`](Self::OutcomeUnknown) | no: the write may have been applied, and trying it again could apply it twice; check first (e.g. the semaphore's available permits) |
     /// | [`Backend`](Self::Backend), the connection refused, broken or timed out; the server loading, failing over or busy (`LOADING`, `TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`, `READONLY`); a sentinel without a master yet | yes |
     /// | [`Backend`](Self::Backend), credentials refused (`WRONGPASS`) or missing (`NOAUTH`), a command denied (`NOPERM`), any other error reply | no: fix the configuration or the server |
     /// | [`NotOwner`](Self::NotOwner), [`LeaseLost`](Self::LeaseLost), [`ReentryRefused`](Self::ReentryRefused), [`WouldDeadlock`](Self::WouldDeadlock), [`PermitNotFound`](Self::PermitNotFound) | no: the caller's state, not Redis's |
     /// | [`InvalidArgument`](Self::InvalidArgument) (a bad URL, name or duration), [`WrongType`](Self::WrongType), [`UnexpectedReply`](Self::UnexpectedReply), [`FeatureDisabled`](Self::FeatureDisabled), [`Unsupported`](Self::Unsupported), [`Closed`](Self::Closed) | no |
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Timeout { .. } | Self::NoSyncedReplicas { .. } | Self::OutcomeUnknown { .. } => {
-                true
-            }
+            Self::Timeout { .. } | Self::NoSyncedReplicas { .. } => true,
             Self::Backend { source, .. } => transient(source),
             _ => false,
         }

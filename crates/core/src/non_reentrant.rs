@@ -124,6 +124,10 @@ impl<K: Twin> Kind for NonReentrant<K> {
         self.twin.decode_acquire(reply)
     }
 
+    fn refuses_reentry(&self) -> bool {
+        true
+    }
+
     fn acquire_refused(&self, error: &RedisError) -> Option<Error> {
         // Redis passes a script's error reply on as it is; Java, too, looks for the word in it.
         error
@@ -141,7 +145,8 @@ impl<K: Twin> Kind for NonReentrant<K> {
         lease: Duration,
         wait: Wait,
     ) -> ScriptCall {
-        // A refused re-entry changed nothing: the count the undo compares with is the same.
+        // A refused re-entry changed nothing, and the engine runs this owner's attempts one at a
+        // time (`refuses_reentry`): the count the undo compares with is the one the attempt saw.
         self.twin.undo_acquire_call(field, held_before, lease, wait)
     }
 

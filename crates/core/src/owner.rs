@@ -10,6 +10,10 @@ const FIRST_GENERATED_ID: u64 = 1 << 32;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(FIRST_GENERATED_ID);
 
+/// The owner ids of blocking calls made by tokio tasks: the task's id (unique in the process) with
+/// this bit set, far above the ids [`Owner::new`] hands out.
+const TASK_OWNERS: u64 = 1 << 62;
+
 thread_local! {
     /// The calling thread's owner, made on first use.
     static THREAD: Owner = Owner::new();
@@ -29,7 +33,7 @@ tokio::task_local! {
 ///
 /// | Java | rlock | owner of an acquisition |
 /// |---|---|---|
-/// | a thread | the [blocking](crate::blocking) API on a thread | [`Owner::thread`], one per OS thread, resolved on the thread that makes each call |
+/// | a thread | the [blocking](crate::blocking) API on a thread | [`Owner::thread`], one per OS thread, resolved on the thread that makes each call (on an async runtime's thread, the calling task's owner) |
 /// | (none) | async code inside [`Owner::scope`] | the scope's owner: nested locks re-enter |
 /// | `lockAsync(threadId)` | a handle bound with [`Lock::with_owner`](crate::Lock::with_owner) | that owner |
 /// | (none) | other async code | a fresh owner per acquisition: tasks exclude each other |
@@ -83,6 +87,18 @@ impl Owner {
     /// ```
     pub fn thread() -> Self {
         THREAD.with(|owner| *owner)
+    }
+
+    /// The owner of a blocking call (the [blocking](crate::blocking) API) made here: the calling
+    /// thread's ([`Owner::thread`]), except on a thread of an async runtime, where it is the calling
+    /// task's. Tasks take turns on a runtime's threads, so a thread's owner would make every task
+    /// that runs on it one owner, re-entering each other's holds; a `spawn_blocking` closure is a
+    /// task of its own, whose nested calls re-enter as a thread's do.
+    pub(crate) fn blocking_caller() -> Self {
+        match tokio::task::try_id().and_then(|id| id.to_string().parse::<u64>().ok()) {
+            Some(task) => Self::from_id(TASK_OWNERS | task),
+            None => Self::thread(),
+        }
     }
 
     /// The owner an acquisition without an explicit owner uses here: the enclosing

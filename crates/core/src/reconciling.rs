@@ -78,6 +78,35 @@ impl Reconciling {
         }
     }
 
+    /// Waits until nothing of `field`'s on `key` is in flight, then registers one, in one step: for
+    /// the acquire attempts of an owner that must run one at a time (see
+    /// `Kind::refuses_reentry`). Dropped before it registered, it leaves nothing behind.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it registers only when it completes.
+    pub(crate) async fn alone(self: &Arc<Self>, key: &str, field: &str) -> Reconciliation {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            // Registered for wake-ups before the check, so an end between the two is not missed.
+            let _ = ended.as_mut().enable();
+            {
+                let mut pending = self.pending.lock();
+                let fields = pending.entry(key.to_owned()).or_default();
+                if !fields.iter().any(|(pending, _)| pending == field) {
+                    fields.push((field.to_owned(), 1));
+                    return Reconciliation {
+                        registry: self.clone(),
+                        key: key.to_owned(),
+                        field: field.to_owned(),
+                    };
+                }
+            }
+            ended.await;
+        }
+    }
+
     fn end(&self, key: &str, field: &str) {
         {
             let mut pending = self.pending.lock();

@@ -37,6 +37,9 @@ pub struct Services {
     pub(crate) holds: Holds,
     /// Reconciliations (undos of acquires whose replies were lost) that may still run.
     pub(crate) reconciling: Arc<Reconciling>,
+    /// Releases that have not ended (a dropped guard's runs in the background): an owner's next
+    /// acquisition of the lock waits for them.
+    pub(crate) releasing: Arc<Reconciling>,
     /// Local wait queues and hand-off of the exclusive kinds.
     pub(crate) cohorts: Cohorts,
     /// Unlock latches whose replies are in hand, deleted in batches.
@@ -117,6 +120,7 @@ impl Services {
             watchdog,
             holds: Holds::default(),
             reconciling: Arc::default(),
+            releasing: Arc::default(),
             cohorts: Cohorts::default(),
             latches: Latches::default(),
             background: Background::new(runtime),

@@ -79,9 +79,10 @@ impl<K: LockKind> Lock<K> {
         self.inner.clone().with_owner(self.acting_owner())
     }
 
-    /// The owner a call on this thread acts as: the bound owner, else [`Owner::thread`].
+    /// The owner a call here acts as: the bound owner, else the calling thread's (the calling
+    /// task's on a thread of an async runtime: see the module docs).
     fn acting_owner(&self) -> Owner {
-        self.inner.owner().unwrap_or_else(Owner::thread)
+        self.inner.owner().unwrap_or_else(Owner::blocking_caller)
     }
 
     /// The owner this handle is bound to ([`Lock::with_owner`]), if any: see
@@ -90,8 +91,9 @@ impl<K: LockKind> Lock<K> {
         self.inner.owner()
     }
 
-    /// The owner a call on this thread acts as: the bound owner, else this thread's
-    /// ([`Owner::thread`]); never `None` on the blocking side. See [`crate::Lock::current_owner`].
+    /// The owner a call here acts as: the bound owner, else the calling thread's ([`Owner::thread`];
+    /// the calling task's on a thread of an async runtime); never `None` on the blocking side. See
+    /// [`crate::Lock::current_owner`].
     pub fn current_owner(&self) -> Option<Owner> {
         Some(self.acting_owner())
     }

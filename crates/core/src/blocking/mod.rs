@@ -1,16 +1,24 @@
 //! A blocking facade over the async API, for threads that are not async.
 //!
-//! As in Java, the owner of a call is the calling thread ([`Owner::thread`](crate::Owner::thread), resolved on the thread
-//! that makes each call, not when a handle is made or cloned): a nested `lock()` on one thread
-//! re-enters, and the same handle used from another thread excludes. A handle bound with
-//! [`Lock::with_owner`] uses its owner instead.
+//! As in Java, the owner of a call is the calling thread ([`Owner::thread`](crate::Owner::thread),
+//! resolved on the thread that makes each call, not when a handle is made or cloned): a nested
+//! `lock()` on one thread re-enters, and the same handle used from another thread excludes. On a
+//! thread of an async runtime (a `spawn_blocking` closure, a task) the owner is the calling task's
+//! instead, since tasks take turns on those threads: each task excludes the others, and a
+//! `spawn_blocking` closure's nested calls re-enter. A handle bound with [`Lock::with_owner`] uses
+//! its owner instead.
 //!
 //! [`Client`] owns a small tokio runtime (one worker thread) that runs the subscriber, the watchdog and
 //! every operation; each method blocks the calling thread until its operation completes. It works
 //! from any thread: a plain one, one of `tokio::task::spawn_blocking`'s (where an async application
-//! runs blocking code), even an async worker (through `tokio::task::block_in_place`, which moves the
-//! worker's other tasks elsewhere first). On a current-thread runtime's own thread a call stalls that
-//! runtime's other tasks until it returns: use the async API in async code.
+//! runs blocking code), even a multi-threaded runtime's worker (through `tokio::task::block_in_place`,
+//! which moves the worker's other tasks elsewhere first). On a current-thread runtime's own thread a
+//! call stalls every task of that runtime until it returns, and tokio cannot tell that thread from
+//! the runtime's `spawn_blocking` threads, so the call is allowed there too. Its risk: waiting for a
+//! lock that another task of that runtime holds, that task cannot run to release it; the call then
+//! waits until the hold's lease runs out, and for ever if the hold was taken through a blocking
+//! client (whose watchdog runs elsewhere) — or until its own `try_lock_for` bound. In async code,
+//! use the async API; call the blocking one from `spawn_blocking`.
 //!
 //! ```
 //! # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());

@@ -89,9 +89,10 @@ impl MultiLock {
         }
     }
 
-    /// The owner a call on this thread acts as: the bound owner, else [`Owner::thread`].
+    /// The owner a call here acts as: the bound owner, else the calling thread's (the calling
+    /// task's on a thread of an async runtime: see the module docs).
     fn acting_owner(&self) -> Owner {
-        self.inner.owner().unwrap_or_else(Owner::thread)
+        self.inner.owner().unwrap_or_else(Owner::blocking_caller)
     }
 
     /// The owner this multi-lock is bound to, if any: see [`crate::MultiLock::owner`].

@@ -27,8 +27,7 @@ impl Drop for Runtime {
 /// - a thread of a current-thread runtime blocks from a scoped helper thread, as tokio cannot say
 ///   whether it is the runtime's own thread (where `block_on` would panic) or one of its blocking
 ///   pool's. On the runtime's own thread that stalls the runtime's other tasks until the call
-///   returns (never for good: the work runs on the facade's runtime, and a lock held by a stalled
-///   task expires with its lease). Async code should use the async API.
+///   returns (the module docs say what that risks).
 pub(super) fn block_on<T: Send>(
     runtime: &Runtime,
     work: impl Future<Output = Result<T>> + Send,

@@ -568,6 +568,10 @@ impl Commands {
     /// Cancel safe: nothing has been sent yet.
     pub(crate) async fn get(&self, operation: Operation, name: &str) -> Result<Connection> {
         let pooled: Object<Manager> = self.pool.get().await.map_err(|e| match e {
+            // Opening a connection took too long (a server that accepts but does not answer).
+            PoolError::Timeout(managed::TimeoutType::Create) => {
+                Error::timeout(Operation::Connect, name, self.connect_timeout)
+            }
             PoolError::Timeout(_) => Error::timeout(operation, name, self.timeout),
             PoolError::Backend(source) => {
                 self.connection_failed();

@@ -114,8 +114,9 @@ async fn acquire_as<K: Kind>(
         Wait::For(deadline.saturating_duration_since(Instant::now()))
     });
     let (kind_ref, queued_ref) = (&**kind, queued.as_ref());
-    // Set when the kind's script refuses the acquisition (`Kind::acquire_refused`).
-    let refused = &AtomicBool::new(false);
+    // Set when the kind's script refuses the acquisition (`Kind::acquire_refused`), and when an
+    // attempt found the lock busy (a fair waiter is then queued).
+    let (refused, busy) = (&AtomicBool::new(false), &AtomicBool::new(false));
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
     // and only while it runs, so a waiting task's future stays small. Its type is erased, so that
     // proving a caller's future `Send` does not walk down into the connection's.
@@ -131,6 +132,9 @@ async fn acquire_as<K: Kind>(
                     return Ok(local);
                 }
                 let attempt = attempt(services, kind_ref, field, lease, wait_for, refused).await;
+                if matches!(attempt, Ok(Attempt::Busy(_))) {
+                    busy.store(true, Ordering::Relaxed);
+                }
                 let acquired = match &attempt {
                     Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
                     _ => None,
@@ -157,8 +161,9 @@ async fn acquire_as<K: Kind>(
             give_up.finish().await;
             Ok(None)
         }
-        // The kind's script refused it: it never waited in Redis, so there is nothing to give up.
-        Err(e) if refused.load(Ordering::Relaxed) => {
+        // The kind's script refused its first answer: it never waited in Redis, so there is
+        // nothing to give up.
+        Err(e) if refused.load(Ordering::Relaxed) && !busy.load(Ordering::Relaxed) => {
             give_up.disarm();
             Err(e)
         }
@@ -327,8 +332,17 @@ async fn attempt<K: Kind>(
     refused: &AtomicBool,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
     until_synced(services, Operation::Acquire, kind.name(), || async {
-        // An undo of this owner's earlier attempt that may still run could take this one's hold.
-        services.reconciling.settled(kind.key(), field).await;
+        // A release of this owner's still running must go first: a non-reentrant lock would refuse
+        // the attempt while the hold it ends is still there.
+        services.releasing.settled(kind.key(), field).await;
+        // An undo of this owner's earlier attempt that may still run could take this one's hold;
+        // where a refused attempt counts nothing, the owner's attempts also wait for each other.
+        let _alone = if kind.refuses_reentry() {
+            Some(services.reconciling.alone(kind.key(), field).await)
+        } else {
+            services.reconciling.settled(kind.key(), field).await;
+            None
+        };
         let conn = services
             .commands
             .get(Operation::Acquire, kind.name())

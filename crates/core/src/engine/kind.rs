@@ -83,6 +83,15 @@ pub trait Kind: Send + Sync + 'static {
         None
     }
 
+    /// Whether the acquire script refuses a holder's re-entry ([`Kind::acquire_refused`]), leaving its
+    /// count as it was. An undo compares the owner's count with the count it had before the attempt,
+    /// and a refused attempt adds nothing: two attempts of one owner in flight at once could make
+    /// the undo of the refused one remove the hold the other took. So the engine runs such an
+    /// owner's attempts on one lock one at a time, and the count an undo compares with is exact.
+    fn refuses_reentry(&self) -> bool {
+        false
+    }
+
     /// Reconciles an acquire whose reply was lost: sent after it on the same connection, it undoes
     /// exactly what it may have done (the hold it may have added, given the hold count `field` had
     /// before; a queue entry made for a caller waiting as `wait`).

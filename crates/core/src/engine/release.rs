@@ -13,6 +13,7 @@ use crate::cohort::{Claim, Next, Yield};
 use crate::connection::{Connection, Written};
 use crate::error::{Error, Operation, Result};
 use crate::names;
+use crate::reconciling::Reconciliation;
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
 use crate::telemetry::{self, Reconciles};
@@ -479,6 +480,8 @@ pub(crate) struct Releasing {
     pending: Option<Pin<Box<dyn Future<Output = Result<Released>> + Send>>>,
     background: Background,
     name: String,
+    /// Registered until the release ends, wherever it runs (see `Services::releasing`).
+    in_flight: Option<Reconciliation>,
 }
 
 impl Releasing {
@@ -489,6 +492,7 @@ impl Releasing {
         field: String,
     ) -> Self {
         let name = kind.name().to_owned();
+        let in_flight = services.releasing.begin(kind.key(), &field);
         let services_for_release = services.clone();
         Self {
             pending: Some(Box::pin(async move {
@@ -496,6 +500,7 @@ impl Releasing {
             })),
             background: services.background.clone(),
             name,
+            in_flight: Some(in_flight),
         }
     }
 
@@ -510,6 +515,7 @@ impl Releasing {
             None => Err(Error::Closed),
         };
         self.pending = None;
+        self.in_flight = None;
         outcome
     }
 }
@@ -520,7 +526,9 @@ impl Drop for Releasing {
             return;
         };
         let name = std::mem::take(&mut self.name);
+        let in_flight = self.in_flight.take();
         drop(self.background.spawn(async move {
+            let _in_flight = in_flight;
             match pending.await {
                 Ok(_) => {}
                 Err(Error::NotOwner { .. }) => {
