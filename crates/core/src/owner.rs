@@ -12,6 +12,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(FIRST_GENERATED_ID);
 
 /// The owner ids of blocking calls made by tokio tasks: the task's id (unique in the process) with
 /// this bit set, far above the ids [`Owner::new`] hands out.
+#[cfg(feature = "blocking")]
 const TASK_OWNERS: u64 = 1 << 62;
 
 thread_local! {
@@ -94,6 +95,7 @@ impl Owner {
     /// task's. Tasks take turns on a runtime's threads, so a thread's owner would make every task
     /// that runs on it one owner, re-entering each other's holds; a `spawn_blocking` closure is a
     /// task of its own, whose nested calls re-enter as a thread's do.
+    #[cfg(feature = "blocking")]
     pub(crate) fn blocking_caller() -> Self {
         match tokio::task::try_id().and_then(|id| id.to_string().parse::<u64>().ok()) {
             Some(task) => Self::from_id(TASK_OWNERS | task),
