@@ -37,8 +37,9 @@ pub struct Services {
     pub(crate) holds: Holds,
     /// Reconciliations (undos of acquires whose replies were lost) that may still run.
     pub(crate) reconciling: Arc<Reconciling>,
-    /// Releases that have not ended (a dropped guard's runs in the background): an owner's next
-    /// acquisition of the lock waits for them.
+    /// Releases of the kinds that refuse re-entry that run in the background (a dropped guard's)
+    /// and have not ended: the owner's next acquisition of that lock waits for them, or it would be
+    /// refused as a re-entry.
     pub(crate) releasing: Arc<Reconciling>,
     /// Local wait queues and hand-off of the exclusive kinds.
     pub(crate) cohorts: Cohorts,

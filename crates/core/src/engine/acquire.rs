@@ -332,12 +332,11 @@ async fn attempt<K: Kind>(
     refused: &AtomicBool,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
     until_synced(services, Operation::Acquire, kind.name(), || async {
-        // A release of this owner's still running must go first: a non-reentrant lock would refuse
-        // the attempt while the hold it ends is still there.
-        services.releasing.settled(kind.key(), field).await;
-        // An undo of this owner's earlier attempt that may still run could take this one's hold;
-        // where a refused attempt counts nothing, the owner's attempts also wait for each other.
+        // An undo of this owner's earlier attempt that may still run could take this one's hold.
+        // Where a refused attempt counts nothing, the owner's attempts also wait for each other, and
+        // for its release still running in the background, which the script would take for a hold.
         let _alone = if kind.refuses_reentry() {
+            services.releasing.settled(kind.key(), field).await;
             Some(services.reconciling.alone(kind.key(), field).await)
         } else {
             services.reconciling.settled(kind.key(), field).await;

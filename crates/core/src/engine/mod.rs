@@ -33,9 +33,9 @@
 //! is in flight its owner does not acquire, release or take a hand-off of that lock
 //! ([`crate::reconciling`]). Where an attempt can be refused without adding to the count (the
 //! non-reentrant kinds, [`Kind::refuses_reentry`]), an owner's attempts on one lock also run one at
-//! a time, so the count an undo compares with is exact. And an owner's acquisition waits for its
-//! own release of that lock still running (a dropped guard's, in the background), so that the
-//! release never crosses it.
+//! a time, so the count an undo compares with is exact, and wait for the owner's own release of that
+//! lock still running in the background (a dropped guard's), which the script would take for a
+//! hold.
 //!
 //! Unlocks and local hand-offs are made idempotent instead: one request id (the unlock latch,
 //! docs/protocol.md §2.3) is used for every re-send, so a re-send of one that had already run

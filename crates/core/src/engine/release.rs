@@ -13,7 +13,7 @@ use crate::cohort::{Claim, Next, Yield};
 use crate::connection::{Connection, Written};
 use crate::error::{Error, Operation, Result};
 use crate::names;
-use crate::reconciling::Reconciliation;
+use crate::reconciling::Reconciling;
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
 use crate::telemetry::{self, Reconciles};
@@ -480,8 +480,9 @@ pub(crate) struct Releasing {
     pending: Option<Pin<Box<dyn Future<Output = Result<Released>> + Send>>>,
     background: Background,
     name: String,
-    /// Registered until the release ends, wherever it runs (see `Services::releasing`).
-    in_flight: Option<Reconciliation>,
+    /// For a kind that refuses re-entry: where a release finishing in the background is registered
+    /// until it ends, with its key and field (see `Services::releasing`).
+    registers: Option<(Arc<Reconciling>, String, String)>,
 }
 
 impl Releasing {
@@ -492,7 +493,13 @@ impl Releasing {
         field: String,
     ) -> Self {
         let name = kind.name().to_owned();
-        let in_flight = services.releasing.begin(kind.key(), &field);
+        let registers = kind.refuses_reentry().then(|| {
+            (
+                services.releasing.clone(),
+                kind.key().to_owned(),
+                field.clone(),
+            )
+        });
         let services_for_release = services.clone();
         Self {
             pending: Some(Box::pin(async move {
@@ -500,7 +507,7 @@ impl Releasing {
             })),
             background: services.background.clone(),
             name,
-            in_flight: Some(in_flight),
+            registers,
         }
     }
 
@@ -515,7 +522,6 @@ impl Releasing {
             None => Err(Error::Closed),
         };
         self.pending = None;
-        self.in_flight = None;
         outcome
     }
 }
@@ -526,7 +532,11 @@ impl Drop for Releasing {
             return;
         };
         let name = std::mem::take(&mut self.name);
-        let in_flight = self.in_flight.take();
+        // Registered now, before the caller goes on: its owner's next acquisition waits for it.
+        let in_flight = self
+            .registers
+            .take()
+            .map(|(registry, key, field)| registry.begin(&key, &field));
         drop(self.background.spawn(async move {
             let _in_flight = in_flight;
             match pending.await {
