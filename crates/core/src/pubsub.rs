@@ -576,7 +576,7 @@ impl Connection {
                             self.registry.refuse();
                             return shutdown.cancelled().await;
                         }
-                        Served::Lost => self.commands.connections_suspect(),
+                        Served::Lost => self.commands.connection_failed(),
                     }
                     tracing::warn!(url = %self.url, "subscriber connection lost; reconnecting");
                 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::runtime::{Runtime, block_on};
+use super::runtime::{Runtime, block_on, release_dropped};
 use crate::error::Result;
 use crate::kind::LockKind;
 use crate::lock::RemainingTtl;
@@ -370,14 +370,9 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
 
 impl<T: fmt::Debug + Send + 'static> Drop for Guard<T> {
     fn drop(&mut self) {
-        // On a runtime's thread the async guard's own drop releases in the background.
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return;
-        }
-        if let Some(releasing) = self.inner.release()
-            && let Err(e) = block_on(&self.runtime, releasing)
-        {
-            tracing::warn!(error = %e, "releasing a dropped blocking guard failed");
+        // A release dropped unawaited finishes in the background, as the async guard's does.
+        if let Some(releasing) = self.inner.release() {
+            release_dropped(&self.runtime, releasing, |releasing| releasing);
         }
     }
 }

@@ -46,8 +46,8 @@ pub(super) fn block_on<T: Send>(
 }
 
 /// Releases what a dropped blocking guard held: before returning, when dropped outside an async
-/// runtime (as a `std::sync::MutexGuard` would); in the background, by dropping the async guard,
-/// when dropped inside one.
+/// runtime (as a `std::sync::MutexGuard` would); in the background, by dropping `held` (whose own
+/// drop releases), when dropped inside one, where `Drop` must not block.
 pub(super) fn release_dropped<G, F>(runtime: &Runtime, held: G, release: impl FnOnce(G) -> F)
 where
     F: Future<Output = Result<()>> + Send,

@@ -779,14 +779,10 @@ impl Commands {
         }
     }
 
-    fn connection_failed(&self) {
+    /// A connection to the server broke (one of the pool's, or the subscriber's): the pooled ones
+    /// may be broken too, so each is replaced at its next checkout rather than written to.
+    pub(crate) fn connection_failed(&self) {
         let _ = self.failures.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Another connection to the server broke (the subscriber's): the pooled ones may be broken
-    /// too, so each is replaced at its next checkout rather than written to.
-    pub(crate) fn connections_suspect(&self) {
-        self.connection_failed();
     }
 }
 
