@@ -63,6 +63,16 @@ async fn locking<K: rlock_redisson::kind::LockKind>(
     lock.lock().await
 }
 
+/// A fixed lease: a hold that Redis must be told of, so it is passed by script, never freely.
+const FIXED: Duration = Duration::from_secs(30);
+
+/// `lock.lock_with_lease(FIXED)`, owning the lock handle.
+async fn locking_for_a_lease<K: rlock_redisson::kind::LockKind>(
+    lock: rlock_redisson::Lock<K>,
+) -> rlock_redisson::Result<Guard<K::Token>> {
+    lock.lock_with_lease(FIXED).await
+}
+
 fn spawn_holder<T, F>(take: F) -> Holder<T>
 where
     T: std::fmt::Debug + Send + Clone + 'static,
@@ -98,10 +108,10 @@ impl<T: std::fmt::Debug + Send + 'static> Holder<T> {
     }
 }
 
-/// One hand-off between two tasks of `client` on `name`.
+/// One hand-off by script between two tasks of `client` on `name`.
 async fn pass_once(client: &Client, name: &str) {
     let first = client.lock(name).lock().await.expect("first locks");
-    let next = spawn_holder(locking(client.lock(name)));
+    let next = spawn_holder(locking_for_a_lease(client.lock(name)));
     queued(client, 1).await;
     first.unlock().await.expect("first unlocks");
     next.guard().await.unlock().await.expect("next unlocks");
@@ -112,7 +122,7 @@ async fn hash(redis: &mut MultiplexedConnection, name: &str) -> HashMap<String, 
 }
 
 #[tokio::test]
-async fn a_release_passes_the_lock_to_the_local_waiter_in_one_script_without_a_publish() {
+async fn a_release_passes_the_lock_to_a_fixed_lease_waiter_in_one_script_without_a_publish() {
     let server = RedisServer::start();
     let client = client(&server).await;
     let mut redis = raw(&server).await;
@@ -120,7 +130,7 @@ async fn a_release_passes_the_lock_to_the_local_waiter_in_one_script_without_a_p
     // Once first, so that the scripts are loaded (a first `NOSCRIPT` counts as a call).
     pass_once(&client, name).await;
     let first = client.lock(name).lock().await.expect("first locks");
-    let mut next = spawn_holder(locking(client.lock(name)));
+    let mut next = spawn_holder(locking_for_a_lease(client.lock(name)));
     queued(&client, 1).await;
     let (evalsha, publish) = (
         calls(&mut redis, "evalsha").await,
@@ -135,14 +145,15 @@ async fn a_release_passes_the_lock_to_the_local_waiter_in_one_script_without_a_p
         "the next owner's field replaced the first's, once"
     );
     let pttl: i64 = redis.pttl(name).await.expect("PTTL");
-    assert!(pttl > 25_000, "the watchdog lease was applied: {pttl}");
+    assert!(pttl > 25_000, "the waiter's lease was applied: {pttl}");
     assert_eq!(
         calls(&mut redis, "evalsha").await - evalsha,
         1,
         "one script: the hand-off; the waiter sent no try"
     );
     assert_eq!(calls(&mut redis, "publish").await, publish, "no publish");
-    assert_eq!(client.stats().local_handoffs, 2);
+    let stats = client.stats();
+    assert_eq!((stats.local_handoffs, stats.free_handoffs), (2, 0));
 
     let guard = next.guard().await;
     assert_eq!(guard.hold_count().await.expect("hold count"), 1);
@@ -336,13 +347,18 @@ async fn re_entry_skips_the_queue_and_only_the_last_release_passes() {
             .is_err(),
         "still held once"
     );
+    let root = outer.field().to_owned();
     outer.unlock().await.expect("outer unlocks");
-    let (field, ()) = next.acquired().await;
+    let _ = next.acquired().await;
     assert_eq!(
         hash(&mut redis, name).await,
-        HashMap::from([(field, "1".to_owned())])
+        HashMap::from([(root, "1".to_owned())]),
+        "passed freely: Redis keeps the outer owner's single hold"
     );
+    assert_eq!(client.stats().free_handoffs, 1);
     next.guard().await.unlock().await.expect("unlocks");
+    let exists: bool = redis.exists(name).await.expect("EXISTS");
+    assert!(!exists, "the streak's end unlocked the outer owner's field");
 }
 
 #[tokio::test]
@@ -510,4 +526,223 @@ async fn with_hand_off_off_every_release_publishes() {
     assert_eq!(calls(&mut redis, "publish").await, publish + 1);
     assert_eq!(client.stats().local_handoffs, 0);
     next.guard().await.unlock().await.expect("unlocks");
+}
+
+/// Commands Redis ran so far, `INFO` (this count's own) left out.
+async fn commands(redis: &mut MultiplexedConnection) -> u64 {
+    command_calls(redis)
+        .await
+        .iter()
+        .filter(|(command, _)| command.as_str() != "info")
+        .map(|(_, calls)| calls)
+        .sum()
+}
+
+/// A client whose streaks may last a minute (see [`client`]) and whose watchdog renews every 20 s,
+/// so that no renewal falls inside a test's counts of commands.
+async fn quiet_client(server: &RedisServer) -> Client {
+    client_with(server, |config| {
+        config.local_handoff_window = Duration::from_secs(60);
+        config.watchdog_timeout = Duration::from_secs(60);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn watchdog_holds_pass_with_no_command_and_redis_keeps_the_first_owners_hold() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:free";
+    let lock = client.lock(name);
+    let first = lock.lock().await.expect("first locks");
+    let (root, first_owner) = (first.field().to_owned(), first.owner());
+    let mut waiters = Vec::new();
+    for queued_before in 0..3 {
+        queued(&client, queued_before).await;
+        waiters.push(spawn_holder(locking(client.lock(name))));
+    }
+    queued(&client, 3).await;
+    let publish = calls(&mut redis, "publish").await;
+    let mut before = commands(&mut redis).await;
+
+    first.unlock().await.expect("first unlocks");
+    for (i, mut waiter) in waiters.into_iter().enumerate() {
+        let (field, ()) = waiter.acquired().await;
+        assert_eq!(
+            commands(&mut redis).await,
+            before,
+            "holder {i}: passed with no command at all"
+        );
+        assert_eq!(
+            hash(&mut redis, name).await,
+            HashMap::from([(root.clone(), "1".to_owned())]),
+            "holder {i}: Redis keeps the first owner's single hold"
+        );
+        let guard = waiter.guard().await;
+        assert!(lock.is_held_by(guard.owner()).await.expect("is_held_by"));
+        assert_eq!(lock.hold_count_of(guard.owner()).await.expect("count"), 1);
+        assert_eq!(guard.hold_count().await.expect("count"), 1);
+        assert!(!lock.is_held_by(first_owner).await.expect("is_held_by"));
+        assert_eq!(lock.hold_count_of(first_owner).await.expect("count"), 0);
+        assert!(lock.is_locked().await.expect("is_locked"));
+        assert_ne!(field, root, "holder {i} is another owner");
+        if i < 2 {
+            // This test's own reads above were commands too.
+            before = commands(&mut redis).await;
+            guard.unlock().await.expect("unlocks");
+        } else {
+            let stats = client.stats();
+            assert_eq!(
+                (
+                    stats.local_handoffs,
+                    stats.free_handoffs,
+                    stats.handoff_streaks
+                ),
+                (3, 3, 1)
+            );
+            assert_eq!(calls(&mut redis, "publish").await, publish, "no publish");
+            guard.unlock().await.expect("the last unlocks");
+        }
+    }
+    let exists: bool = redis.exists(name).await.expect("EXISTS");
+    assert!(
+        !exists,
+        "the streak ended with the unlock of the first owner's field"
+    );
+    assert_eq!(calls(&mut redis, "publish").await, publish + 1);
+    assert_eq!(client.stats().renewing_locks, 0);
+}
+
+/// While a streak lends the first owner's hold, this client answers for the key before Redis: the
+/// first owner's field in Redis is not its own any more.
+#[tokio::test]
+async fn during_a_streak_the_local_queue_answers_for_the_key_first() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:answers";
+    let first = client.lock(name).lock().await.expect("first locks");
+    let (root, root_field) = (first.owner(), first.field().to_owned());
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    first.unlock().await.expect("first unlocks");
+    let _ = next.acquired().await;
+    let holder = next.guard().await;
+    let before = commands(&mut redis).await;
+
+    // The first owner's one-shot try would be a re-entry in Redis: refused here, and so is anyone's.
+    let as_root = client.lock(name).with_owner(root);
+    assert!(as_root.try_lock().await.expect("try_lock").is_none());
+    assert!(client.lock(name).try_lock().await.expect("try").is_none());
+    // Nor can the first owner release the hold Redis keeps under its field.
+    assert!(matches!(
+        client.lock(name).unlock(root).await,
+        Err(rlock_redisson::Error::NotOwner { .. })
+    ));
+    // The holder's re-entry, of any lease, is counted here and leaves Redis alone.
+    let as_holder = client.lock(name).with_owner(holder.owner());
+    let inner = as_holder.lock().await.expect("re-enters");
+    let fixed = as_holder
+        .lock_with_lease(Duration::from_millis(200))
+        .await
+        .expect("re-enters for a lease");
+    assert_eq!(holder.hold_count().await.expect("count"), 3);
+    assert_eq!(commands(&mut redis).await, before, "all answered locally");
+    let pttl: i64 = redis.pttl(name).await.expect("PTTL");
+    assert!(
+        pttl > 50_000,
+        "a fixed-lease re-entry keeps the watchdog lease: {pttl}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!fixed.is_lease_lost(), "the streak's lease, not the 200 ms");
+    fixed.unlock().await.expect("unlocks the re-entry");
+    inner.unlock().await.expect("unlocks the re-entry");
+    assert_eq!(holder.hold_count().await.expect("count"), 1);
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(root_field, "1".to_owned())])
+    );
+
+    // The first owner's next acquisition waits its turn behind the holder, then is lent the lock.
+    let mut again = spawn_holder(locking(as_root.clone()));
+    queued(&client, 1).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut again.acquired)
+            .await
+            .is_err(),
+        "not taken as a re-entry of its field in Redis"
+    );
+    holder.unlock().await.expect("the holder unlocks");
+    let _ = again.acquired().await;
+    assert_eq!(client.stats().free_handoffs, 2);
+    again.guard().await.unlock().await.expect("unlocks");
+    let exists: bool = redis.exists(name).await.expect("EXISTS");
+    assert!(!exists);
+}
+
+#[tokio::test]
+async fn a_non_reentrant_lock_passes_freely_and_refuses_the_holders_re_entry() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let name = "handoff:non-reentrant";
+    let first = client
+        .non_reentrant_lock(name)
+        .lock()
+        .await
+        .expect("first locks");
+    let mut next = spawn_holder(locking(client.non_reentrant_lock(name)));
+    queued(&client, 1).await;
+    first.unlock().await.expect("first unlocks");
+    let _ = next.acquired().await;
+    let holder = next.guard().await;
+    assert_eq!(client.stats().free_handoffs, 1);
+    let again = client
+        .non_reentrant_lock(name)
+        .with_owner(holder.owner())
+        .lock()
+        .await;
+    assert!(
+        matches!(again, Err(rlock_redisson::Error::ReentryRefused { .. })),
+        "{again:?}"
+    );
+    holder.unlock().await.expect("unlocks");
+}
+
+/// A force unlock by another client mid-streak: the holder hears that its lease is lost at once
+/// (from the unlock message, not a renewal 20 s later), and the next local waiter takes the lock
+/// from Redis.
+#[tokio::test]
+async fn a_force_unlock_elsewhere_ends_the_streak_and_its_holder_hears_at_once() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let other = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:forced";
+    let first = client.lock(name).lock().await.expect("first locks");
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    first.unlock().await.expect("first unlocks");
+    let _ = next.acquired().await;
+    let holder = next.guard().await;
+    let mut after = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+
+    assert!(other.lock(name).force_unlock().await.expect("force unlock"));
+    tokio::time::timeout(Duration::from_secs(2), holder.lease_lost())
+        .await
+        .expect("the holder hears at once");
+    let (field, ()) = after.acquired().await;
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(field, "1".to_owned())]),
+        "the waiter took the lock from Redis"
+    );
+    assert!(matches!(
+        holder.unlock().await,
+        Err(rlock_redisson::Error::LeaseLost { .. })
+    ));
+    after.guard().await.unlock().await.expect("unlocks");
+    let exists: bool = redis.exists(name).await.expect("EXISTS");
+    assert!(!exists);
 }

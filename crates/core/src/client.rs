@@ -56,8 +56,13 @@ pub struct ClientStats {
     /// see [`Config::local_handoff`]); the head of each queue, which talks to Redis, included.
     pub queued_waiters: usize,
     /// Locks passed from one task of this client to another without a release (local hand-offs)
-    /// since the client started.
+    /// since the client started, by script or free.
     pub local_handoffs: u64,
+    /// Of those, the free hand-offs: passed with no Redis command at all, Redis keeping the hold of
+    /// the owner that started the streak (see [`Config::local_handoff`]).
+    pub free_handoffs: u64,
+    /// Streaks of free hand-offs begun (each ends with a script hand-off or a real release).
+    pub handoff_streaks: u64,
 }
 
 impl Client {
@@ -259,6 +264,8 @@ impl Client {
             renewing_locks: self.services.watchdog.lock_count(),
             queued_waiters: self.services.cohorts.waiters(),
             local_handoffs: self.services.cohorts.handoffs(),
+            free_handoffs: self.services.cohorts.free_handoffs().0,
+            handoff_streaks: self.services.cohorts.free_handoffs().1,
         }
     }
 }

@@ -18,6 +18,18 @@
 //!   the wire) claims the head ([`Next::HandOff`]) and passes the lock to it in one script: the
 //!   owner's field is replaced by the head's, the lease re-applied, nothing published. To Redis, and
 //!   to a Java client, the lock stays held: the hash is Redisson's at every instant.
+//! - **Free hand-off.** Where nothing in Redis must change per acquisition (the kind's
+//!   [`HandOff::passed_freely`]), and both the releasing hold and the head's are watchdog holds, the
+//!   lock passes with no command at all: the queue *lends* the hold. Redis keeps the hash of the
+//!   owner that took the lock from Redis (the streak's *root*), renewed by the watchdog as before;
+//!   every local holder of the streak shares that hold's lease-lost signal. While a hold is lent,
+//!   the queue answers for the key first ([`Cohorts::streak_on`]): the lent holder's re-entries are
+//!   counted here, one-shot tries of others fail without a script, and nobody but the lent holder
+//!   releases (the root's field in Redis is not its own any more). A script hand-off or the real
+//!   release that ends the streak names the root's field. The engine checks, at each free pass, that
+//!   the root's hash is known held (a renewal confirmed recently enough), and watches the lock's
+//!   channel during the streak: an unlock message it did not publish (a force unlock elsewhere)
+//!   ends the streak.
 //! - **The bound.** After [`Config::local_handoff_limit`] hand-offs in a row, or once the streak has
 //!   lasted [`Config::local_handoff_window`], the holder releases for real (unlock and publish), and
 //!   the queue *yields*: its head does not try again before one more round trip (as long as the unlock
@@ -25,20 +37,25 @@
 //!   client (or a second round trip has passed), so that waiters of other clients, woken by the
 //!   same message, get their try to Redis first.
 //!
+//! Seen from Redis and from a Java client, a streak is one hold of the root's field, for the streak
+//! plus its last holder's critical section.
+//!
 //! The queue knows nothing of Redis: the engine runs the scripts and tells the queue what happened.
 //! Each queue lives in [`Cohorts`] while it has waiters or a holder, and is dropped when idle.
 //!
 //! [`Config::local_handoff_limit`]: crate::Config::local_handoff_limit
 //! [`Config::local_handoff_window`]: crate::Config::local_handoff_window
+//! [`HandOff::passed_freely`]: crate::engine::HandOff::passed_freely
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::watchdog::Expiry;
 
@@ -56,8 +73,12 @@ type Queues = foldhash::HashMap<&'static str, foldhash::HashMap<String, Arc<Queu
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cohorts {
     queues: Arc<Mutex<Queues>>,
-    /// Hand-offs so far.
+    /// Hand-offs so far (by script or free), free ones, and streaks of free ones.
     handoffs: Arc<AtomicU64>,
+    free_handoffs: Arc<AtomicU64>,
+    streaks: Arc<AtomicU64>,
+    /// Queues with a lent hold right now: while there is none, nobody needs to look for one.
+    lending: Arc<AtomicUsize>,
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +97,27 @@ struct State {
     streak_since: Option<Instant>,
     /// After a real release that ended a streak: the head waits for the unlock message.
     yielding: Option<Yield>,
+    /// While the holder holds by free hand-off: whose hold Redis keeps.
+    lent: Option<Lent>,
+}
+
+/// A hold lent along a streak of free hand-offs: Redis keeps `root`'s field.
+#[derive(Debug)]
+struct Lent {
+    root: String,
+    /// Set once the engine saw a sign that the root's hash may be gone: no more free hand-offs.
+    doubted: bool,
+    /// Cancelled when the streak ends (the engine's watch of the channel stops).
+    ended: CancellationToken,
+    /// The client's count of lent holds, decremented when this one ends.
+    lending: Arc<AtomicUsize>,
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        self.ended.cancel();
+        let _ = self.lending.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl State {
@@ -102,13 +144,15 @@ impl State {
         }
     }
 
-    /// `field` holds the lock; `handed_off` keeps the current streak going.
+    /// `field` holds the lock, its own field in Redis (a lent hold is returned); `handed_off` keeps
+    /// the current streak going.
     fn hold(&mut self, field: &str, expiry: Option<Expiry>, handed_off: bool) {
         self.holder = Some(Holder {
             field: field.to_owned(),
             expiry,
         });
         self.yielding = None;
+        self.lent = None;
         if !handed_off {
             self.streak = 0;
             self.streak_since = Some(Instant::now());
@@ -166,6 +210,9 @@ impl Yield {
 struct Waiter {
     field: String,
     lease: Duration,
+    /// Whether its hold would be renewed by the watchdog (no fixed lease): only such a waiter is
+    /// passed a hold freely.
+    renewed: bool,
     nudge: Notify,
     /// Changed only with the queue's state locked (the state lock first).
     slot: Mutex<Slot>,
@@ -181,6 +228,8 @@ enum Slot {
     Claimed,
     /// Handed the lock: the hand-off script's reply and when it was sent.
     Passed { reply: u64, sent_at: Instant },
+    /// Lent the lock by a free hand-off (Redis unchanged).
+    Lent,
     /// Its acquisition was dropped while claimed, or before it took a passed lock up.
     Abandoned,
 }
@@ -190,6 +239,8 @@ enum Slot {
 pub(crate) enum Step {
     /// The lock was passed to it: the hand-off script's reply and when it was sent.
     Passed { reply: u64, sent_at: Instant },
+    /// The lock was lent to it by a free hand-off: take it up with [`Ticket::take_lent`].
+    Lent,
     /// A holder is handing the lock to it: wait for [`Ticket::settled`].
     Claimed,
     /// A local owner holds the lock and its lease is not known lost: wait for a nudge, at most until
@@ -199,6 +250,19 @@ pub(crate) enum Step {
     Yield(Duration),
     /// Try in Redis; report the outcome with [`Ticket::tried`].
     Try,
+}
+
+/// A lent hold, as [`Cohorts::streak_on`] sees it.
+#[derive(Debug)]
+pub(crate) struct Streak {
+    /// The queue's kind.
+    pub(crate) kind: &'static str,
+    /// The local owner that holds the lock now.
+    pub(crate) holder: String,
+    /// The field Redis keeps: the owner that took the lock from Redis.
+    pub(crate) root: String,
+    /// The root's watchdog lease, which every holder of the streak shares.
+    pub(crate) expiry: Option<Expiry>,
 }
 
 /// What a releasing holder does.
@@ -237,17 +301,20 @@ impl Cohorts {
 
     /// Puts `field` (an owner that holds nothing yet) at the back of the queue of lock `key` of kind
     /// `kind`; `lease` is what a hold passed to it is given.
+    /// `renewed` when that lease is the watchdog's.
     pub(crate) fn join(
         &self,
         key: &str,
         kind: &'static str,
         field: &str,
         lease: Duration,
+        renewed: bool,
     ) -> Ticket {
         let id = (key.to_owned(), kind);
         let waiter = Arc::new(Waiter {
             field: field.to_owned(),
             lease,
+            renewed,
             nudge: Notify::new(),
             slot: Mutex::new(Slot::Waiting),
         });
@@ -310,6 +377,14 @@ impl Cohorts {
         if *slot != Slot::Waiting {
             return release;
         }
+        // A free hand-off needs a live watchdog hold on both sides, and no doubt about the root's.
+        let lendable = head.renewed
+            && state.lent.as_ref().is_none_or(|lent| !lent.doubted)
+            && state
+                .holder
+                .as_ref()
+                .and_then(|h| h.expiry.as_ref())
+                .is_some_and(|expiry| matches!(expiry, Expiry::Watchdog(_)) && !expiry.is_lost());
         let within = state.streak < limit
             && state
                 .streak_since
@@ -326,8 +401,39 @@ impl Cohorts {
             id: (key.to_owned(), kind),
             queue,
             waiter: head,
+            lendable,
             settled: false,
         })
+    }
+
+    /// The lent hold of `key`, in any kind's queue, if there is one: while it lasts, Redis keeps
+    /// another field than the local holder's, and this client's acquisitions, releases and hold
+    /// counts of `key` are answered here first. One atomic load when nothing is lent anywhere.
+    pub(crate) fn streak_on(&self, key: &str) -> Option<Streak> {
+        if self.lending.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let queues = self.queues.lock();
+        queues.iter().find_map(|(kind, of_kind)| {
+            let state = of_kind.get(key)?.state.lock();
+            let (lent, holder) = (state.lent.as_ref()?, state.holder.as_ref()?);
+            Some(Streak {
+                kind,
+                holder: holder.field.clone(),
+                root: lent.root.clone(),
+                expiry: holder.expiry.clone(),
+            })
+        })
+    }
+
+    /// The root's hash of the lent hold of `key` and `kind` may be gone (its channel carried an
+    /// unlock this client did not send): no more free hand-offs in this streak.
+    pub(crate) fn doubt(&self, key: &str, kind: &'static str) {
+        if let Some(queue) = self.queue(key, kind)
+            && let Some(lent) = queue.state.lock().lent.as_mut()
+        {
+            lent.doubted = true;
+        }
     }
 
     /// `field` released the lock for real (or lost it): the head may try, after `yielding` if given.
@@ -345,6 +451,7 @@ impl Cohorts {
             let mut state = queue.state.lock();
             if state.holder.as_ref().is_some_and(|h| h.field == field) {
                 state.holder = None;
+                state.lent = None;
                 state.streak = 0;
                 state.streak_since = None;
                 state.yielding = yielding;
@@ -364,9 +471,17 @@ impl Cohorts {
             .sum()
     }
 
-    /// How many locks were passed locally so far.
+    /// How many locks were passed locally so far (by script or free).
     pub(crate) fn handoffs(&self) -> u64 {
         self.handoffs.load(Ordering::Relaxed)
+    }
+
+    /// How many of those hand-offs were free, and how many streaks of free hand-offs began.
+    pub(crate) fn free_handoffs(&self) -> (u64, u64) {
+        (
+            self.free_handoffs.load(Ordering::Relaxed),
+            self.streaks.load(Ordering::Relaxed),
+        )
     }
 
     /// How many queues exist (for tests: idle queues are dropped).
@@ -438,6 +553,7 @@ impl Ticket {
         let mut slot = self.waiter.slot.lock();
         match *slot {
             Slot::Passed { reply, sent_at } => return Step::Passed { reply, sent_at },
+            Slot::Lent => return Step::Lent,
             Slot::Claimed => return Step::Claimed,
             Slot::Waiting | Slot::Trying | Slot::Abandoned => {}
         }
@@ -521,29 +637,29 @@ impl Ticket {
         &self.waiter.field
     }
 
-    /// Leaves the queue now. Returns the hand-off reply of a lock passed to this waiter that it did
+    /// Leaves the queue now. Returns whether a lock was passed or lent to this waiter that it did
     /// not take up: the caller must release that hold.
-    pub(crate) fn abandon(&self) -> Option<u64> {
+    pub(crate) fn abandon(&self) -> bool {
         let (passed, idle) = {
             let mut state = self.queue.state.lock();
             let mut slot = self.waiter.slot.lock();
             let passed = match *slot {
-                Slot::Passed { reply, .. } => {
+                Slot::Passed { .. } | Slot::Lent => {
                     *slot = Slot::Abandoned;
-                    Some(reply)
+                    true
                 }
                 // The releaser settles the claim, and releases the hold if it passes.
                 Slot::Claimed => {
                     *slot = Slot::Abandoned;
-                    None
+                    false
                 }
                 Slot::Waiting | Slot::Trying => {
                     *slot = Slot::Abandoned;
                     drop(slot);
                     state.remove(&self.waiter);
-                    None
+                    false
                 }
-                Slot::Abandoned => None,
+                Slot::Abandoned => false,
             };
             (passed, state.is_idle())
         };
@@ -557,6 +673,17 @@ impl Ticket {
     /// Marks a passed lock as taken up: the ticket's drop leaves it alone.
     pub(crate) fn take(&self) {
         *self.waiter.slot.lock() = Slot::Abandoned;
+    }
+
+    /// Takes up a lock lent to this waiter: its lease is the streak's (the root's watchdog lease).
+    pub(crate) fn take_lent(&self) -> Option<Expiry> {
+        let state = self.queue.state.lock();
+        *self.waiter.slot.lock() = Slot::Abandoned;
+        state
+            .holder
+            .as_ref()
+            .filter(|holder| holder.field == self.waiter.field)
+            .and_then(|holder| holder.expiry.clone())
     }
 }
 
@@ -574,7 +701,18 @@ pub(crate) struct Claim {
     id: QueueId,
     queue: Arc<Queue>,
     waiter: Arc<Waiter>,
+    /// Whether the holds on both sides allow a free hand-off (see [`Claim::lend`]).
+    lendable: bool,
     settled: bool,
+}
+
+/// How a free hand-off went.
+#[derive(Debug)]
+pub(crate) struct Lending {
+    /// Whether the claimed waiter is still there to take the lock up (else the caller releases it).
+    pub(crate) taken: bool,
+    /// Set when this hand-off started the streak: cancelled when the streak ends.
+    pub(crate) started: Option<CancellationToken>,
 }
 
 impl Claim {
@@ -588,19 +726,66 @@ impl Claim {
         self.waiter.lease
     }
 
+    /// Whether the lock may pass to the claimed waiter without Redis, as far as the queue knows:
+    /// both holds are live watchdog holds and nothing cast doubt on the streak's. The engine adds
+    /// what only it knows (the kind, and the root's last confirmed renewal).
+    pub(crate) fn lendable(&self) -> bool {
+        self.lendable
+    }
+
     /// The hand-off ran: the claimed waiter holds the lock. `false` when its acquisition is gone:
     /// the caller must release its hold.
     pub(crate) fn passed(mut self, reply: u64, sent_at: Instant) -> bool {
         self.settled = true;
+        let mut state = self.queue_for_passing();
+        state.hold(&self.waiter.field, None, true);
+        self.hand_to_waiter(&mut state, Slot::Passed { reply, sent_at })
+    }
+
+    /// Passes the lock to the claimed waiter without Redis: Redis keeps `root`'s hold (the
+    /// releasing holder's own field, or the root of the streak it holds a lent hold of).
+    pub(crate) fn lend(mut self, root: &str) -> Lending {
+        self.settled = true;
+        let mut state = self.queue_for_passing();
+        let cohorts = &self.cohorts;
+        let _ = cohorts.free_handoffs.fetch_add(1, Ordering::Relaxed);
+        let expiry = state.holder.take().and_then(|holder| holder.expiry);
+        let (lent, started) = match state.lent.take() {
+            Some(lent) => (lent, None),
+            None => {
+                let _ = cohorts.streaks.fetch_add(1, Ordering::Relaxed);
+                let _ = cohorts.lending.fetch_add(1, Ordering::AcqRel);
+                let ended = CancellationToken::new();
+                let lent = Lent {
+                    root: root.to_owned(),
+                    doubted: false,
+                    ended: ended.clone(),
+                    lending: cohorts.lending.clone(),
+                };
+                (lent, Some(ended))
+            }
+        };
+        state.hold(&self.waiter.field, expiry, true);
+        state.lent = Some(lent);
+        let taken = self.hand_to_waiter(&mut state, Slot::Lent);
+        Lending { taken, started }
+    }
+
+    /// Counts the hand-off and returns the queue's state, locked, without the claimed waiter.
+    fn queue_for_passing(&self) -> parking_lot::MutexGuard<'_, State> {
         let _ = self.cohorts.handoffs.fetch_add(1, Ordering::Relaxed);
         let mut state = self.queue.state.lock();
         state.remove(&self.waiter);
-        state.hold(&self.waiter.field, None, true);
+        state
+    }
+
+    /// The claimed waiter, now the holder, is told (`passed`) unless it is gone: `false` then.
+    fn hand_to_waiter(&self, state: &mut State, passed: Slot) -> bool {
         state.streak += 1;
         let mut slot = self.waiter.slot.lock();
         let taken = *slot == Slot::Claimed;
         if taken {
-            *slot = Slot::Passed { reply, sent_at };
+            *slot = passed;
         }
         self.waiter.nudge.notify_one();
         taken
@@ -661,7 +846,7 @@ mod tests {
         cohorts.held(KEY, KIND, holder, expiry);
         let tickets = waiters
             .iter()
-            .map(|field| cohorts.join(KEY, KIND, field, LEASE))
+            .map(|field| cohorts.join(KEY, KIND, field, LEASE, true))
             .collect();
         (cohorts, tickets, lost)
     }
@@ -676,7 +861,7 @@ mod tests {
     #[test]
     fn the_first_waiter_of_a_free_lock_tries_at_once_and_leaves_nothing_behind() {
         let cohorts = Cohorts::default();
-        let ticket = cohorts.join(KEY, KIND, "a", LEASE);
+        let ticket = cohorts.join(KEY, KIND, "a", LEASE, true);
         assert!(!ticket.joined_behind());
         assert_eq!(ticket.step(|| 0), Step::Try);
         let (expiry, _lost) = watchdog();
@@ -775,7 +960,7 @@ mod tests {
     #[test]
     fn a_head_with_a_try_on_the_wire_is_not_claimed() {
         let cohorts = Cohorts::default();
-        let ticket = cohorts.join(KEY, KIND, "a", LEASE);
+        let ticket = cohorts.join(KEY, KIND, "a", LEASE, true);
         assert_eq!(ticket.step(|| 0), Step::Try);
         // A one-shot try of another owner took the lock meanwhile.
         let (expiry, _lost) = watchdog();
@@ -823,15 +1008,77 @@ mod tests {
     fn a_waiter_dropped_after_being_passed_the_lock_returns_it() {
         let (cohorts, tickets, _lost) = held_by("h", &["a"]);
         assert!(hand_off(&cohorts, "h").passed(5, Instant::now()));
-        assert_eq!(tickets[0].abandon(), Some(5));
-        assert_eq!(tickets[0].abandon(), None, "only once");
+        assert!(tickets[0].abandon());
+        assert!(!tickets[0].abandon(), "only once");
+    }
+
+    #[test]
+    fn a_lent_hold_keeps_its_root_and_lease_along_the_streak_until_a_release() {
+        let (cohorts, tickets, lost) = held_by("h", &["a", "b"]);
+        assert!(cohorts.streak_on(KEY).is_none(), "nothing lent yet");
+        let claim = hand_off(&cohorts, "h");
+        assert!(claim.lendable());
+        let lending = claim.lend("h");
+        assert!(lending.taken);
+        let ended = lending
+            .started
+            .expect("the first free hand-off starts the streak");
+        assert_eq!(tickets[0].step(|| 0), Step::Lent);
+        let expiry = tickets[0].take_lent().expect("the streak's lease");
+        let streak = cohorts.streak_on(KEY).expect("a lent hold");
+        assert_eq!((streak.holder.as_str(), streak.root.as_str()), ("a", "h"));
+        // `a` lends it on: the root stays `h`, and the streak goes on.
+        let lending = hand_off(&cohorts, "a").lend("a");
+        assert!(lending.taken && lending.started.is_none());
+        assert_eq!(cohorts.streak_on(KEY).map(|s| s.root), Some("h".to_owned()));
+        assert_eq!(cohorts.free_handoffs(), (2, 1));
+        // Every holder of the streak shares the root's lease.
+        lost.cancel();
+        assert!(expiry.is_lost());
+        cohorts.released(KEY, KIND, "b", None);
+        assert!(ended.is_cancelled(), "the streak's end stops its watch");
+        assert!(cohorts.streak_on(KEY).is_none());
+        assert_eq!(cohorts.len(), 0);
+    }
+
+    #[test]
+    fn a_fixed_lease_a_lost_lease_or_a_doubt_is_never_lent() {
+        let cohorts = Cohorts::default();
+        let (expiry, lost) = watchdog();
+        cohorts.held(KEY, KIND, "h", expiry);
+        let fixed = cohorts.join(KEY, KIND, "a", LEASE, false);
+        assert!(
+            !hand_off(&cohorts, "h").lendable(),
+            "the waiter's lease is fixed"
+        );
+        drop(fixed);
+        let _waiter = cohorts.join(KEY, KIND, "b", LEASE, true);
+        let claim = hand_off(&cohorts, "h");
+        assert!(claim.lendable());
+        drop(claim);
+        cohorts.held(KEY, KIND, "h", Expiry::At(Instant::now() + LEASE));
+        assert!(
+            !hand_off(&cohorts, "h").lendable(),
+            "the holder's lease is fixed"
+        );
+        let (expiry, _lost) = watchdog();
+        cohorts.held(KEY, KIND, "h", expiry);
+        let lending = hand_off(&cohorts, "h").lend("h");
+        cohorts.took_over(KEY, KIND, "b", watchdog().0);
+        let _next = cohorts.join(KEY, KIND, "c", LEASE, true);
+        cohorts.doubt(KEY, KIND);
+        assert!(
+            !hand_off(&cohorts, "b").lendable(),
+            "the root's hash may be gone"
+        );
+        drop((lending, lost));
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn dropping_the_head_makes_the_next_waiter_head() {
         let cohorts = Cohorts::default();
-        let first = cohorts.join(KEY, KIND, "a", LEASE);
-        let second = cohorts.join(KEY, KIND, "b", LEASE);
+        let first = cohorts.join(KEY, KIND, "a", LEASE, true);
+        let second = cohorts.join(KEY, KIND, "b", LEASE, true);
         assert!(!second.until_head(Some(Instant::now())).await);
         drop(first);
         assert!(second.until_head(Some(Instant::now())).await);

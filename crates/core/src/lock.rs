@@ -345,7 +345,10 @@ impl<K: LockKind> Lock<K> {
         Ok(locked == 1)
     }
 
-    /// Whether `owner` holds the lock (`HEXISTS`): Redisson's `isHeldByThread`.
+    /// Whether `owner` holds the lock (`HEXISTS`): Redisson's `isHeldByThread`. While this client
+    /// passes the lock among its owners without Redis (a streak of free hand-offs, see
+    /// [`Config::local_handoff`](crate::Config::local_handoff)), this client answers for its own
+    /// owners.
     ///
     /// # Errors
     ///
@@ -358,6 +361,9 @@ impl<K: LockKind> Lock<K> {
     pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
         self.check_name()?;
         let field = self.field_of(owner);
+        if let Some(count) = engine::held_in_streak(&self.services, self.kind.key(), &field) {
+            return Ok(count > 0);
+        }
         let held: i64 = self
             .query(redis::cmd("HEXISTS").arg(self.kind.key()).arg(field))
             .await?;
@@ -394,7 +400,8 @@ impl<K: LockKind> Lock<K> {
         self.hold_count_of(self.known_owner()?).await
     }
 
-    /// How many holds `owner` has on the lock (`HGET`); 0 when none.
+    /// How many holds `owner` has on the lock (`HGET`); 0 when none. During a streak of free
+    /// hand-offs this client answers for its own owners, as [`Lock::is_held_by`] does.
     ///
     /// # Errors
     ///

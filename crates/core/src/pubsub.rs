@@ -64,6 +64,8 @@ pub(crate) struct Channel {
     confirmed: Notify,
     /// Messages received so far (what a yielding local queue waits to see move).
     messages: AtomicU64,
+    /// Signalled on every message (see [`Subscription::heard_after`]).
+    heard: Notify,
 }
 
 impl Channel {
@@ -74,6 +76,7 @@ impl Channel {
             subscribed: AtomicBool::new(false),
             confirmed: Notify::new(),
             messages: AtomicU64::new(0),
+            heard: Notify::new(),
         }
     }
 }
@@ -167,6 +170,7 @@ impl Registry {
             return;
         };
         let _ = channel.messages.fetch_add(1, Ordering::AcqRel);
+        channel.heard.notify_waiters();
         if !channel.rule.apply(payload, &channel.wakeups) {
             tracing::debug!(
                 channel = name,
@@ -296,6 +300,29 @@ impl Subscription {
                 return;
             }
             confirmed.await;
+        }
+    }
+
+    /// How many messages the channel has received so far.
+    pub(crate) fn messages(&self) -> u64 {
+        self.channel.messages.load(Ordering::Acquire)
+    }
+
+    /// Completes once the channel has received more than `seen` messages (a count from
+    /// [`Subscription::messages`]). It takes no wake-up from the channel's waiters.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn heard_after(&self, seen: u64) {
+        loop {
+            let heard = self.channel.heard.notified();
+            tokio::pin!(heard);
+            let _ = heard.as_mut().enable();
+            if self.messages() > seen {
+                return;
+            }
+            heard.await;
         }
     }
 }

@@ -179,8 +179,12 @@ impl Background {
         )
     }
 
-    /// Spawns tidying that may be lost without harm (deleting unlock latches, which expire anyway).
-    fn spawn_tidying(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+    /// Spawns work whose loss does no harm: deleting unlock latches (they expire anyway), watching a
+    /// streak's channel (the watchdog checks the hold too).
+    pub(crate) fn spawn_tidying(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         drop(self.tracker.spawn_on(work, &self.runtime));
     }
 

@@ -140,6 +140,8 @@ struct KindMetrics {
     holds: sink::Gauge,
     waiters: sink::Gauge,
     handoffs: sink::Counter,
+    free_handoffs: sink::Counter,
+    streaks: sink::Counter,
 }
 
 impl KindMetrics {
@@ -163,6 +165,8 @@ impl KindMetrics {
             holds: sink::gauge(HOLDS, &[("kind", kind)]),
             waiters: sink::gauge(WAITERS, &[("kind", kind)]),
             handoffs: sink::counter(LOCAL_HANDOFFS, &[("kind", kind)], None),
+            free_handoffs: sink::counter(FREE_HANDOFFS, &[("kind", kind)], None),
+            streaks: sink::counter(STREAKS, &[("kind", kind)], None),
         }
     }
 }
@@ -172,6 +176,8 @@ const ACQUIRE_WAIT: &str = "rlock_acquire_wait_seconds";
 const HOLDS: &str = "rlock_holds";
 const WAITERS: &str = "rlock_waiters";
 const LOCAL_HANDOFFS: &str = "rlock_local_handoffs_total";
+const FREE_HANDOFFS: &str = "rlock_free_handoffs_total";
+const STREAKS: &str = "rlock_handoff_streaks_total";
 const LEASES_LOST: &str = "rlock_leases_lost_total";
 const SUBSCRIPTIONS: &str = "rlock_subscriptions";
 const RECONNECTS: &str = "rlock_subscriber_reconnects_total";
@@ -224,6 +230,24 @@ impl Telemetry {
             sink::counter(LOCAL_HANDOFFS, &[("kind", kind)], Some(lock)).increment(1);
         } else {
             self.kind(kind).handoffs.increment(1);
+        }
+    }
+
+    /// A hand-off of `lock` was free (no script); `started` when it began a streak of them.
+    pub(crate) fn lent(&self, kind: KindLabel, lock: &str, started: bool) {
+        self.handed_off(kind, lock);
+        let named = |name| sink::counter(name, &[("kind", kind)], Some(lock));
+        if self.lock_names {
+            named(FREE_HANDOFFS).increment(1);
+            if started {
+                named(STREAKS).increment(1);
+            }
+        } else {
+            let metrics = self.kind(kind);
+            metrics.free_handoffs.increment(1);
+            if started {
+                metrics.streaks.increment(1);
+            }
         }
     }
 

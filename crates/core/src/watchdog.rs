@@ -89,6 +89,11 @@ struct Registry {
 pub(crate) struct Watchdog {
     registry: Arc<Registry>,
     timeout: Duration,
+    /// How long after its last confirmed renewal was sent a hold counts as surely held (see
+    /// [`Watchdog::surely_held`]).
+    sure_for: Duration,
+    /// Whether lost-lease metrics carry the lock's name.
+    lock_names: bool,
 }
 
 impl Watchdog {
@@ -114,6 +119,44 @@ impl Watchdog {
         Self {
             registry,
             timeout: config.watchdog_timeout,
+            sure_for: config
+                .watchdog_timeout
+                .saturating_sub(config.renewal_interval()),
+            lock_names: config.metrics_lock_names,
+        }
+    }
+
+    /// Whether `field`'s watchdog hold of `key` is surely still in Redis: registered, not lost, and
+    /// its last confirmed renewal (or its acquire) sent less than the timeout minus one renewal
+    /// interval ago, on the clock now, so the key has at least that interval left whatever the
+    /// renewal task is doing. Returns the registration's generation (see [`Watchdog::lost`]).
+    pub(crate) fn surely_held(
+        &self,
+        renewal: &'static Renewal,
+        key: &str,
+        field: &str,
+    ) -> Option<u64> {
+        let entries = self.registry.entries.lock();
+        let entry = entries.get(&(renewal.name, key.to_owned()))?;
+        let sure = !entry.lost.is_cancelled()
+            && entry.renewed_at.elapsed() < self.sure_for
+            && entry.holders.iter().any(|(f, _)| f == field);
+        sure.then_some(entry.generation)
+    }
+
+    /// Declares the registration `generation` of `key` lost (the engine learnt that its field is
+    /// gone): its holders' lease-lost token is cancelled and renewal stops. A newer registration of
+    /// the key is left alone.
+    pub(crate) fn lost(&self, renewal: &'static Renewal, key: &str, generation: u64) {
+        let mut entries = self.registry.entries.lock();
+        let id = (renewal.name, key.to_owned());
+        if entries
+            .get(&id)
+            .is_some_and(|entry| entry.generation == generation)
+            && let Some(entry) = entries.remove(&id)
+        {
+            telemetry::lease_lost(entry.kind, key, LostBecause::Gone, self.lock_names);
+            entry.lost.cancel();
         }
     }
 

@@ -77,6 +77,9 @@ async fn acquire_as<K: Kind>(
     lease: Lease,
     acquisition: &Acquisition<'_>,
 ) -> Result<Option<(K::Token, Expiry)>> {
+    if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease) {
+        return answered;
+    }
     let channel = kind.channel(field);
     let give_up = GiveUp::arm(
         services,
@@ -171,6 +174,41 @@ async fn acquire_as<K: Kind>(
     }
 }
 
+/// Answers an acquisition of a key whose hold is lent along a streak of free hand-offs (see
+/// [`crate::cohort`]) without Redis, where Redis would answer wrongly: its hash holds the streak's
+/// root, not the local holder. The lent holder's re-entry is counted here (refused by a kind that
+/// refuses re-entry); its lease stays the streak's watchdog lease, a fixed one included. Anyone
+/// else's one-shot try fails (the root's own would be taken for a re-entry in Redis); anyone else
+/// prepared to wait queues behind the holder (`None`: go on).
+fn answered_in_streak<K: Kind>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+    wait_for: Wait,
+    lease: Lease,
+) -> Option<Result<Option<(K::Token, Expiry)>>> {
+    let key = kind.key();
+    let streak = services.cohorts.streak_on(key)?;
+    if streak.holder != field {
+        let one_try = matches!(wait_for, Wait::For(wait) if wait.is_zero());
+        return one_try.then_some(Ok(None));
+    }
+    if kind.refuses_reentry() {
+        return Some(Err(Error::ReentryRefused {
+            name: kind.name().to_owned(),
+        }));
+    }
+    let token = kind
+        .hand_off()
+        .filter(|_| streak.kind == kind.label())?
+        .passed_freely()?;
+    let expiry = streak.expiry?;
+    services
+        .holds
+        .add(key, field, lease_time(services, lease), None);
+    Some(Ok(Some((token, expiry))))
+}
+
 /// One attempt in flight.
 type AttemptFuture<'a, K> =
     Pin<Box<dyn Future<Output = Result<Attempt<(<K as Kind>::Token, Expiry)>>> + Send + 'a>>;
@@ -218,10 +256,11 @@ impl<K: Kind> Queued<K> {
         {
             return None;
         }
+        let renewed = matches!(lease, Lease::Watchdog);
         let lease = lease_time(services, lease);
         let ticket = services
             .cohorts
-            .join(kind.key(), kind.label(), field, lease);
+            .join(kind.key(), kind.label(), field, lease, renewed);
         let listening = channel
             .filter(|_| ticket.joined_behind())
             .map(|(channel, rule)| services.subscriber.registry().subscribe(channel, *rule));
@@ -269,6 +308,13 @@ impl<K: Kind> Queued<K> {
                         .took_over(kind.key(), kind.label(), field, expiry.clone());
                     return Some(Attempt::Acquired((hand_off.handed_off(reply), expiry)));
                 }
+                Step::Lent => {
+                    acquisition.handed_off();
+                    let token = hand_off.passed_freely()?;
+                    let expiry = self.ticket.take_lent()?;
+                    services.holds.add(kind.key(), field, self.lease, None);
+                    return Some(Attempt::Acquired((token, expiry)));
+                }
             }
         }
     }
@@ -276,7 +322,7 @@ impl<K: Kind> Queued<K> {
 
 impl<K: Kind> Drop for Queued<K> {
     fn drop(&mut self) {
-        if self.ticket.abandon().is_some() {
+        if self.ticket.abandon() {
             // Passed the lock but gone before taking it up: release it (to the next local waiter,
             // or for real).
             drop(Releasing::new(

@@ -3,7 +3,21 @@
 use crate::error::{Error, Operation, Result};
 use crate::services::Services;
 
-/// How many holds `field` has in the lock hash `key` (`HGET`); 0 when none.
+/// How many holds `field` has of `key` while a streak of free hand-offs lends its hold (see
+/// [`crate::cohort`]): the lent holder's count is this client's, anyone else holds nothing (the
+/// root's field in Redis is not the root's own any more). `None` when no hold of `key` is lent:
+/// Redis knows.
+pub(crate) fn held_in_streak(services: &Services, key: &str, field: &str) -> Option<u32> {
+    let streak = services.cohorts.streak_on(key)?;
+    Some(if streak.holder == field {
+        services.holds.count(key, field)
+    } else {
+        0
+    })
+}
+
+/// How many holds `field` has in the lock hash `key` (`HGET`, unless [`held_in_streak`] knows);
+/// 0 when none.
 ///
 /// # Cancel safety
 ///
@@ -14,6 +28,9 @@ pub(crate) async fn hold_count(
     key: &str,
     field: &str,
 ) -> Result<u32> {
+    if let Some(count) = held_in_streak(services, key, field) {
+        return Ok(count);
+    }
     let count: Option<String> = services
         .commands
         .query(

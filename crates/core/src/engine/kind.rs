@@ -168,6 +168,14 @@ pub trait HandOff: Send + Sync {
 
     /// The next owner's token, from the hand-off's positive reply.
     fn handed_off(&self, reply: u64) -> Self::Token;
+
+    /// The token of a hold passed with no script at all (a free hand-off, see [`crate::cohort`]), for
+    /// a kind where nothing in Redis must change per acquisition; `None` (the default) where every
+    /// acquisition must write (the fenced lock's new token) or a free pass is not safe (the write
+    /// lock: this client's read acquire would be admitted as the root's).
+    fn passed_freely(&self) -> Option<Self::Token> {
+        None
+    }
 }
 
 /// The outcome of one acquire attempt.

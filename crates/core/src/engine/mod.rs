@@ -59,7 +59,7 @@ pub(crate) use acquire::{Undo, acquire, write_armed};
 pub(crate) use deadline::Wait;
 pub(crate) use detached::{Applied, Replicas, write_detached};
 pub use guard::Guard;
-pub(crate) use hold::hold_count;
+pub(crate) use hold::{held_in_streak, hold_count};
 pub(crate) use kind::{Attempt, HandOff, Kind, RECHECK};
 pub(crate) use lease::{Lease, millis};
 pub(crate) use object::Object;

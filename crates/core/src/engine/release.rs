@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::kind::Kind;
 use crate::cohort::{Claim, Next, Yield};
@@ -31,10 +32,15 @@ pub(crate) enum Released {
 /// timeout while some are renewed here, else the lease of the owner's latest hold (docs/protocol.md
 /// §11.10).
 ///
-/// Renewal stops first. The last hold of a kind that hands off goes to the next local waiter if one
-/// waits (see [`crate::cohort`]), within the bound; otherwise the lock is unlocked. The unlock is
-/// re-sent after a timeout or a broken connection with the same request id, so a re-send of an
+/// The last hold of a kind that hands off goes to the next local waiter if one waits (see
+/// [`crate::cohort`]), within the bound: freely where it may (Redis untouched, renewal going on),
+/// else by script; otherwise the lock is unlocked. Renewal stops before the hash changes. The unlock
+/// is re-sent after a timeout or a broken connection with the same request id, so a re-send of an
 /// unlock that had run replays its result instead of releasing twice.
+///
+/// A hold lent along a streak counts its re-entries here only; its last release lends it on, or
+/// passes or unlocks the streak root's field, which is what Redis holds. While a hold is lent,
+/// nobody else of this client releases the lock: [`Error::NotOwner`], with nothing sent.
 ///
 /// # Cancel safety
 ///
@@ -48,38 +54,74 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     let (key, renewal) = (kind.key(), kind.renewal());
     // An undo of this owner's that may still run counts its holds: let it run first.
     services.reconciling.settled(key, field).await;
-    let renewing = services.watchdog.deregister(renewal, key, field);
-    let (lease, conn) = match services.holds.remove(key, field) {
-        Some((lease, conn)) if !renewing => (lease, conn),
-        Some((_, conn)) => (services.watchdog.timeout(), conn),
-        None => (services.watchdog.timeout(), None),
+    // The field Redis holds for this owner: its own, or the root's of the streak it holds a lent
+    // hold of.
+    let root = match services.cohorts.streak_on(key) {
+        Some(streak) if streak.holder == field => streak.root,
+        Some(_) => {
+            return Err(Error::NotOwner {
+                name: kind.name().to_owned(),
+                field: field.to_owned(),
+            });
+        }
+        None => field.to_owned(),
     };
-    if kind.hand_off().is_none()
-        || !services.config.local_handoff
-        || services.holds.count(key, field) > 0
-    {
-        return unlock(services, kind_ref, field, lease, conn).await;
-    }
+    let lent = root != field;
+    let last = services.holds.count(key, field) <= 1;
+    let hands_off = last && kind.hand_off().is_some() && services.config.local_handoff;
     let (queue, config) = (kind.label(), &services.config);
-    let yielding = match services.cohorts.releasing(
-        key,
-        queue,
-        field,
-        config.local_handoff_limit,
-        config.local_handoff_window,
-    ) {
-        Next::HandOff(claim) => match pass(services, kind, field, lease, claim).await {
-            Passing::Done(released) => return released,
-            Passing::Unlock => false,
+    let next = hands_off.then(|| {
+        services.cohorts.releasing(
+            key,
+            queue,
+            field,
+            config.local_handoff_limit,
+            config.local_handoff_window,
+        )
+    });
+    let next = match next {
+        Some(Next::HandOff(claim)) => match lend(services, kind, field, &root, claim).await {
+            Lend::Done(released) => return released,
+            Lend::Declined(claim) => Some(Next::HandOff(claim)),
         },
-        Next::Release { yielding } => yielding,
+        next => next,
+    };
+    // The hash changes from here on: renewal of what Redis holds stops first.
+    let (lease, conn) = if lent {
+        let _ = services.holds.remove(key, field);
+        if !last {
+            return Ok(Released::Partially);
+        }
+        let _ = services.watchdog.deregister(renewal, key, &root);
+        (services.watchdog.timeout(), None)
+    } else {
+        let renewing = services.watchdog.deregister(renewal, key, field);
+        match services.holds.remove(key, field) {
+            Some((lease, conn)) if !renewing => (lease, conn),
+            Some((_, conn)) => (services.watchdog.timeout(), conn),
+            None => (services.watchdog.timeout(), None),
+        }
+    };
+    let yielding = match next {
+        None => return unlock(services, kind_ref, &root, lease, conn).await,
+        Some(Next::HandOff(claim)) => {
+            let from = Releaser {
+                holder: field,
+                root: &root,
+            };
+            match pass(services, kind, from, lease, claim).await {
+                Passing::Done(released) => return released,
+                Passing::Unlock => false,
+            }
+        }
+        Some(Next::Release { yielding }) => yielding,
     };
     let messages = match kind.channel(field) {
         Some((channel, _)) if yielding => services.subscriber.registry().messages(&channel),
         _ => 0,
     };
     let sent_at = Instant::now();
-    let released = unlock(services, kind_ref, field, lease, conn).await;
+    let released = unlock(services, kind_ref, &root, lease, conn).await;
     // Waiters elsewhere hear the unlock about when its reply comes back, and need half a round
     // trip more to reach Redis: the local head holds back a round trip, and until the message is
     // back (a second round trip at most).
@@ -221,6 +263,112 @@ async fn send_latched<K: Kind + ?Sized>(
     }
 }
 
+/// Who releases in a hand-off: the local holder, and the field Redis holds for it (its own, or
+/// the root's of the streak it holds a lent hold of).
+#[derive(Clone, Copy)]
+struct Releaser<'a> {
+    holder: &'a str,
+    root: &'a str,
+}
+
+/// How a free hand-off ended.
+enum Lend {
+    /// The lock was lent: the release is over.
+    Done(Result<Released>),
+    /// Not lent: the claim goes on to a script hand-off.
+    Declined(Claim),
+}
+
+/// Passes the last hold of `holder` to the claimed waiter without Redis (a free hand-off, see
+/// [`crate::cohort`]) where it may: the kind changes nothing in Redis per acquisition, both holds
+/// are live watchdog holds, the waiter has no undo in flight, and the hash of `root` (the field
+/// Redis holds) is surely still there, its last confirmed renewal recent enough on the clock now.
+/// Redis is left as it is, renewal of `root` goes on, and the streak's first free hand-off starts a
+/// watch of the lock's channel ([`watch_streak`]).
+async fn lend<K: Kind + ?Sized>(
+    services: &Arc<Services>,
+    kind: &Arc<K>,
+    holder: &str,
+    root: &str,
+    claim: Claim,
+) -> Lend {
+    let key = kind.key();
+    let free = claim.lendable()
+        && kind
+            .hand_off()
+            .is_some_and(|hand_off| hand_off.passed_freely().is_some())
+        && !services.reconciling.is_pending(key, claim.field());
+    let Some(generation) = free
+        .then(|| services.watchdog.surely_held(kind.renewal(), key, root))
+        .flatten()
+    else {
+        return Lend::Declined(claim);
+    };
+    let _ = services.holds.remove(key, holder);
+    let to = claim.field().to_owned();
+    let lending = claim.lend(root);
+    services
+        .telemetry
+        .lent(kind.label(), kind.name(), lending.started.is_some());
+    if let Some(ended) = lending.started {
+        let watch = watch_streak(
+            services.clone(),
+            kind.clone(),
+            root.to_owned(),
+            generation,
+            ended,
+        );
+        services.background.spawn_tidying(watch);
+    }
+    if !lending.taken {
+        // The waiter is gone: release the hold lent to it (to the next waiter, or for real).
+        if let Err(e) = release_again(services, kind, &to).await {
+            tracing::warn!(lock = kind.name(), error = %e, "releasing a hold lent to a dropped waiter failed");
+        }
+    }
+    Lend::Done(Ok(Released::Fully))
+}
+
+/// Watches the lock's channel while a streak lends `root`'s hold, until `ended`. This client sends
+/// no unlock message on it while the streak lasts, so a message means the lock may have been
+/// deleted by someone else (a force unlock, Java's included): the streak takes no more free
+/// hand-offs at once, and if `root`'s field is gone from Redis its watchdog registration
+/// (`generation`) is declared lost, which every holder of the streak hears. A message that was on
+/// its way before the streak began finds the field there and costs only the rest of the streak's
+/// free hand-offs; a message missed (the subscription not yet live) leaves it to the watchdog's
+/// next renewal, which checks the field.
+async fn watch_streak<K: Kind + ?Sized>(
+    services: Arc<Services>,
+    kind: Arc<K>,
+    root: String,
+    generation: u64,
+    ended: CancellationToken,
+) {
+    let (name, key) = (kind.name(), kind.key());
+    let Some((channel, rule)) = kind.channel(&root) else {
+        return;
+    };
+    let subscription = services.subscriber.registry().subscribe(&channel, rule);
+    let seen = subscription.messages();
+    tokio::select! {
+        () = ended.cancelled() => return,
+        () = subscription.heard_after(seen) => {}
+    }
+    services.cohorts.doubt(key, kind.label());
+    let held: Result<i64> = services
+        .commands
+        .query(
+            Operation::Query,
+            name,
+            redis::cmd("HEXISTS").arg(key).arg(&root),
+        )
+        .await;
+    if matches!(held, Ok(0)) && !ended.is_cancelled() {
+        tracing::warn!(lock = name, "a streak's hold was deleted by someone else");
+        services.watchdog.lost(kind.renewal(), key, generation);
+    }
+}
+
 /// How a hand-off ended.
 enum Passing {
     /// Passed, or the release is over otherwise (the lease was lost, the outcome reconciled).
@@ -240,7 +388,7 @@ enum Passing {
 async fn pass<K: Kind + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
-    from: &str,
+    from: Releaser<'_>,
     lease: Duration,
     claim: Claim,
 ) -> Passing {
@@ -260,7 +408,7 @@ async fn pass<K: Kind + ?Sized>(
     };
     let latch = names::unlock_latch(key, names::new_request_id());
     let call = hand_off.hand_off_call(
-        from,
+        from.root,
         claim.field(),
         claim.lease(),
         &latch,
@@ -280,14 +428,17 @@ async fn pass<K: Kind + ?Sized>(
         Latched::Seen(reply) => Box::pin(passed(services, kind, from, claim, sent_at, reply)).await,
         Latched::Failed(failure) => {
             claim.failed();
-            services.cohorts.released(key, kind.label(), from, None);
+            services
+                .cohorts
+                .released(key, kind.label(), from.holder, None);
             Passing::Done(Err(failure))
         }
         Latched::Unknown(failure) => {
             let hand_off = HandOffInFlight {
                 services: services.clone(),
                 kind: kind.clone(),
-                from: from.to_owned(),
+                holder: from.holder.to_owned(),
+                root: from.root.to_owned(),
                 lease,
                 call,
                 latch,
@@ -304,7 +455,7 @@ async fn pass<K: Kind + ?Sized>(
 async fn passed<K: Kind + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
-    from: &str,
+    from: Releaser<'_>,
     claim: Claim,
     sent_at: Instant,
     reply: Value,
@@ -329,13 +480,15 @@ async fn passed<K: Kind + ?Sized>(
         }
         Value::Nil => Error::NotOwner {
             name: name.to_owned(),
-            field: from.to_owned(),
+            field: from.root.to_owned(),
         },
         other => Error::unexpected(Operation::Unlock, name, other),
     };
     claim.failed();
     if kind.hand_off().is_some() {
-        services.cohorts.released(key, kind.label(), from, None);
+        services
+            .cohorts
+            .released(key, kind.label(), from.holder, None);
     }
     Passing::Done(Err(failure))
 }
@@ -400,8 +553,9 @@ fn settled_in_background(
 struct HandOffInFlight<K: Kind + ?Sized> {
     services: Arc<Services>,
     kind: Arc<K>,
-    /// The releasing owner's field, and its hold's lease.
-    from: String,
+    /// The releasing local holder, the field Redis holds for it, and that hold's lease.
+    holder: String,
+    root: String,
     lease: Duration,
     /// The hand-off under its latch, and when it was first sent.
     call: ScriptCall,
@@ -419,7 +573,8 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
     let HandOffInFlight {
         services,
         kind,
-        from,
+        holder,
+        root,
         lease,
         call,
         latch,
@@ -427,7 +582,7 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
     } = hand_off;
     let (name, key) = (kind.name(), kind.key());
     let in_flight =
-        [from.as_str(), claim.field()].map(|field| services.reconciling.begin(key, field));
+        [root.as_str(), claim.field()].map(|field| services.reconciling.begin(key, field));
     let seen = resend_until_seen(&services, name, &call, sent_at + lease).await;
     settled_in_background(&services, Reconciles::HandOff, name, latch, seen.as_ref());
     // A hand-off that did not say it passed is taken as not passed: the hold it would have passed
@@ -438,12 +593,16 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
     };
     // Settled: a release of the hold passed to a waiter that is gone must not wait for it.
     drop(in_flight);
-    if let Passing::Unlock = passed(&services, &kind, &from, claim, sent_at, reply).await {
-        if let Err(e) = unlock(&services, &*kind, &from, lease, None).await {
+    let from = Releaser {
+        holder: &holder,
+        root: &root,
+    };
+    if let Passing::Unlock = passed(&services, &kind, from, claim, sent_at, reply).await {
+        if let Err(e) = unlock(&services, &*kind, &root, lease, None).await {
             tracing::warn!(lock = name, error = %e, "unlocking after a hand-off in flight failed");
         }
         if kind.hand_off().is_some() {
-            services.cohorts.released(key, kind.label(), &from, None);
+            services.cohorts.released(key, kind.label(), &holder, None);
         }
     }
     tracing::debug!(lock = name, "settled a hand-off whose outcome was unknown");
