@@ -426,6 +426,17 @@ impl Cohorts {
         })
     }
 
+    /// The lent hold of `key` and `kind` is about to leave the queue's hands (its release or a
+    /// script hand-off is sent): the watch of its channel stops first, as the unlock's own message
+    /// is no sign of anyone else's. Local answers go on until [`Cohorts::released`].
+    pub(crate) fn unlending(&self, key: &str, kind: &'static str) {
+        if let Some(queue) = self.queue(key, kind)
+            && let Some(lent) = queue.state.lock().lent.as_ref()
+        {
+            lent.ended.cancel();
+        }
+    }
+
     /// The root's hash of the lent hold of `key` and `kind` may be gone (its channel carried an
     /// unlock this client did not send): no more free hand-offs in this streak.
     pub(crate) fn doubt(&self, key: &str, kind: &'static str) {

@@ -16,10 +16,9 @@
 //! synchronizers'.
 
 use std::ops::RangeInclusive;
-use std::pin::pin;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use redis::AsyncCommands;
 use rlock_tests::RedisServer;
 use rlock_tests::redisson::{RedissonVersion, lock_channel, prefix_name};
@@ -1279,15 +1278,37 @@ fn hand_off_keys(kind: Kind) -> (&'static str, Vec<String>) {
     }
 }
 
+/// How thread 2 of the hand-off tour waits, and so how thread 1's hold passes to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Passing {
+    /// With a fixed lease (30 s), which Redis must be told of: one hand-off script.
+    Script,
+    /// With the watchdog, as thread 1 holds: a free hand-off, no command at all; Redis keeps thread
+    /// 1's hold until thread 2's release unlocks it. By script still for the kinds that must write
+    /// per acquisition (the fenced lock's token) or never pass freely (the write lock).
+    Free,
+}
+
+impl Passing {
+    /// How a hold of `kind` passes when thread 2 waits as `self` says.
+    fn of(self, kind: Kind) -> Self {
+        if kind == Kind::FENCED || kind == Kind::WRITE {
+            Self::Script
+        } else {
+            self
+        }
+    }
+}
+
 /// Thread 1 of an rlock client holds the `kind` lock; a Java (HEAD) waiter and then rlock's thread
 /// 2 wait for it, before anything is traced. Phases:
 ///
 /// - "hand-off": thread 1 releases, and its hold passes to thread 2 (queued behind it in the
-///   client's local queue) in one script: no instant without a holder, nothing published. The
-///   Java waiter is not woken (it runs no script) and still waits at the end of the phase.
+///   client's local queue) `passing` as it says: no instant without a holder, nothing published.
+///   The Java waiter is not woken (it runs no script) and still waits at the end of the phase.
 /// - "unlock": thread 2 releases for real, publishing the unlock message; the Java waiter wakes
 ///   and acquires.
-async fn hand_off_tour(kind: Kind) -> Trace {
+async fn hand_off_tour(kind: Kind, passing: Passing) -> Trace {
     let (name, keys) = hand_off_keys(kind);
     let server = RedisServer::start();
     // A streak may last a minute (default 10 ms): the release hands off however slow this run is.
@@ -1307,7 +1328,10 @@ async fn hand_off_tour(kind: Kind) -> Trace {
     let first = lock.lock(1).await;
     let java_waiting = java.get(kind, name).spawn_lock(JAVA_THREAD);
     tracer.redis().wait_waiting(kind, name, &java_field).await;
-    let mut second = pin!(lock.lock(2));
+    let mut second = match passing {
+        Passing::Script => lock.lock_with_lease(2, Duration::from_secs(30)).boxed(),
+        Passing::Free => lock.lock(2).boxed(),
+    };
     // The acquire joins the local queue before its first await: thread 1's release finds it there.
     assert!(futures::poll!(&mut second).is_pending(), "thread 2 waits");
 
@@ -1317,7 +1341,11 @@ async fn hand_off_tour(kind: Kind) -> Trace {
         .await
         .expect("thread 2 is handed the lock");
     let held = tracer.redis().hash(name).await;
-    assert_eq!(held, kind.holds(&rlock.field(2), 1), "thread 2 holds alone");
+    let in_redis = match passing.of(kind) {
+        Passing::Script => rlock.field(2),
+        Passing::Free => rlock.field(1),
+    };
+    assert_eq!(held, kind.holds(&in_redis, 1), "one owner holds, once");
     assert!(!java_waiting.is_finished(), "the Java waiter still waits");
 
     tracer.mark("unlock").await;
@@ -1371,9 +1399,10 @@ pub(crate) fn script_of(trace: &Trace, phase: &str, field: &str) -> Vec<String> 
     script.iter().map(|c| c.replace(FIELD, field)).collect()
 }
 
-/// The hand-off tour's trace: the hand-off script alone, then thread 2's full unlock and the Java
-/// waiter's acquire, both as the kind's own trace has them.
-fn hand_off_expected(kind: Kind) -> Trace {
+/// The hand-off tour's trace: the hand-off script alone (nothing for a free one), then thread 2's
+/// full unlock (of thread 1's field after a free one) and the Java waiter's acquire, both as the
+/// kind's own trace has them.
+fn hand_off_expected(kind: Kind, passing: Passing) -> Trace {
     let (name, _) = hand_off_keys(kind);
     let own = if kind == Kind::REENTRANT {
         lock_expected(name, Side::Rlock)
@@ -1385,43 +1414,60 @@ fn hand_off_expected(kind: Kind) -> Trace {
         write_expected(Side::Rlock)
     };
     let second = owner(2);
+    let (hand_off, in_redis) = match passing.of(kind) {
+        Passing::Script => (vec![hand_off_script(kind, name, FIELD, &second)], second),
+        Passing::Free => (Vec::new(), FIELD.to_owned()),
+    };
     trace(vec![
-        (
-            "hand-off",
-            vec![hand_off_script(kind, name, FIELD, &second)],
-        ),
+        ("hand-off", hand_off),
         (
             "unlock",
             vec![
-                script_of(&own, "full unlock", &second),
+                script_of(&own, "full unlock", &in_redis),
                 script_of(&own, "acquire", JAVA_FIELD),
             ],
         ),
     ])
 }
 
-async fn hand_off_follows_its_script(kind: Kind) {
-    let trace = hand_off_tour(kind).await;
-    assert_same_trace(&format!("rlock {kind}"), &trace, &hand_off_expected(kind));
+async fn hand_off_follows_its_script(kind: Kind, passing: Passing) {
+    let trace = hand_off_tour(kind, passing).await;
+    let label = format!("rlock {kind}, {passing:?}");
+    assert_same_trace(&label, &trace, &hand_off_expected(kind, passing));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::REENTRANT).await;
+    hand_off_follows_its_script(Kind::REENTRANT, Passing::Script).await;
 }
 
+/// Between watchdog holds the lock passes freely: to Java, one hold of thread 1's field, from its
+/// acquire to thread 2's release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_free_hand_off_runs_nothing_and_the_release_unlocks_the_first_field() {
+    hand_off_follows_its_script(Kind::REENTRANT, Passing::Free).await;
+}
+
+/// A fenced acquisition must take a new token: even a watchdog waiter is passed the lock by script.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::FENCED).await;
+    hand_off_follows_its_script(Kind::FENCED, Passing::Free).await;
 }
 
+/// The write lock is never passed freely: this client's read acquire would be admitted as the
+/// streak's first owner's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::WRITE).await;
+    hand_off_follows_its_script(Kind::WRITE, Passing::Free).await;
 }
 
-/// The non-reentrant lock hands off with its twin's (the `RLock`'s) script.
+/// The non-reentrant lock hands off with its twin's (the `RLock`'s) script, and freely as it does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_reentrant_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::NON_REENTRANT).await;
+    hand_off_follows_its_script(Kind::NON_REENTRANT, Passing::Script).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reentrant_free_hand_off_runs_nothing() {
+    hand_off_follows_its_script(Kind::NON_REENTRANT, Passing::Free).await;
 }

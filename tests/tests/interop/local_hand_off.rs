@@ -1,16 +1,18 @@
 //! rlock's local hand-off (lock cohorting, README) next to an emulated Redisson client on the same
-//! lock: rlock's tasks pass the lock among themselves without releasing it, in bounded streaks, and
-//! a Java waiter still gets its turn. Traced with `MONITOR` ([`Tracer`]), script by script:
+//! lock: rlock's tasks pass the lock among themselves without releasing it (freely: no command,
+//! Redis keeping the streak's first hold), in bounded streaks, and a Java waiter still gets its
+//! turn. Traced with `MONITOR` ([`Tracer`]), script by script:
 //!
 //! - while a Java waiter waits, rlock never hands off more than `local_handoff_limit` times in a
 //!   row, nor for longer than `local_handoff_window` (and one more hold): then the lock is released
 //!   for real, its unlock message wakes the Java waiter, and the Java waiter races rlock's queue
 //!   head, which waited for the same message (each real release is one such race);
 //! - an unlock by Java wakes rlock's queue head alone, which then hands the lock on to the tasks
-//!   queued behind it, in their order.
+//!   queued behind it, in their order, and the last one's release unlocks the head's field.
 
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::Duration;
@@ -24,8 +26,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::golden::{
-    JAVA_FIELD, JAVA_THREAD, Trace, Tracer, assert_same_trace, hand_off_script, node_of, owner,
-    script_of, trace,
+    JAVA_FIELD, JAVA_THREAD, Trace, Tracer, assert_same_trace, node_of, owner, script_of, trace,
 };
 use crate::support::{Party, PartyLock, Redis, Side};
 use crate::wire::lock_expected;
@@ -62,11 +63,9 @@ async fn critical(inside: &AtomicUsize, conn: &mut MultiplexedConnection) {
     let _ = inside.fetch_sub(1, Ordering::SeqCst);
 }
 
-/// What a script of the trace did to the lock.
+/// What a script of the trace did to the lock (a hand-off between rlock's tasks runs none).
 #[derive(Debug, PartialEq, Eq)]
 enum Step {
-    /// A hand-off: the hold passed, nothing published.
-    HandOff,
     /// A real release, whose message woke the waiters.
     Release,
     /// The Java waiter's acquisition.
@@ -79,9 +78,7 @@ enum Step {
 
 fn step(script: &[String]) -> Step {
     let runs = |prefix: &str| script.iter().any(|c| c.starts_with(prefix));
-    if runs("hdel ") {
-        Step::HandOff
-    } else if runs("publish ") {
+    if runs("publish ") {
         Step::Release
     } else if runs(&format!("hincrby {NAME} {JAVA_FIELD} 1")) {
         Step::JavaAcquired
@@ -94,9 +91,10 @@ fn step(script: &[String]) -> Step {
 
 /// rlock's tasks loop on one lock (default hand-off settings) while, `JAVA_TURNS` times, a Java
 /// client waits for it, holds it and releases it. Mutual exclusion holds throughout (the counter is
-/// exact), hand-offs happen, and while the Java client waits, no streak passes the limit, a real
-/// release comes at least once per window and one more hold (MONITOR's clock), and each one wakes
-/// the Java waiter, which tries. It wins one of those races within [`MAX_RACES`].
+/// exact), hand-offs happen (counted by the client: they run no command), no more than the limit
+/// per real release, and while the Java client waits, a real release comes at least once per window
+/// and one more hold (MONITOR's clock), and each one wakes the Java waiter, which tries. It wins one
+/// of those races within [`MAX_RACES`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rlock_streaks_are_bounded_and_a_java_waiter_gets_its_turn() {
     let server = RedisServer::start();
@@ -169,12 +167,11 @@ async fn rlock_streaks_are_bounded_and_a_java_waiter_gets_its_turn() {
             scripts.iter().map(move |(at, s)| (phase, *at, step(s)))
         })
         .collect();
-    let hand_offs = steps.iter().filter(|(.., s)| *s == Step::HandOff).count();
-    let longest = steps
-        .split(|(.., s)| *s == Step::Release)
-        .map(|streak| streak.iter().filter(|(.., s)| *s == Step::HandOff).count())
-        .max()
-        .unwrap_or(0);
+    let Party::Rlock(client) = &rlock else {
+        unreachable!("an rlock party")
+    };
+    let hand_offs = client.stats().local_handoffs;
+    let releases = steps.iter().filter(|(.., s)| *s == Step::Release).count() as u64;
     let java_waits: Vec<JavaWait> = (1..=JAVA_TURNS)
         .map(|turn| {
             let waiting = format!("java waits {turn}");
@@ -189,14 +186,15 @@ async fn rlock_streaks_are_bounded_and_a_java_waiter_gets_its_turn() {
     let races: Vec<usize> = java_waits.iter().map(|wait| wait.races).collect();
     let gaps: Vec<Duration> = java_waits.iter().map(|wait| wait.longest_gap).collect();
     eprintln!(
-        "interop hand-off: {hand_offs} hand-offs, longest streak {longest} (limit {limit}); Java \
-         waits {waits:?}, races until won (real releases) {races:?}, longest time without a \
-         release {gaps:?}"
+        "interop hand-off: {hand_offs} hand-offs, {releases} real releases (limit {limit} per \
+         release); Java waits {waits:?}, races until won (real releases) {races:?}, longest time \
+         without a release {gaps:?}"
     );
     assert!(hand_offs > 0, "rlock's tasks handed the lock off");
+    // Every streak ends with one real release, the last one's at the end included.
     assert!(
-        longest <= limit as usize,
-        "{longest} hand-offs in a row, limit {limit}"
+        hand_offs <= u64::from(limit) * releases,
+        "{hand_offs} hand-offs for {releases} real releases, limit {limit} per streak"
     );
     for (turn, wait) in java_waits.iter().enumerate() {
         // Every real release's message woke the Java waiter, which tried: it lost every race
@@ -273,8 +271,9 @@ impl JavaWait {
 }
 
 /// Starts thread `thread`'s acquisition of `lock` on a task, returning once it is in rlock's local
-/// queue (the acquire joins it before its first await), and releases the hold once acquired.
-async fn queue_up(lock: PartyLock, thread: u64) -> JoinHandle<()> {
+/// queue (the acquire joins it before its first await), and releases the hold once acquired, noting
+/// its turn in `order`.
+async fn queue_up(lock: PartyLock, thread: u64, order: Arc<Mutex<Vec<u64>>>) -> JoinHandle<()> {
     let (joined, queued) = oneshot::channel();
     let task = tokio::spawn(async move {
         let mut acquiring = pin!(lock.lock(thread));
@@ -284,6 +283,7 @@ async fn queue_up(lock: PartyLock, thread: u64) -> JoinHandle<()> {
             Poll::Ready(hold) => hold,
             Poll::Pending => acquiring.await,
         };
+        order.lock().expect("order").push(thread);
         hold.release().await;
     });
     queued.await.expect("the task joined the queue");
@@ -292,7 +292,8 @@ async fn queue_up(lock: PartyLock, thread: u64) -> JoinHandle<()> {
 
 /// A Java client holds the lock while rlock's tasks queue for it (only the first, the queue's
 /// head, tries in Redis). Java's unlock wakes that head alone; once it holds, the lock passes from
-/// task to task in their queue order without a message, and the last task releases it for real.
+/// task to task in their queue order with no command at all, and the last task releases it for
+/// real: the unlock of the head's field, which Redis kept all along.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_java_unlock_wakes_rlocks_head_which_hands_off_in_queue_order() {
     let server = RedisServer::start();
@@ -307,9 +308,9 @@ async fn a_java_unlock_wakes_rlocks_head_which_hands_off_in_queue_order() {
     let mut tracer = Tracer::start(&server, &[NAME]).await;
     tracer.alias(java.field(JAVA_THREAD).as_bytes(), JAVA_FIELD);
     let java_hold = java.lock(NAME).lock(JAVA_THREAD).await;
-    let mut tasks = Vec::new();
+    let (mut tasks, order) = (Vec::new(), Arc::new(Mutex::new(Vec::new())));
     for thread in 1..=TASKS {
-        tasks.push(queue_up(rlock.lock(NAME), thread).await);
+        tasks.push(queue_up(rlock.lock(NAME), thread, order.clone()).await);
     }
     // The head tried, subscribed and sleeps; the others wait behind it without a try.
     let _ = tracer.redis().wait_parked(&lock_channel(NAME), 1).await;
@@ -324,21 +325,17 @@ async fn a_java_unlock_wakes_rlocks_head_which_hands_off_in_queue_order() {
     }
     let (actual, _) = tracer.finish(&node_of(&rlock)).await;
 
+    assert_eq!(
+        *order.lock().expect("order"),
+        (1..=TASKS).collect::<Vec<_>>(),
+        "queue order"
+    );
     let own: Trace = lock_expected(NAME, Side::Rlock);
-    let mut scripts = vec![
+    let scripts = vec![
         script_of(&own, "full unlock", JAVA_FIELD),
         script_of(&own, "acquire", &owner(1)),
+        script_of(&own, "full unlock", &owner(1)),
     ];
-    for thread in 1..TASKS {
-        let (from, to) = (owner(thread), owner(thread + 1));
-        scripts.push(hand_off_script(
-            crate::support::Kind::REENTRANT,
-            NAME,
-            &from,
-            &to,
-        ));
-    }
-    scripts.push(script_of(&own, "full unlock", &owner(TASKS)));
     assert_same_trace(
         "rlock after java",
         &actual,

@@ -93,6 +93,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
             return Ok(Released::Partially);
         }
         let _ = services.watchdog.deregister(renewal, key, &root);
+        services.cohorts.unlending(key, queue);
         (services.watchdog.timeout(), None)
     } else {
         let renewing = services.watchdog.deregister(renewal, key, field);
