@@ -145,12 +145,15 @@ pub struct Config {
     /// stale and is purged, should it stop polling (Redisson's `fairLockWaitTimeout`). Default 5 min.
     pub fair_lock_wait_timeout: Duration,
     /// Local hand-off between this client's tasks (lock cohorting) for the exclusive kinds: the
-    /// reentrant lock, the fenced lock and the write lock. Tasks of this client that want the same
-    /// lock queue up locally and only the first of them talks to Redis; a holder that releases while
-    /// one of them waits passes the lock to it in one script, without a release in between. At most
-    /// [`Config::local_handoff_limit`] hand-offs in a row and for at most
+    /// reentrant and non-reentrant locks, the fenced lock and the write lock. Tasks of this client
+    /// that want the same lock queue up locally and only the first of them talks to Redis; a holder
+    /// that releases while one of them waits passes the lock to it without a release in between:
+    /// with no Redis command at all between watchdog holds of the reentrant and non-reentrant locks
+    /// (Redis keeps the first holder's hash for the whole streak, renewed by the watchdog), else in
+    /// one script. At most [`Config::local_handoff_limit`] hand-offs in a row and for at most
     /// [`Config::local_handoff_window`], then the lock is released for real and other clients get
     /// their turn. `false` makes every task race in Redis on its own, as Redisson does. Default true.
+    /// The README's "Local queue and hand-off" says what a streak looks like from Redis and Java.
     pub local_handoff: bool,
     /// How many local hand-offs in a row a lock may take before it is released for real. Default 16.
     pub local_handoff_limit: u32,
