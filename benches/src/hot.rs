@@ -1,4 +1,5 @@
 //! Worker processes that loop on one hot lock name: the machinery of scenarios 3, 4 and 8.
+//! [`back_to_back`] runs the same critical section with no lock at all, scenario 8's ceiling.
 //!
 //! The runner starts worker processes (this binary's hidden subcommand), each with one client and
 //! `tasks` tasks. Once they have all warmed up it lets them go, and each task loops on the one name:
@@ -217,7 +218,18 @@ async fn contend<C: Contender>(contender: C, task: &WorkerTask, parent: &mut Par
     parent.send(&FromWorker::Done(records)).await
 }
 
-/// A [`Section`], ready to run in a worker.
+/// Runs `section` `count` times back to back in the calling task, with no lock: what a hot lock around
+/// it can reach at best. Returns how long the sections took (opening the connection not included).
+pub(crate) async fn back_to_back(url: &str, section: &Section, count: usize) -> Result<Duration> {
+    let mut section = CriticalSection::open(section, url).await?;
+    let start = Instant::now();
+    for _ in 0..count {
+        section.run().await?;
+    }
+    Ok(start.elapsed())
+}
+
+/// A [`Section`], ready to run in a worker (or alone: [`back_to_back`]).
 #[derive(Clone, Debug)]
 enum CriticalSection {
     Spin(Duration),

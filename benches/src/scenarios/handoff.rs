@@ -1,4 +1,5 @@
-//! Scenario 8: local hand-off (lock cohorting, issue 13), on against off.
+//! Scenario 8: local hand-off (lock cohorting, issues 13 and 29), on against off, against the
+//! critical section alone and against rslock.
 //!
 //! rlock worker processes ([`crate::hot`]), each with one client and `tasks_per_process` tasks, loop
 //! on one hot name without think time: `lock()`, then `GET` and `SET` of a counter key (counter + 1)
@@ -24,6 +25,13 @@
 //!   `N` of `scaling` and for `processes`. With `N` processes each task acquires
 //!   `acquisitions_per_task · processes / N` times, so every run makes the same number of
 //!   acquisitions (and 8 processes do not make the suite long).
+//!   Beside them, at every `N`, the same `N` processes with rslock instead of rlock (the peer: the same
+//!   workers, section and counts; its scripts per acquisition are its unlock's), so that rlock ÷ the
+//!   peer is measured side by side.
+//! - **no lock** (issue 29's ceiling): the same critical section, as many times as the headline makes
+//!   acquisitions, back to back by one task of the runner on a plain connection with no lock at all;
+//!   one round at the start of every round of the scaling, so that it sees the same load. Every
+//!   setting's acquisitions/s is divided by its median ([`Setting::per_no_lock`]).
 //! - **remote waiter**: `processes` with local hand-off and one "remote" process without it (standing
 //!   in for a Redisson client, which never hands off), against the same processes all without. Its
 //!   wait p99 shows whether the hand-off streaks of the others starve it.
@@ -33,7 +41,7 @@ use serde::Serialize;
 use crate::Result;
 use crate::clock::epoch_ns;
 use crate::contenders::Kind;
-use crate::hot::{Record, Section, Until, WorkerTask, Workers};
+use crate::hot::{self, Record, Section, Until, WorkerTask, Workers};
 use crate::probe::{CommandStats, Probe};
 use crate::stats::{Spread, Summary, ratio};
 
@@ -60,6 +68,11 @@ impl Params {
         (self.acquisitions_per_task * self.processes / processes.max(1)).max(1)
     }
 
+    /// The headline's acquisitions in all: the no-lock loop runs as many sections.
+    fn sections(self) -> usize {
+        self.processes * self.tasks_per_process * self.acquisitions_per_task
+    }
+
     /// The process counts to run with local hand-off on and off: the scaling's and the headline's.
     fn process_counts(self) -> Vec<usize> {
         let mut counts: Vec<usize> = self
@@ -78,7 +91,9 @@ impl Params {
 pub(crate) struct Measured {
     /// The headline's process count.
     pub(crate) processes: usize,
-    /// For every process count, all with local hand-off, then all without.
+    /// The critical section alone: one task, no lock.
+    pub(crate) no_lock: NoLock,
+    /// For every process count: rlock all with local hand-off, all without, then rslock.
     pub(crate) scaling: Vec<Setting>,
     /// `processes` with local hand-off and the remote process (the last) without.
     pub(crate) remote_mixed: Setting,
@@ -87,28 +102,117 @@ pub(crate) struct Measured {
 }
 
 impl Measured {
-    /// The setting of `processes` processes all with local hand-off `on`, or all without.
+    /// The rlock setting of `processes` processes all with local hand-off `on`, or all without.
     pub(crate) fn uniform(&self, processes: usize, on: bool) -> Option<&Setting> {
         self.scaling
             .iter()
-            .find(|s| s.processes == processes && s.local_handoff.iter().all(|&h| h == on))
+            .find(|s| s.processes == processes && s.all_rlock(on))
     }
 
     /// The headline with local hand-off `on` or off.
     pub(crate) fn headline(&self, on: bool) -> Option<&Setting> {
         self.uniform(self.processes, on)
     }
+
+    /// rslock with `processes` processes.
+    pub(crate) fn peer(&self, processes: usize) -> Option<&Setting> {
+        self.scaling
+            .iter()
+            .find(|s| s.processes == processes && s.kind == Kind::Rslock)
+    }
+
+    /// Divides every setting's acquisitions/s (medians) by the no-lock loop's, and every rlock
+    /// setting's by rslock's with as many processes.
+    fn relate(&mut self) {
+        let no_lock = self.no_lock.sections_per_sec.median;
+        let peers: Vec<(usize, f64)> = self
+            .scaling
+            .iter()
+            .filter(|s| s.kind == Kind::Rslock)
+            .map(|s| (s.processes, s.acquisitions_per_sec.median))
+            .collect();
+        let settings = self
+            .scaling
+            .iter_mut()
+            .chain([&mut self.remote_mixed, &mut self.remote_all_off]);
+        for setting in settings {
+            let rate = setting.acquisitions_per_sec.median;
+            setting.per_no_lock = ratio(rate, no_lock);
+            setting.per_peer = peers
+                .iter()
+                .find(|&&(n, _)| setting.kind == Kind::Rlock && n == setting.processes)
+                .map(|&(_, peer)| ratio(rate, peer));
+        }
+    }
+}
+
+/// The critical section alone, run back to back by one task with no lock: what a hot lock around it
+/// can reach at best.
+#[derive(Debug, Serialize)]
+pub(crate) struct NoLock {
+    /// Sections per round: the headline's acquisitions in all.
+    pub(crate) sections: usize,
+    pub(crate) sections_per_sec: Spread,
+    pub(crate) rounds: Vec<NoLockRound>,
+}
+
+impl NoLock {
+    fn of(params: Params, rounds: Vec<NoLockRound>) -> Self {
+        Self {
+            sections: params.sections(),
+            sections_per_sec: Spread::of(rounds.iter().map(|r| r.sections_per_sec)),
+            rounds,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct NoLockRound {
+    /// From the first section's `GET` sent to the last section's `SET` answered.
+    pub(crate) seconds: f64,
+    pub(crate) sections_per_sec: f64,
+}
+
+/// What a setting runs: which lock, and whether each of its processes hands off locally.
+#[derive(Clone, Debug)]
+struct Shape {
+    kind: Kind,
+    /// `Config::local_handoff` of each process; all false for rslock, which has nothing like it.
+    local_handoff: Vec<bool>,
+}
+
+impl Shape {
+    fn rlock(local_handoff: Vec<bool>) -> Self {
+        Self {
+            kind: Kind::Rlock,
+            local_handoff,
+        }
+    }
+
+    fn rslock(processes: usize) -> Self {
+        Self {
+            kind: Kind::Rslock,
+            local_handoff: vec![false; processes],
+        }
+    }
 }
 
 /// One setting: its rounds, and their medians and ranges.
 #[derive(Debug, Serialize)]
 pub(crate) struct Setting {
+    /// rlock, or the peer (rslock).
+    pub(crate) kind: Kind,
     pub(crate) processes: usize,
     pub(crate) tasks_per_process: usize,
     pub(crate) acquisitions_per_task: usize,
-    /// `Config::local_handoff` of each process.
+    /// `Config::local_handoff` of each process (all false for rslock).
     pub(crate) local_handoff: Vec<bool>,
     pub(crate) acquisitions_per_sec: Spread,
+    /// The median acquisitions/s ÷ the median of the no-lock loop's sections/s.
+    pub(crate) per_no_lock: f64,
+    /// rlock's median acquisitions/s ÷ rslock's with as many processes; none for rslock itself, or
+    /// without such an rslock setting.
+    pub(crate) per_peer: Option<f64>,
     pub(crate) scripts_per_acquisition: Spread,
     pub(crate) wait_p50_us: Spread,
     pub(crate) wait_p99_us: Spread,
@@ -120,14 +224,22 @@ pub(crate) struct Setting {
 }
 
 impl Setting {
-    fn of(params: Params, local_handoff: Vec<bool>, rounds: Vec<Round>) -> Self {
+    /// The setting of `shape`'s rounds; [`Measured::relate`] sets the ratios.
+    fn of(params: Params, shape: Shape, rounds: Vec<Round>) -> Self {
+        let Shape {
+            kind,
+            local_handoff,
+        } = shape;
         let processes = local_handoff.len();
         let spread = |f: fn(&Round) -> f64| Spread::of(rounds.iter().map(f));
         Self {
+            kind,
             processes,
             tasks_per_process: params.tasks_per_process,
             acquisitions_per_task: params.per_task(processes),
             acquisitions_per_sec: spread(|r| r.acquisitions_per_sec),
+            per_no_lock: f64::NAN,
+            per_peer: None,
             scripts_per_acquisition: spread(|r| r.scripts_per_acquisition),
             wait_p50_us: spread(|r| r.wait.p50_us),
             wait_p99_us: spread(|r| r.wait.p99_us),
@@ -138,6 +250,11 @@ impl Setting {
             local_handoff,
             rounds,
         }
+    }
+
+    /// Whether this is rlock with local hand-off `on` in every process (or off in every one).
+    pub(crate) fn all_rlock(&self, on: bool) -> bool {
+        self.kind == Kind::Rlock && self.local_handoff.iter().all(|&h| h == on)
     }
 }
 
@@ -209,74 +326,104 @@ impl Round {
     }
 }
 
-/// Runs the scenario: the headline and the scaling, then the remote waiter.
+/// Runs the scenario: the headline and the scaling (with the no-lock loop and the peer), then the
+/// remote waiter.
 pub(crate) async fn run(url: &str, probe: &mut Probe, params: Params) -> Result<Measured> {
+    let mut no_lock = Vec::new();
     let mut scaling = Vec::new();
     for n in params.process_counts() {
         crate::progress(&format!(
-            "scenario 8: local hand-off on / off, {n} × {} × {} (processes × tasks × acquisitions)",
+            "scenario 8: local hand-off on / off, rslock, no lock; {n} × {} × {} (processes × \
+             tasks × acquisitions)",
             params.tasks_per_process,
             params.per_task(n)
         ));
-        scaling.extend(compare(url, probe, params, [vec![true; n], vec![false; n]]).await?);
+        let shapes = [
+            Shape::rlock(vec![true; n]),
+            Shape::rlock(vec![false; n]),
+            Shape::rslock(n),
+        ];
+        scaling.extend(compare(url, probe, params, shapes, Some(&mut no_lock)).await?);
     }
     let n = params.processes;
     crate::progress(&format!(
         "scenario 8: remote waiter, {n} processes with local hand-off + 1 without / all {} without",
         n + 1
     ));
-    let mixed = [vec![true; n], vec![false]].concat();
+    let mixed = Shape::rlock([vec![true; n], vec![false]].concat());
+    let all_off = Shape::rlock(vec![false; n + 1]);
     let [remote_mixed, remote_all_off] =
-        compare(url, probe, params, [mixed, vec![false; n + 1]]).await?;
-    Ok(Measured {
+        compare(url, probe, params, [mixed, all_off], None).await?;
+    let mut measured = Measured {
         processes: params.processes,
+        no_lock: NoLock::of(params, no_lock),
         scaling,
         remote_mixed,
         remote_all_off,
-    })
+    };
+    measured.relate();
+    Ok(measured)
 }
 
-/// Runs each setting (`Config::local_handoff` of each process) `params.rounds` times, in alternating
-/// order.
+/// Runs each setting `params.rounds` times, in alternating order; each round starts with a round of
+/// the no-lock loop when `no_lock` collects them.
 async fn compare<const K: usize>(
     url: &str,
     probe: &mut Probe,
     params: Params,
-    settings: [Vec<bool>; K],
+    shapes: [Shape; K],
+    mut no_lock: Option<&mut Vec<NoLockRound>>,
 ) -> Result<[Setting; K]> {
     let mut rounds: [Vec<Round>; K] = std::array::from_fn(|_| Vec::new());
     for round in 0..params.rounds {
+        if let Some(no_lock) = no_lock.as_deref_mut() {
+            no_lock.push(run_no_lock(url, probe, params).await?);
+        }
         for k in 0..K {
             let i = (round + k) % K;
-            rounds[i].push(run_round(url, probe, params, &settings[i]).await?);
+            rounds[i].push(run_round(url, probe, params, &shapes[i]).await?);
         }
     }
-    let mut settings = settings.into_iter();
-    let mut rounds = rounds.into_iter();
-    Ok(std::array::from_fn(|_| {
-        Setting::of(
-            params,
-            settings.next().unwrap_or_default(),
-            rounds.next().unwrap_or_default(),
-        )
-    }))
+    let settings: Vec<Setting> = shapes
+        .into_iter()
+        .zip(rounds)
+        .map(|(shape, rounds)| Setting::of(params, shape, rounds))
+        .collect();
+    settings
+        .try_into()
+        .map_err(|_| "as many settings as shapes".into())
 }
 
-/// One round: a process for each entry of `local_handoff`, on a fresh name and counter.
-async fn run_round(
-    url: &str,
-    probe: &mut Probe,
-    params: Params,
-    local_handoff: &[bool],
-) -> Result<Round> {
+/// One round of the no-lock loop, on a fresh counter.
+async fn run_no_lock(url: &str, probe: &mut Probe, params: Params) -> Result<NoLockRound> {
+    let key = format!("bench:handoff:no-lock:{}", uuid::Uuid::new_v4().simple());
+    let sections = params.sections();
+    let took = hot::back_to_back(url, &Section::Counter { key: key.clone() }, sections).await?;
+    let counter: Option<u64> = probe.query(redis::cmd("GET").arg(&key)).await?;
+    let _: u64 = probe.query(redis::cmd("DEL").arg(&key)).await?;
+    if counter != Some(sections as u64) {
+        return Err(
+            format!("the no-lock loop left its counter at {counter:?}, not {sections}").into(),
+        );
+    }
+    let seconds = took.as_secs_f64();
+    Ok(NoLockRound {
+        seconds,
+        sections_per_sec: ratio(sections as f64, seconds),
+    })
+}
+
+/// One round: a process for each entry of `shape.local_handoff`, on a fresh name and counter.
+async fn run_round(url: &str, probe: &mut Probe, params: Params, shape: &Shape) -> Result<Round> {
+    let local_handoff = &shape.local_handoff;
     let name = format!("bench:handoff:{}", uuid::Uuid::new_v4().simple());
     let counter = format!("{name}:counter");
     let workers = Workers::start(local_handoff.iter().map(|&on| WorkerTask {
-        kind: Kind::Rlock,
+        kind: shape.kind,
         url: url.to_owned(),
         name: name.clone(),
         tasks: params.tasks_per_process,
-        local_handoff: Some(on),
+        local_handoff: (shape.kind == Kind::Rlock).then_some(on),
         section: Section::Counter {
             key: counter.clone(),
         },
@@ -300,9 +447,12 @@ async fn run_round(
     );
     if !round.exclusive() {
         eprintln!(
-            "!!! MUTUAL EXCLUSION BROKEN (local hand-off {local_handoff:?}): counter {} after {} \
-             acquisitions, {} overlaps",
-            round.counter, round.acquisitions, round.overlaps
+            "!!! MUTUAL EXCLUSION BROKEN ({}, local hand-off {local_handoff:?}): counter {} after \
+             {} acquisitions, {} overlaps",
+            shape.kind.label(),
+            round.counter,
+            round.acquisitions,
+            round.overlaps
         );
     }
     Ok(round)
@@ -334,6 +484,7 @@ mod tests {
             ..PARAMS
         };
         assert_eq!(odd.process_counts(), [1, 3, 4]);
+        assert_eq!(PARAMS.sections(), 2_400);
     }
 
     fn record(process: usize, acquired_ns: i64, wait_ns: i64) -> Record {
@@ -398,7 +549,7 @@ mod tests {
                 Round::of(2, 0, records, &calls(6), counter)
             })
             .collect();
-        let setting = Setting::of(PARAMS, vec![true, false], rounds);
+        let setting = Setting::of(PARAMS, Shape::rlock(vec![true, false]), rounds);
         assert_eq!(setting.processes, 2);
         assert_eq!(setting.acquisitions_per_task, 300);
         assert!((setting.scripts_per_acquisition.median - 3.0).abs() < 1e-12);
@@ -407,5 +558,55 @@ mod tests {
         assert!((setting.process_wait_p99_us[1].median - 4.0).abs() < 1e-12);
         assert!((setting.process_wait_p99_us[1].max - 6.0).abs() < 1e-12);
         assert_eq!(setting.broken_rounds, 1);
+    }
+
+    /// A setting of `shape` whose one round made two acquisitions in `seconds`.
+    fn setting(shape: Shape, seconds: f64) -> Setting {
+        let end_ns = (seconds * 1e9) as i64 - 20;
+        let records = vec![record(0, 0, 1), record(0, end_ns, 1)];
+        let processes = shape.local_handoff.len();
+        Setting::of(
+            PARAMS,
+            shape,
+            vec![Round::of(processes, 0, records, &calls(2), 2)],
+        )
+    }
+
+    #[test]
+    fn settings_are_divided_by_the_no_lock_loop_and_by_the_peer_of_their_process_count() {
+        let no_lock = [(1.0, 4_000.0), (1.0, 2_000.0), (1.0, 3_000.0)]
+            .map(|(seconds, sections_per_sec)| NoLockRound {
+                seconds,
+                sections_per_sec,
+            })
+            .into();
+        // 2 acquisitions in 1 ms: 2,000/s; in 4 ms: 500/s.
+        let mut measured = Measured {
+            processes: 2,
+            no_lock: NoLock::of(PARAMS, no_lock),
+            scaling: vec![
+                setting(Shape::rlock(vec![true; 2]), 1e-3),
+                setting(Shape::rlock(vec![false; 2]), 2e-3),
+                setting(Shape::rslock(2), 4e-3),
+                setting(Shape::rlock(vec![true]), 1e-3),
+            ],
+            remote_mixed: setting(Shape::rlock(vec![true, true, false]), 1e-3),
+            remote_all_off: setting(Shape::rlock(vec![false; 3]), 1e-3),
+        };
+        measured.relate();
+        assert_eq!(measured.no_lock.sections, 2_400);
+        assert!((measured.no_lock.sections_per_sec.median - 3_000.0).abs() < 1e-9);
+        let on = measured.headline(true).expect("the headline, on");
+        assert!((on.per_no_lock - 2.0 / 3.0).abs() < 1e-9);
+        assert!((on.per_peer.expect("rslock at 2") - 4.0).abs() < 1e-9);
+        let off = measured.headline(false).expect("the headline, off");
+        assert!((off.per_peer.expect("rslock at 2") - 2.0).abs() < 1e-9);
+        let peer = measured.peer(2).expect("rslock at 2");
+        assert!((peer.per_no_lock - 1.0 / 6.0).abs() < 1e-9);
+        assert_eq!(peer.per_peer, None);
+        // No rslock with 1 or 3 processes to divide by.
+        assert_eq!(measured.uniform(1, true).and_then(|s| s.per_peer), None);
+        assert_eq!(measured.remote_mixed.per_peer, None);
+        assert!((measured.remote_all_off.per_no_lock - 2.0 / 3.0).abs() < 1e-9);
     }
 }

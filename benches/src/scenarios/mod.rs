@@ -28,7 +28,7 @@ pub(crate) enum Scenario {
     Watchdog,
     /// 6: many waiters in one process.
     Waiters,
-    /// 8: local hand-off (lock cohorting) on against off.
+    /// 8: local hand-off (lock cohorting) on against off, against no lock and against rslock.
     Handoff,
 }
 
