@@ -746,3 +746,38 @@ async fn a_force_unlock_elsewhere_ends_the_streak_and_its_holder_hears_at_once()
     let exists: bool = redis.exists(name).await.expect("EXISTS");
     assert!(!exists);
 }
+
+/// The streak's first owner waits again, for a fixed lease: no script can pass its own field to
+/// it, so the streak ends with a real release and it takes the lock from Redis, for its lease.
+#[tokio::test]
+async fn the_first_owner_waiting_for_a_fixed_lease_takes_the_lock_from_redis() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:root-again";
+    let first = client.lock(name).lock().await.expect("first locks");
+    let (root, root_field) = (first.owner(), first.field().to_owned());
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    first.unlock().await.expect("first unlocks");
+    let _ = next.acquired().await;
+    let holder = next.guard().await;
+    let mut again = spawn_holder(locking_for_a_lease(client.lock(name).with_owner(root)));
+    queued(&client, 1).await;
+    holder.unlock().await.expect("the holder unlocks");
+    let (field, ()) = again.acquired().await;
+    assert_eq!(field, root_field);
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(root_field, "1".to_owned())]),
+        "held once, by the first owner"
+    );
+    let pttl: i64 = redis.pttl(name).await.expect("PTTL");
+    assert!(
+        pttl > 0 && pttl <= 30_000,
+        "its fixed lease, not the watchdog's 60 s: {pttl}"
+    );
+    again.guard().await.unlock().await.expect("unlocks");
+    let exists: bool = redis.exists(name).await.expect("EXISTS");
+    assert!(!exists);
+}

@@ -82,6 +82,12 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     let next = match next {
         Some(Next::HandOff(claim)) => match lend(services, kind, field, &root, claim).await {
             Lend::Done(released) => return released,
+            // The streak's root waits again (for a fixed lease, say): a script cannot pass its own
+            // field to it. The streak ends with a real release, and it tries as usual.
+            Lend::Declined(claim) if claim.field() == root => {
+                claim.failed();
+                Some(Next::Release { yielding: false })
+            }
             Lend::Declined(claim) => Some(Next::HandOff(claim)),
         },
         next => next,
