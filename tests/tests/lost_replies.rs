@@ -401,10 +401,14 @@ async fn lock_renew(ctx: &Ctx, name: &str) {
     ctx.settles(name, &[]).await;
 }
 
-/// Task A of the client holds `lock`, task B waits for it in the client's local queue, and A's
-/// release hands the lock to B with `script`, whose reply is lost. The hand-off ran (the proxy
-/// forwarded it); its re-send under the same latch replays its outcome, so B holds the lock it was
-/// passed and A's unlock succeeds. Returns A's token and B's guard.
+/// A waiter's fixed lease: Redis must be told of it, so a hold passes to that waiter by script (a
+/// watchdog waiter of the reentrant and non-reentrant locks is passed it freely, with no script).
+const WAITERS_LEASE: Duration = Duration::from_secs(30);
+
+/// Task A of the client holds `lock`, task B waits for it (for [`WAITERS_LEASE`]) in the client's
+/// local queue, and A's release hands the lock to B with `script`, whose reply is lost. The hand-off
+/// ran (the proxy forwarded it); its re-send under the same latch replays its outcome, so B holds
+/// the lock it was passed and A's unlock succeeds. Returns A's token and B's guard.
 async fn hand_off_reply_lost<K: LockKind>(
     ctx: &Ctx,
     name: &str,
@@ -420,7 +424,7 @@ where
     );
     let held = first.lock().await.expect("A locks");
     let token = held.token().clone();
-    let mut waiting = pin!(second.lock());
+    let mut waiting = pin!(second.lock_with_lease(WAITERS_LEASE));
     // The acquire joins the local queue before its first await: from now on A's release finds B
     // waiting behind it, and hands off.
     assert!(futures::poll!(&mut waiting).is_pending(), "B waits for A");
@@ -752,10 +756,11 @@ async fn a_waiter_dropped_while_handed_the_lock_passes_it_on() {
             .map(|_| lock.clone().with_owner(Owner::new()))
             .collect();
         let held = owners[0].lock().await.expect("A locks");
-        // The acquires join the local queue before their first await: B heads it, C follows.
-        let mut dropped = Box::pin(owners[1].lock());
+        // The acquires join the local queue before their first await: B heads it, C follows. Both
+        // wait for a fixed lease, so the lock passes by script.
+        let mut dropped = Box::pin(owners[1].lock_with_lease(WAITERS_LEASE));
         assert!(futures::poll!(&mut dropped).is_pending(), "B waits for A");
-        let mut next = pin!(owners[2].lock());
+        let mut next = pin!(owners[2].lock_with_lease(WAITERS_LEASE));
         if third {
             assert!(futures::poll!(&mut next).is_pending(), "C waits behind B");
         }
@@ -827,7 +832,7 @@ async fn a_hand_off_that_never_ran_leaves_its_waiter_the_hold() {
     let b_field = field_of(&client, b);
     let held = lock.clone().with_owner(a).lock().await.expect("A locks");
     let waiter = lock.clone().with_owner(b);
-    let mut waiting = pin!(waiter.lock());
+    let mut waiting = pin!(waiter.lock_with_lease(WAITERS_LEASE));
     assert!(futures::poll!(&mut waiting).is_pending(), "B waits for A");
     proxy.drop_request(
         Match::command("EVALSHA").with_arg(script_sha1(LOCK_HAND_OFF)),
