@@ -179,12 +179,14 @@ impl Background {
         )
     }
 
-    /// Spawns work whose loss does no harm: deleting unlock latches (they expire anyway), watching a
-    /// streak's channel (the watchdog checks the hold too).
-    pub(crate) fn spawn_tidying(
-        &self,
-        work: impl std::future::Future<Output = ()> + Send + 'static,
-    ) {
+    /// Spawns a watch that ends with what it watches (a streak of free hand-offs), untracked: a
+    /// [`Client::close`](crate::Client::close) while a hold is still lent must not wait for it.
+    pub(crate) fn spawn_watch(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        drop(self.runtime.spawn(work));
+    }
+
+    /// Spawns tidying that may be lost without harm (deleting unlock latches, which expire anyway).
+    fn spawn_tidying(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
         drop(self.tracker.spawn_on(work, &self.runtime));
     }
 

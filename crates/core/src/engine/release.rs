@@ -318,14 +318,8 @@ async fn lend<K: Kind + ?Sized>(
         .telemetry
         .lent(kind.label(), kind.name(), lending.started.is_some());
     if let Some(ended) = lending.started {
-        let watch = watch_streak(
-            services.clone(),
-            kind.clone(),
-            root.to_owned(),
-            generation,
-            ended,
-        );
-        services.background.spawn_tidying(watch);
+        let watch = watch_streak(services, kind.clone(), root.to_owned(), generation, ended);
+        services.background.spawn_watch(watch);
     }
     if !lending.taken {
         // The waiter is gone: release the hold lent to it (to the next waiter, or for real).
@@ -343,24 +337,45 @@ async fn lend<K: Kind + ?Sized>(
 /// (`generation`) is declared lost, which every holder of the streak hears. A message that was on
 /// its way before the streak began finds the field there and costs only the rest of the streak's
 /// free hand-offs; a message missed (the subscription not yet live) leaves it to the watchdog's
-/// next renewal, which checks the field.
-async fn watch_streak<K: Kind + ?Sized>(
-    services: Arc<Services>,
+/// next renewal, which checks the field. It keeps the client's services only while it acts: a
+/// client dropped while a hold is lent stops it.
+fn watch_streak<K: Kind + ?Sized>(
+    services: &Arc<Services>,
     kind: Arc<K>,
     root: String,
     generation: u64,
     ended: CancellationToken,
+) -> impl Future<Output = ()> + Send + 'static {
+    let subscription = kind
+        .channel(&root)
+        .map(|(channel, rule)| services.subscriber.registry().subscribe(&channel, rule));
+    let services = Arc::downgrade(services);
+    async move {
+        let Some(subscription) = subscription else {
+            return;
+        };
+        let seen = subscription.messages();
+        tokio::select! {
+            () = ended.cancelled() => return,
+            () = subscription.heard_after(seen) => {}
+        }
+        drop(subscription);
+        if let Some(services) = services.upgrade() {
+            doubt_streak(&services, &*kind, &root, generation, &ended).await;
+        }
+    }
+}
+
+/// A streak's watch heard an unlock message: no more free hand-offs, and if `root`'s field is gone,
+/// its watchdog registration `generation` is lost.
+async fn doubt_streak<K: Kind + ?Sized>(
+    services: &Services,
+    kind: &K,
+    root: &str,
+    generation: u64,
+    ended: &CancellationToken,
 ) {
     let (name, key) = (kind.name(), kind.key());
-    let Some((channel, rule)) = kind.channel(&root) else {
-        return;
-    };
-    let subscription = services.subscriber.registry().subscribe(&channel, rule);
-    let seen = subscription.messages();
-    tokio::select! {
-        () = ended.cancelled() => return,
-        () = subscription.heard_after(seen) => {}
-    }
     services.cohorts.doubt(key, kind.label());
     let held: Result<i64> = services
         .commands
