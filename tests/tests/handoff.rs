@@ -781,3 +781,23 @@ async fn the_first_owner_waiting_for_a_fixed_lease_takes_the_lock_from_redis() {
     let exists: bool = redis.exists(name).await.expect("EXISTS");
     assert!(!exists);
 }
+
+/// `close()` waits for releases in flight, not for a hold that is still lent (its streak's watch
+/// ends with the streak).
+#[tokio::test]
+async fn close_does_not_wait_for_a_lent_hold() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let name = "handoff:close";
+    let first = client.lock(name).lock().await.expect("first locks");
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    first.unlock().await.expect("first unlocks");
+    let _ = next.acquired().await;
+    let holder = next.guard().await;
+    assert_eq!(client.stats().free_handoffs, 1);
+    tokio::time::timeout(Duration::from_secs(2), client.close())
+        .await
+        .expect("close returns while the hold is lent");
+    holder.unlock().await.expect("unlocks");
+}
