@@ -346,15 +346,17 @@ fn watch_streak<K: Kind + ?Sized>(
     generation: u64,
     ended: CancellationToken,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let subscription = kind
-        .channel(&root)
-        .map(|(channel, rule)| services.subscriber.registry().subscribe(&channel, rule));
+    // Subscribed, and the messages counted, now: the task may start later.
+    let subscription = kind.channel(&root).map(|(channel, rule)| {
+        let subscription = services.subscriber.registry().subscribe(&channel, rule);
+        let seen = subscription.messages();
+        (subscription, seen)
+    });
     let services = Arc::downgrade(services);
     async move {
-        let Some(subscription) = subscription else {
+        let Some((subscription, seen)) = subscription else {
             return;
         };
-        let seen = subscription.messages();
         tokio::select! {
             () = ended.cancelled() => return,
             () = subscription.heard_after(seen) => {}
