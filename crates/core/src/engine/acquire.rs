@@ -76,7 +76,7 @@ async fn acquire_as<K: Kind>(
     wait_for: Wait,
     lease: Lease,
     acquisition: &Acquisition<'_>,
-) -> Result<Option<(K::Token, Expiry)>> {
+) -> Acquired<K::Token> {
     if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease) {
         return answered;
     }
@@ -174,6 +174,9 @@ async fn acquire_as<K: Kind>(
     }
 }
 
+/// What an acquisition ends in: the hold's token and expiry, or `None` when its wait ran out.
+type Acquired<T> = Result<Option<(T, Expiry)>>;
+
 /// Answers an acquisition of a key whose hold is lent along a streak of free hand-offs (see
 /// [`crate::cohort`]) without Redis, where Redis would answer wrongly: its hash holds the streak's
 /// root, not the local holder. The lent holder's re-entry is counted here (refused by a kind that
@@ -186,7 +189,7 @@ fn answered_in_streak<K: Kind>(
     field: &str,
     wait_for: Wait,
     lease: Lease,
-) -> Option<Result<Option<(K::Token, Expiry)>>> {
+) -> Option<Acquired<K::Token>> {
     let key = kind.key();
     let streak = services.cohorts.streak_on(key)?;
     if streak.holder != field {

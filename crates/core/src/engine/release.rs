@@ -384,7 +384,7 @@ async fn doubt_streak<K: Kind + ?Sized>(
         .query(
             Operation::Query,
             name,
-            redis::cmd("HEXISTS").arg(key).arg(&root),
+            redis::cmd("HEXISTS").arg(key).arg(root),
         )
         .await;
     if matches!(held, Ok(0)) && !ended.is_cancelled() {
