@@ -137,7 +137,8 @@ fn random_fault(proxy: &FaultProxy, fleet: &Mutex<Fleet>) {
 /// Runs `workers` (one process each) on `proxied` for `run_for` while `fault` keeps injecting
 /// faults into the proxy of the locks' master (lost replies recorded as `lost`), and a monitor
 /// looks for acquires applied twice. Publishes the figures of `scenario`, with the double applies
-/// and the local hand-offs (of reentrant and non-reentrant locks: see `local_hand_offs`) counted
+/// and the local hand-offs (script hand-offs of reentrant and non-reentrant locks, see
+/// `local_hand_offs`, plus the free ones the workers report: `Summary::count_hand_offs`) counted
 /// in, asserts that no
 /// acquire was applied twice, and returns the checked history and its figures.
 fn under_faults(
@@ -168,8 +169,7 @@ fn under_faults(
     let doubles = doubles.stop();
     let mut summary = report.summary(scenario);
     summary.double_applies = doubles.len();
-    summary.hand_offs =
-        usize::try_from(local_hand_offs(&mut admin) - hand_offs_before).expect("a count that fits");
+    summary.count_hand_offs(local_hand_offs(&mut admin) - hand_offs_before);
     publish(&summary);
     assert!(doubles.is_empty(), "acquires applied twice: {doubles:?}");
     (report, summary)

@@ -134,6 +134,9 @@ pub struct WorkerSpec {
     pub hold: Duration,
     /// Every hold lasts exactly `hold` (`--steady-hold`).
     pub steady_hold: bool,
+    /// After each release of a lock's hold, the same owner makes one one-shot `try_lock()`, an
+    /// attempt of its own (`--try-after-release`).
+    pub try_after_release: bool,
     /// Pause between a task's attempts (±50 % jitter).
     pub think: Duration,
     /// The client's watchdog timeout.
@@ -187,6 +190,7 @@ impl WorkerSpec {
             run_for: Duration::from_secs(2),
             hold: Duration::from_millis(5),
             steady_hold: false,
+            try_after_release: false,
             think: Duration::from_millis(2),
             watchdog: Duration::from_secs(1),
             command_timeout: Duration::from_millis(300),
@@ -247,6 +251,9 @@ impl WorkerSpec {
         }
         if self.steady_hold {
             args.push("--steady-hold".to_owned());
+        }
+        if self.try_after_release {
+            args.push("--try-after-release".to_owned());
         }
         if !self.replica_acks {
             args.push("--no-replica-acks".to_owned());
@@ -507,6 +514,7 @@ impl Fleet {
             history.extend(self.records(index));
         }
         history.extend(self.faults.iter().cloned());
+        keep(&history);
         let mut report = history.check();
         report.leaked = leaked;
         for (name, status) in exits {
@@ -602,6 +610,24 @@ impl Drop for Fleet {
                 let _ = child.wait();
             }
         }
+    }
+}
+
+/// Appends every record of `history` (one JSON line each) to the file `$RLOCK_KEEP_HISTORY`, if
+/// set: the fleet's own files go with its temporary directory, and an overlap is studied in them.
+fn keep(history: &History) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("RLOCK_KEEP_HISTORY") else {
+        return;
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("open $RLOCK_KEEP_HISTORY");
+    for record in history.records() {
+        let line = serde_json::to_string(record).expect("a record serializes");
+        writeln!(file, "{line}").expect("append to $RLOCK_KEEP_HISTORY");
     }
 }
 
