@@ -2032,6 +2032,46 @@ mod tests {
     }
 
     #[test]
+    fn hand_offs_reported_by_workers_add_up_and_count_in_with_the_scripts() {
+        let mut s = Script::default();
+        for (process, free) in [("w1", 5), ("w2", 2)] {
+            s.record(
+                process,
+                10,
+                Event::HandOffs {
+                    local: free + 1,
+                    free,
+                    streaks: 1,
+                },
+            );
+        }
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(
+            report.reported_hand_offs,
+            ReportedHandOffs {
+                local: 9,
+                free: 7,
+                streaks: 2
+            }
+        );
+        let mut summary = report.summary("hand-offs");
+        assert_eq!((summary.free_hand_offs, summary.hand_off_streaks), (7, 2));
+        summary.count_hand_offs(2);
+        assert_eq!(summary.hand_offs, 9);
+        let mut total = summary.clone();
+        total.merge(&summary);
+        assert_eq!(
+            (
+                total.hand_offs,
+                total.free_hand_offs,
+                total.hand_off_streaks
+            ),
+            (18, 14, 4)
+        );
+    }
+
+    #[test]
     fn locks_without_a_queue_are_not_held_to_its_order() {
         let mut s = Script::default();
         let _ = s.hold("a", "plain", [0, 1, 10], 1, 1, false);
