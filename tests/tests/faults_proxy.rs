@@ -244,7 +244,8 @@ fn proxy_faults_cluster() {
 /// tasks race in Redis without hand-off (`--no-local-handoff`). A hand-off whose reply is lost is
 /// re-sent under its latch, which replays its outcome, and its waiter takes the lock as that says:
 /// no hold may be counted twice, left behind or overlap another. `kind` hands off with the
-/// reentrant lock's script.
+/// reentrant lock's script. The holds have a fixed lease: a watchdog hold passes to a watchdog
+/// waiter freely, with no command whose reply could be lost.
 fn hand_off_replies_lost(deployment: Deployment, kind: Kind) {
     let proxied = Proxied::start(deployment);
     let (url, args) = client_args(&proxied, proxied.master_of(NAMES[0]).url());
@@ -257,6 +258,8 @@ fn hand_off_replies_lost(deployment: Deployment, kind: Kind) {
         command_timeout: Duration::from_millis(500),
         kind,
         client_args: args,
+        // Far longer than any hold: no lease runs out.
+        lease: Some(Duration::from_secs(30)),
         ..WorkerSpec::new(&NAMES)
     };
     let racing = WorkerSpec {

@@ -25,7 +25,9 @@
 //! The tasks of one process hand exclusive locks to each other locally (rlock's default) unless
 //! `--no-local-handoff` is given, so that a fleet can mix both behaviours on one lock;
 //! `--local-handoff-window-ms` lets a streak of hand-offs last longer than the default 10 ms.
-//! `--steady-hold` makes every hold last exactly `--hold-ms` (by default ±50 %).
+//! `--steady-hold` makes every hold last exactly `--hold-ms` (by default ±50 %). `--lease-ms`
+//! gives a lock's holds a fixed lease instead of the watchdog's: they then pass from task to task
+//! by the hand-off script, never freely.
 //! `--try-after-release`: right after a task releases a lock's hold, the same owner makes one
 //! one-shot `try_lock()`, logged as an attempt of its own (waiting 0 ms) and held like any hold if
 //! it acquires. Had the release passed the lock on to another task (a hand-off, free or by script),
@@ -168,7 +170,8 @@ struct WorkArgs {
     /// The most permits an attempt on a semaphore takes.
     #[arg(long, default_value_t = 1)]
     take_max: u32,
-    /// The lease of an expirable semaphore's permits (default: they do not expire).
+    /// The lease of an expirable semaphore's permits (default: they do not expire), or of a lock's
+    /// holds (default: the watchdog renews them).
     #[arg(long)]
     lease_ms: Option<u64>,
     /// The Redis of a multi-lock's second members.
@@ -635,9 +638,12 @@ impl Worker {
         let lock = lock.with_owner(owner);
         let acquire = async {
             let mut acquire = pin!(async {
-                match self.args.wait_ms {
-                    Some(wait) => lock.try_lock_for(Duration::from_millis(wait)).await,
-                    None => lock.lock().await.map(Some),
+                let wait = self.args.wait_ms.map(Duration::from_millis);
+                match (wait, self.args.lease_ms.map(Duration::from_millis)) {
+                    (Some(wait), None) => lock.try_lock_for(wait).await,
+                    (None, None) => lock.lock().await.map(Some),
+                    (Some(wait), Some(lease)) => lock.try_lock_with_lease(wait, lease).await,
+                    (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
                 }
             });
             let queue_entry = format!("{}:{}", self.client.node_id(), owner.id());

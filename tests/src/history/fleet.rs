@@ -173,7 +173,8 @@ pub struct WorkerSpec {
     pub permits: u32,
     /// How many permits an attempt on a semaphore takes, picked at random in this range.
     pub take: RangeInclusive<u32>,
-    /// The lease of the permits of an expirable semaphore (`None`: they do not expire).
+    /// The lease of the permits of an expirable semaphore (`None`: they do not expire), or of the
+    /// holds of a lock (`None`: the watchdog's).
     pub lease: Option<Duration>,
     /// The second Redis of a multi-lock's members (its names are checked for leftovers there too).
     pub multi_url: Option<String>,
@@ -255,6 +256,9 @@ impl WorkerSpec {
         if self.try_after_release {
             args.push("--try-after-release".to_owned());
         }
+        if let Some(lease) = self.lease {
+            args.extend(["--lease-ms".to_owned(), ms(lease)]);
+        }
         if !self.replica_acks {
             args.push("--no-replica-acks".to_owned());
         }
@@ -270,9 +274,6 @@ impl WorkerSpec {
                 "--take-max".to_owned(),
                 self.take.end().to_string(),
             ]);
-            if let Some(lease) = self.lease {
-                args.extend(["--lease-ms".to_owned(), ms(lease)]);
-            }
             if let Some(url) = &self.multi_url {
                 args.extend(["--multi-url".to_owned(), url.clone()]);
             }
