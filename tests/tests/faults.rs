@@ -145,8 +145,9 @@ over_kinds! {
         lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
         non_reentrant: NonReentrant, non_reentrant_fair: NonReentrantFair,
     ];
-    // The kinds whose hand-offs can be counted (`HDEL`, see `local_hand_offs`); the write lock's
-    // are in `faults_proxy.rs`'s and `lost_replies.rs`'s scripts' cases.
+    // The kinds whose hand-offs can be counted (the script's `HDEL`, see `local_hand_offs`, plus
+    // the free ones the workers report); the write lock's are in `faults_proxy.rs`'s and
+    // `lost_replies.rs`'s scripts' cases.
     hand_offs_survive_killed_holders_and_cancellation_storms: [
         lock: Lock, fenced: Fenced,
         #[ignore = "suite budget: the twin kind's case covers it; scripts/soak.sh runs it"]
