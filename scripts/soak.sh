@@ -8,7 +8,9 @@
 # suite. Each is checked by the history checker (tests/src/history/):
 # - tests/tests/faults.rs: kill -9 of a holder, CLIENT KILL of subscribers, a lost unlock message,
 #   CLIENT PAUSE and SIGSTOP of redis-server, restart with AOF, cancellation storms, a holder frozen
-#   past its lease, a slow subscriber, pool exhaustion, a hand-off while Redis is frozen. The
+#   past its lease, a slow subscriber, pool exhaustion, a hand-off while Redis is frozen, free
+#   hand-offs while another client force-unlocks the locks and owners that just released try
+#   again (kinds lock and non_reentrant). The
 #   kind-generic ones run once per lock kind, named `<scenario>::<kind>`; the others on the
 #   reentrant lock (kind `lock`). The non-reentrant kinds' cases that the quick suite leaves out
 #   (ignored, for its budget) run here too.
@@ -24,9 +26,10 @@
 # fair, spin, fenced, read, write, rw (readers and writers of one read-write lock), non_reentrant,
 # non_reentrant_fair and synchronizers. At the end the figures of all runs are added up and printed
 # (acquisitions checked, faults injected by kind, overlaps inside and outside signalled lease loss,
-# leaked holds, double-applied acquires, panics, permits lost to killed holders, holds across a
-# failover, maximum delays), the run time against the budget, and a `failed: NAME` line per failed
-# scenario.
+# leaked holds, double-applied acquires, panics, local hand-offs (scripts plus free ones), free
+# hand-offs and their streaks as the workers reported them, permits lost to killed holders, holds
+# across a failover, maximum delays), the run time against the budget, and a `failed: NAME` line
+# per failed scenario.
 #
 # Exits non-zero if a scenario failed or a figure that must be 0 is not. Needs only a Rust toolchain
 # (redis-server is installed with apt-get when missing); servers are private, on loopback.
@@ -46,7 +49,7 @@ while [ $# -gt 0 ]; do
     --minutes=*) minutes=${1#*=}; shift ;;
     --kinds) kinds=${2:-}; shift 2 || die "--kinds needs a value" ;;
     --kinds=*) kinds=${1#*=}; shift ;;
-    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 ($usage)" ;;
     esac
 done

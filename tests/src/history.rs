@@ -22,7 +22,8 @@ pub mod monitor;
 pub mod record;
 
 pub use checker::{
-    AttemptId, Handoff, History, Hold, Overlap, Overtake, PermitExcess, Report, Summary,
+    AttemptId, Handoff, History, Hold, Overlap, Overtake, PermitExcess, Report, ReportedHandOffs,
+    Summary,
 };
 pub use fleet::{Fleet, Synchronizer, WorkerSpec};
 pub use monitor::{DoubleApplies, local_hand_offs, script_sha1};

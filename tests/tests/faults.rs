@@ -30,6 +30,7 @@ use rlock_tests::history::{
     DoubleApplies, Event, FaultKind, Fleet, Report, Summary, WorkerSpec, local_hand_offs, now_ns,
     publish, scenario_length as length,
 };
+use rlock_tests::rlock_object;
 
 const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
 
@@ -144,10 +145,17 @@ over_kinds! {
         lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
         non_reentrant: NonReentrant, non_reentrant_fair: NonReentrantFair,
     ];
-    // The kinds whose hand-offs can be counted (`HDEL`, see `local_hand_offs`); the write lock's
-    // are in `faults_proxy.rs`'s and `lost_replies.rs`'s scripts' cases.
+    // The kinds whose hand-offs can be counted (the script's `HDEL`, see `local_hand_offs`, plus
+    // the free ones the workers report); the write lock's are in `faults_proxy.rs`'s and
+    // `lost_replies.rs`'s scripts' cases.
     hand_offs_survive_killed_holders_and_cancellation_storms: [
         lock: Lock, fenced: Fenced,
+        #[ignore = "suite budget: the twin kind's case covers it; scripts/soak.sh runs it"]
+        non_reentrant: NonReentrant,
+    ];
+    // The kinds whose holds pass freely (no Redis command) between watchdog holds.
+    free_hand_offs_survive_force_unlocks_and_one_shot_tries: [
+        lock: Lock,
         #[ignore = "suite budget: the twin kind's case covers it; scripts/soak.sh runs it"]
         non_reentrant: NonReentrant,
     ];
@@ -886,8 +894,8 @@ fn hand_offs_survive_killed_holders_and_cancellation_storms(kind: Kind) {
     let doubles = doubles.stop();
     let mut summary = report.summary(&scenario("hand-offs, kill -9 and cancellations", kind));
     summary.double_applies = doubles.len();
-    summary.hand_offs =
-        usize::try_from(local_hand_offs(&mut redis) - hand_offs_before).expect("a count that fits");
+    // The killed victims' free hand-offs are not in the count: they report none.
+    summary.count_hand_offs(local_hand_offs(&mut redis) - hand_offs_before);
     publish(&summary);
     report.assert_sound();
     assert!(doubles.is_empty(), "acquires applied twice: {doubles:?}");
@@ -906,6 +914,90 @@ fn hand_offs_survive_killed_holders_and_cancellation_storms(kind: Kind) {
     assert!(
         freed <= WATCHDOG + Duration::from_millis(500),
         "a killed holder's lock freed after {freed:?}, watchdog timeout {WATCHDOG:?}"
+    );
+}
+
+/// Free hand-offs (a lock passed between watchdog holds of one process's tasks with no Redis
+/// command, Redis keeping the hash of the streak's first owner) while another client force-unlocks
+/// the locks mid-streak, and while every owner that just released makes one one-shot `try_lock()`.
+/// Processes of four tasks pass two locks among their tasks (2 ms holds, inside the 10 ms
+/// hand-off window), next to a process whose tasks race in Redis without hand-off; every 100–300
+/// ms this test's own rlock client force-unlocks one of the locks (`force_unlock`: the key deleted
+/// and an unlock message published, as Redisson's `forceUnlock`), whoever holds it.
+///
+/// A force unlock makes an overlap legitimate only where its holder was told its lease was lost:
+/// the client must end the streak when it hears the message it did not send and signal the holder
+/// of the moment, and a hold taken from Redis learns it from its unlock (`LeaseLost`). A one-shot
+/// try right after a release that passed the lock on must find it held: during a streak the client
+/// answers for the key, and the first owner's field in Redis must not let that owner (or anyone)
+/// in. Free hand-offs, force unlocks and lease losses must all really happen.
+fn free_hand_offs_survive_force_unlocks_and_one_shot_tries(kind: Kind) {
+    const NAMES: [&str; 2] = ["forced:a", "forced:b"];
+    let server = RedisServer::start();
+    let mut redis = admin(&server);
+    let hand_offs_before = local_hand_offs(&mut redis);
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(4));
+    let streaking = WorkerSpec {
+        run_for: run,
+        tasks: 4,
+        hold: Duration::from_millis(2),
+        think: Duration::from_millis(1),
+        try_after_release: true,
+        kind,
+        ..WorkerSpec::new(&NAMES)
+    };
+    let racing = WorkerSpec {
+        tasks: 2,
+        local_handoff: false,
+        ..streaking.clone()
+    };
+    for spec in [&streaking, &streaking, &racing] {
+        let _ = fleet.spawn(spec);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let forcer = runtime.block_on(client_with(&server, |_| {}));
+    let object = kind.object().expect("a lock kind of its own");
+    let started = Instant::now();
+    thread::sleep(Duration::from_millis(300));
+    while started.elapsed() + Duration::from_millis(300) < run {
+        let name = NAMES[fastrand::usize(..NAMES.len())];
+        let forced = rlock_object!(object.rlock(&forcer, name), lock => {
+            runtime.block_on(lock.force_unlock())
+        });
+        // Only a force unlock that found the lock held hit anyone.
+        if forced.expect("force unlock") {
+            fleet.record_fault("redis", FaultKind::ForceUnlock);
+        }
+        thread::sleep(Duration::from_millis(fastrand::u64(100..300)));
+    }
+    let report = fleet.finish(Duration::from_secs(2));
+    let mut summary = report.summary(&scenario(
+        "free hand-offs, force unlocks, one-shot tries",
+        kind,
+    ));
+    summary.count_hand_offs(local_hand_offs(&mut redis) - hand_offs_before);
+    publish(&summary);
+    report.assert_sound();
+    assert!(summary.free_hand_offs > 0, "locks passed freely: {summary}");
+    assert!(
+        report
+            .faults
+            .get(&FaultKind::ForceUnlock)
+            .copied()
+            .unwrap_or(0)
+            > 0,
+        "force unlocks found the locks held: {summary}"
+    );
+    assert!(report.lease_losses() > 0, "holders were told: {summary}");
+    // The only bounded attempts are the tries after a release: some found the lock passed on.
+    assert!(
+        report.gave_up > 0,
+        "one-shot tries found the lock held: {summary}"
     );
 }
 

@@ -9,7 +9,7 @@
 //!                    [--topology single|master-replica|sentinel|cluster] [--nodes URL,...]
 //!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
 //!                    [--no-local-handoff] [--local-handoff-window-ms MS] [--no-replica-acks]
-//!                    [--steady-hold]
+//!                    [--steady-hold] [--try-after-release]
 //!                    [--synchronizer semaphore|expirable|latch|multi] [--permits 1]
 //!                    [--take-min 1] [--take-max 1] [--lease-ms MS] [--multi-url URL]
 //! rlock-torture summarize FILE...
@@ -25,7 +25,14 @@
 //! The tasks of one process hand exclusive locks to each other locally (rlock's default) unless
 //! `--no-local-handoff` is given, so that a fleet can mix both behaviours on one lock;
 //! `--local-handoff-window-ms` lets a streak of hand-offs last longer than the default 10 ms.
-//! `--steady-hold` makes every hold last exactly `--hold-ms` (by default ±50 %).
+//! `--steady-hold` makes every hold last exactly `--hold-ms` (by default ±50 %). `--lease-ms`
+//! gives a lock's holds a fixed lease instead of the watchdog's: they then pass from task to task
+//! by the hand-off script, never freely.
+//! `--try-after-release`: right after a task releases a lock's hold, the same owner makes one
+//! one-shot `try_lock()`, logged as an attempt of its own (waiting 0 ms) and held like any hold if
+//! it acquires. Had the release passed the lock on to another task (a hand-off, free or by script),
+//! that try must find the lock held: during a streak the client answers it locally, and the
+//! streak's first owner's field in Redis must not let it in.
 //! `--no-replica-acks` turns `check_lock_synced_replicas` off: in a replicated topology, lock writes
 //! then return whether or not a replica acknowledged them (the worker logs which, for failovers).
 //!
@@ -36,7 +43,8 @@
 //! the lease may have run out); a latch's attempts wait until it is open (count-downs are the
 //! harness's); a multi-lock's take the lock of the name on `--url` and on `--multi-url` as one.
 //! Holds of a synchronizer take the same fence as a lock's.
-//! When done it logs `finished` and keeps its client alive until its standard input closes, so the
+//! When done it logs its client's hand-off figures (`hand_offs`: its `ClientStats`), then
+//! `finished`, and keeps its client alive until its standard input closes, so the
 //! harness can check Redis for left-over holds while the client could still be renewing them.
 //!
 //! `summarize` adds up the JSON summaries (one per line) that the fault scenarios append to
@@ -147,6 +155,9 @@ struct WorkArgs {
     /// Holds last exactly `--hold-ms`, without jitter.
     #[arg(long)]
     steady_hold: bool,
+    /// After each release of a lock's hold, the same owner makes one one-shot `try_lock()`.
+    #[arg(long)]
+    try_after_release: bool,
     /// Contend for this synchronizer of each name instead of a lock of `--kind`.
     #[arg(long, value_enum)]
     synchronizer: Option<Synchronizer>,
@@ -159,7 +170,8 @@ struct WorkArgs {
     /// The most permits an attempt on a semaphore takes.
     #[arg(long, default_value_t = 1)]
     take_max: u32,
-    /// The lease of an expirable semaphore's permits (default: they do not expire).
+    /// The lease of an expirable semaphore's permits (default: they do not expire), or of a lock's
+    /// holds (default: the watchdog renews them).
     #[arg(long)]
     lease_ms: Option<u64>,
     /// The Redis of a multi-lock's second members.
@@ -339,6 +351,12 @@ impl Worker {
                 Err(_) => unfinished += 1,
             }
         }
+        let stats = worker.client.stats();
+        let _ = worker.log.write_now(Event::HandOffs {
+            local: stats.local_handoffs,
+            free: stats.free_handoffs,
+            streaks: stats.handoff_streaks,
+        });
         let _ = worker.log.write_now(Event::Finished { unfinished });
         let _ = tokio::time::timeout(MAX_LINGER, stdin_closed).await;
         ExitCode::SUCCESS
@@ -348,9 +366,8 @@ impl Worker {
     async fn task(self: Arc<Self>, task: u32, deadline: Instant) {
         let mut seq = 0;
         while Instant::now() < deadline {
-            seq += 1;
             let name = &self.args.names[fastrand::usize(..self.args.names.len())];
-            self.attempt(task, seq, name).await;
+            self.attempt(task, &mut seq, name).await;
             tokio::time::sleep(jitter(self.args.think_ms)).await;
         }
     }
@@ -376,12 +393,14 @@ impl Worker {
         Ok(())
     }
 
-    /// One attempt on lock (or synchronizer) `name` of the worker's kind.
-    async fn attempt(&self, task: u32, seq: u64, name: &str) {
+    /// One attempt on lock (or synchronizer) `name` of the worker's kind, numbered after `seq`,
+    /// which is left at the last number used (a try after the release takes one more).
+    async fn attempt(&self, task: u32, seq: &mut u64, name: &str) {
         let client = &self.client;
+        *seq += 1;
         if let Some(synchronizer) = self.args.synchronizer {
             return self
-                .attempt_synchronizer(task, seq, name, synchronizer)
+                .attempt_synchronizer(task, *seq, name, synchronizer)
                 .await;
         }
         if let Some(object) = self.args.kind.object() {
@@ -411,6 +430,7 @@ impl Worker {
             task,
             seq,
             name,
+            wait_ms: self.args.wait_ms,
             mode: Mode::Exclusive,
             permits,
         };
@@ -481,16 +501,17 @@ impl Worker {
     }
 
     /// Logs an attempt, runs `acquire` (dropping it at random, as `--cancel-percent` says), logs its
-    /// outcome and holds what it took.
+    /// outcome and holds what it took; returns whether it held (and released).
     async fn attempt_with<H: Held>(
         &self,
         attempted: Attempted<'_>,
         acquire: impl Future<Output = Result<Option<H>, Error>>,
-    ) {
+    ) -> bool {
         let Attempted {
             task,
             seq,
             name,
+            wait_ms,
             mode,
             permits,
         } = attempted;
@@ -503,7 +524,7 @@ impl Worker {
                 task,
                 seq,
                 name: name.to_owned(),
-                wait_ms: self.args.wait_ms,
+                wait_ms,
                 mode,
                 permits,
             },
@@ -511,11 +532,15 @@ impl Worker {
         let outcome = self.maybe_cancelled(acquire).await;
         let returned_at = now_ns();
         match outcome {
-            Some(Ok(Some(held))) => self.hold_with(task, seq, name, held, returned_at).await,
+            Some(Ok(Some(held))) => {
+                self.hold_with(task, seq, name, held, returned_at).await;
+                return true;
+            }
             Some(Ok(None)) => log(returned_at, Event::GaveUp { task, seq }),
             Some(Err(e)) => self.failed(task, seq, returned_at, &e).await,
             None => log(returned_at, Event::Cancelled { task, seq }),
         }
+        false
     }
 
     /// How long the next hold lasts.
@@ -603,16 +628,22 @@ impl Worker {
         );
     }
 
-    async fn attempt_on<K: Logged>(&self, task: u32, seq: u64, lock: Lock<K>) {
+    /// One attempt on `lock` as attempt `seq`, and with `--try-after-release` one one-shot try by
+    /// the same owner right after its hold is released, as attempt `seq + 1` (`seq` then moves on).
+    async fn attempt_on<K: Logged>(&self, task: u32, seq: &mut u64, lock: Lock<K>) {
+        let first = *seq;
         // A fresh owner, as an unbound handle would use, but known in advance: a fair-lock waiter
         // looks for it in the queue.
         let owner = Owner::new();
         let lock = lock.with_owner(owner);
         let acquire = async {
             let mut acquire = pin!(async {
-                match self.args.wait_ms {
-                    Some(wait) => lock.try_lock_for(Duration::from_millis(wait)).await,
-                    None => lock.lock().await.map(Some),
+                let wait = self.args.wait_ms.map(Duration::from_millis);
+                match (wait, self.args.lease_ms.map(Duration::from_millis)) {
+                    (Some(wait), None) => lock.try_lock_for(wait).await,
+                    (None, None) => lock.lock().await.map(Some),
+                    (Some(wait), Some(lease)) => lock.try_lock_with_lease(wait, lease).await,
+                    (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
                 }
             });
             let queue_entry = format!("{}:{}", self.client.node_id(), owner.id());
@@ -620,7 +651,7 @@ impl Worker {
                 biased;
                 outcome = &mut acquire => outcome,
                 () = K::queued(&lock, &queue_entry) => {
-                    let _ = self.log.write(now_ns(), Event::Queued { task, seq });
+                    let _ = self.log.write(now_ns(), Event::Queued { task, seq: first });
                     acquire.await
                 }
             };
@@ -628,12 +659,29 @@ impl Worker {
         };
         let attempted = Attempted {
             task,
-            seq,
+            seq: first,
             name: lock.name(),
+            wait_ms: self.args.wait_ms,
             mode: K::MODE,
             permits: 1,
         };
-        self.attempt_with(attempted, acquire).await;
+        if !self.attempt_with(attempted, acquire).await || !self.args.try_after_release {
+            return;
+        }
+        *seq += 1;
+        let attempted = Attempted {
+            task,
+            seq: *seq,
+            name: lock.name(),
+            wait_ms: Some(0),
+            mode: K::MODE,
+            permits: 1,
+        };
+        let tried = async {
+            let guard = lock.try_lock().await?;
+            Ok(guard.map(|guard| LockHold { lock: &lock, guard }))
+        };
+        let _ = self.attempt_with(attempted, tried).await;
     }
 }
 
@@ -642,6 +690,7 @@ struct Attempted<'a> {
     task: u32,
     seq: u64,
     name: &'a str,
+    wait_ms: Option<u64>,
     mode: Mode,
     permits: u32,
 }
@@ -1036,6 +1085,14 @@ fn render(total: &Summary) -> String {
     row("leaked holds", total.leaked_holds.to_string());
     row("double-applied acquires", total.double_applies.to_string());
     row("local hand-offs counted", total.hand_offs.to_string());
+    row(
+        "free hand-offs (reported by finished workers)",
+        total.free_hand_offs.to_string(),
+    );
+    row(
+        "streaks of free hand-offs (reported likewise)",
+        total.hand_off_streaks.to_string(),
+    );
     row(
         "permits lost to killed holders (given back)",
         total.permits_lost_to_killed_holders.to_string(),

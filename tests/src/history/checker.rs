@@ -401,6 +401,21 @@ pub struct Report {
     pub failover_lost: Vec<AttemptId>,
     /// Lock keys still present after the run, with their fields (filled in by the harness).
     pub leaked: Vec<String>,
+    /// The hand-offs the workers' clients reported at their normal end, summed (`HandOffs`
+    /// records; a killed worker reports none).
+    pub reported_hand_offs: ReportedHandOffs,
+}
+
+/// Hand-offs as the workers' clients count them (`ClientStats`), summed over the workers that
+/// reported them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportedHandOffs {
+    /// Every local hand-off, by script or free.
+    pub local: u64,
+    /// Free hand-offs: no Redis command, so no `HDEL` shows them.
+    pub free: u64,
+    /// Streaks of free hand-offs.
+    pub streaks: u64,
 }
 
 impl Report {
@@ -550,6 +565,9 @@ impl Report {
             leaked_holds: self.leaked.len(),
             double_applies: 0,
             hand_offs: 0,
+            free_hand_offs: usize::try_from(self.reported_hand_offs.free).unwrap_or(usize::MAX),
+            hand_off_streaks: usize::try_from(self.reported_hand_offs.streaks)
+                .unwrap_or(usize::MAX),
             failover_kept: self.failover_kept(),
             failover_losable: self.failover_losable,
             failover_lost: self.failover_lost.len(),
@@ -616,10 +634,18 @@ pub struct Summary {
     /// from older summaries).
     #[serde(default)]
     pub double_applies: usize,
-    /// Local hand-offs between the tasks of one process, where the scenario counted them (absent
-    /// from older summaries).
+    /// Local hand-offs between the tasks of one process, where the scenario counted them (see
+    /// [`Summary::count_hand_offs`]; absent from older summaries).
     #[serde(default)]
     pub hand_offs: usize,
+    /// Free hand-offs (no Redis command), as the workers that finished their run reported them
+    /// (absent from older summaries).
+    #[serde(default)]
+    pub free_hand_offs: usize,
+    /// Streaks of free hand-offs, as the workers that finished their run reported them (absent
+    /// from older summaries).
+    #[serde(default)]
+    pub hand_off_streaks: usize,
     /// Holds acquired before a failover, held past it and acknowledged by a replica: kept, so
     /// checked to have stayed exclusive (absent from older summaries).
     #[serde(default)]
@@ -642,6 +668,15 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Counts the local hand-offs in: `script_hand_offs`, the hand-off scripts Redis ran (`HDEL`s,
+    /// see [`local_hand_offs`](super::local_hand_offs)), plus the free hand-offs, which send no
+    /// command and which only the workers can count. A worker killed with `SIGKILL` reports none,
+    /// so its free hand-offs are missing from the count (its script hand-offs are in).
+    pub fn count_hand_offs(&mut self, script_hand_offs: u64) {
+        let script = usize::try_from(script_hand_offs).expect("a count that fits");
+        self.hand_offs = script + self.free_hand_offs;
+    }
+
     /// Adds `other` to this summary.
     pub fn merge(&mut self, other: &Summary) {
         if self.scenario != other.scenario {
@@ -669,6 +704,8 @@ impl Summary {
         self.leaked_holds += other.leaked_holds;
         self.double_applies += other.double_applies;
         self.hand_offs += other.hand_offs;
+        self.free_hand_offs += other.free_hand_offs;
+        self.hand_off_streaks += other.hand_off_streaks;
         self.failover_kept += other.failover_kept;
         self.failover_losable += other.failover_losable;
         self.failover_lost += other.failover_lost;
@@ -794,6 +831,16 @@ impl<'a> Checker<'a> {
                     }
                     Event::Panicked { message } => {
                         report.panics.push(format!("{}: {message}", record.process));
+                    }
+                    Event::HandOffs {
+                        local,
+                        free,
+                        streaks,
+                    } => {
+                        let reported = &mut report.reported_hand_offs;
+                        reported.local += local;
+                        reported.free += free;
+                        reported.streaks += streaks;
                     }
                     Event::Permits { name, permits } => {
                         if let Some(other) = self.permits.insert(name.clone(), *permits)
@@ -1981,6 +2028,46 @@ mod tests {
         assert_eq!(
             (report.failover_kept(), report.unsafe_windows.len()),
             (1, 1)
+        );
+    }
+
+    #[test]
+    fn hand_offs_reported_by_workers_add_up_and_count_in_with_the_scripts() {
+        let mut s = Script::default();
+        for (process, free) in [("w1", 5), ("w2", 2)] {
+            s.record(
+                process,
+                10,
+                Event::HandOffs {
+                    local: free + 1,
+                    free,
+                    streaks: 1,
+                },
+            );
+        }
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(
+            report.reported_hand_offs,
+            ReportedHandOffs {
+                local: 9,
+                free: 7,
+                streaks: 2
+            }
+        );
+        let mut summary = report.summary("hand-offs");
+        assert_eq!((summary.free_hand_offs, summary.hand_off_streaks), (7, 2));
+        summary.count_hand_offs(2);
+        assert_eq!(summary.hand_offs, 9);
+        let mut total = summary.clone();
+        total.merge(&summary);
+        assert_eq!(
+            (
+                total.hand_offs,
+                total.free_hand_offs,
+                total.hand_off_streaks
+            ),
+            (18, 14, 4)
         );
     }
 

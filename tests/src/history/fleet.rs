@@ -134,6 +134,9 @@ pub struct WorkerSpec {
     pub hold: Duration,
     /// Every hold lasts exactly `hold` (`--steady-hold`).
     pub steady_hold: bool,
+    /// After each release of a lock's hold, the same owner makes one one-shot `try_lock()`, an
+    /// attempt of its own (`--try-after-release`).
+    pub try_after_release: bool,
     /// Pause between a task's attempts (±50 % jitter).
     pub think: Duration,
     /// The client's watchdog timeout.
@@ -170,7 +173,8 @@ pub struct WorkerSpec {
     pub permits: u32,
     /// How many permits an attempt on a semaphore takes, picked at random in this range.
     pub take: RangeInclusive<u32>,
-    /// The lease of the permits of an expirable semaphore (`None`: they do not expire).
+    /// The lease of the permits of an expirable semaphore (`None`: they do not expire), or of the
+    /// holds of a lock (`None`: the watchdog's).
     pub lease: Option<Duration>,
     /// The second Redis of a multi-lock's members (its names are checked for leftovers there too).
     pub multi_url: Option<String>,
@@ -187,6 +191,7 @@ impl WorkerSpec {
             run_for: Duration::from_secs(2),
             hold: Duration::from_millis(5),
             steady_hold: false,
+            try_after_release: false,
             think: Duration::from_millis(2),
             watchdog: Duration::from_secs(1),
             command_timeout: Duration::from_millis(300),
@@ -248,6 +253,12 @@ impl WorkerSpec {
         if self.steady_hold {
             args.push("--steady-hold".to_owned());
         }
+        if self.try_after_release {
+            args.push("--try-after-release".to_owned());
+        }
+        if let Some(lease) = self.lease {
+            args.extend(["--lease-ms".to_owned(), ms(lease)]);
+        }
         if !self.replica_acks {
             args.push("--no-replica-acks".to_owned());
         }
@@ -263,9 +274,6 @@ impl WorkerSpec {
                 "--take-max".to_owned(),
                 self.take.end().to_string(),
             ]);
-            if let Some(lease) = self.lease {
-                args.extend(["--lease-ms".to_owned(), ms(lease)]);
-            }
             if let Some(url) = &self.multi_url {
                 args.extend(["--multi-url".to_owned(), url.clone()]);
             }
@@ -507,6 +515,7 @@ impl Fleet {
             history.extend(self.records(index));
         }
         history.extend(self.faults.iter().cloned());
+        keep(&history);
         let mut report = history.check();
         report.leaked = leaked;
         for (name, status) in exits {
@@ -602,6 +611,24 @@ impl Drop for Fleet {
                 let _ = child.wait();
             }
         }
+    }
+}
+
+/// Appends every record of `history` (one JSON line each) to the file `$RLOCK_KEEP_HISTORY`, if
+/// set: the fleet's own files go with its temporary directory, and an overlap is studied in them.
+fn keep(history: &History) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("RLOCK_KEEP_HISTORY") else {
+        return;
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("open $RLOCK_KEEP_HISTORY");
+    for record in history.records() {
+        let line = serde_json::to_string(record).expect("a record serializes");
+        writeln!(file, "{line}").expect("append to $RLOCK_KEEP_HISTORY");
     }
 }
 

@@ -146,6 +146,16 @@ pub enum Event {
         /// The error as displayed.
         message: String,
     },
+    /// The hand-offs of the worker's client over its run (its `ClientStats`), logged once its
+    /// tasks are over, just before `Finished`. A killed worker logs none.
+    HandOffs {
+        /// Locks passed between its tasks without a release, by script or free.
+        local: u64,
+        /// Of those, the free ones: no Redis command, the streak's first owner's field kept.
+        free: u64,
+        /// Streaks of free hand-offs begun.
+        streaks: u64,
+    },
     /// The worker stopped starting attempts; `unfinished` tasks were still busy when it gave up
     /// waiting for them.
     Finished {
@@ -223,6 +233,7 @@ impl Event {
             | Self::Failed { task, seq, .. } => Some((task, seq)),
             Self::Ready { .. }
             | Self::ReplicaAcks { .. }
+            | Self::HandOffs { .. }
             | Self::Finished { .. }
             | Self::Panicked { .. }
             | Self::Fault { .. }
@@ -267,6 +278,9 @@ pub enum FaultKind {
     /// The master of the locks was killed (`at_ns`: the instant it was dead) and a replica promoted
     /// in its place.
     Failover,
+    /// Another client's `force_unlock` (Redisson's `forceUnlock`: the lock key deleted, an unlock
+    /// message published), whoever held the lock.
+    ForceUnlock,
 }
 
 impl FaultKind {
@@ -288,6 +302,7 @@ impl FaultKind {
             Self::DelayedReplies => "delayed replies (proxy)",
             Self::ConnectionReset => "connection reset (proxy)",
             Self::Failover => "failover (master killed)",
+            Self::ForceUnlock => "force unlock by another client",
         }
     }
 }
