@@ -57,6 +57,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::pubsub::Listening;
 use crate::watchdog::Expiry;
 
 /// A queue's identity: the lock's key and the kind's queue name. Kinds sharing a key (a reentrant and
@@ -146,10 +147,17 @@ impl State {
 
     /// `field` holds the lock, its own field in Redis (a lent hold is returned); `handed_off` keeps
     /// the current streak going.
-    fn hold(&mut self, field: &str, expiry: Option<Expiry>, handed_off: bool) {
+    fn hold(
+        &mut self,
+        field: &str,
+        expiry: Option<Expiry>,
+        listening: Option<Listening>,
+        handed_off: bool,
+    ) {
         self.holder = Some(Holder {
             field: field.to_owned(),
             expiry,
+            listening,
         });
         self.yielding = None;
         self.lent = None;
@@ -165,6 +173,12 @@ struct Holder {
     field: String,
     /// `None` between a hand-off and the new owner taking it up (its lease was just applied).
     expiry: Option<Expiry>,
+    /// This client listening on the lock's channel since before the write that gave Redis the hold
+    /// (the acquire or the hand-off script), if the channel was live then: unchanged at a free
+    /// hand-off, it means nobody unlocked the lock since (a force unlock publishes). A hold taken
+    /// while nobody of this client listened on the channel has none, and passes by script. Kept
+    /// along a streak, it keeps the client subscribed.
+    listening: Option<Listening>,
 }
 
 impl Holder {
@@ -335,11 +349,22 @@ impl Cohorts {
         }
     }
 
-    /// `field` took the lock from Redis (a try outside the queue: `try_lock()`), holding it once.
-    pub(crate) fn held(&self, key: &str, kind: &'static str, field: &str, expiry: Expiry) {
+    /// `field` took the lock from Redis (a try outside the queue: `try_lock()`), holding it once;
+    /// `listening` on the lock's channel since before the try was sent, if it was live.
+    pub(crate) fn held(
+        &self,
+        key: &str,
+        kind: &'static str,
+        field: &str,
+        expiry: Expiry,
+        listening: Option<Listening>,
+    ) {
         let mut queues = self.queues.lock();
         let queue = Self::queue_or_new(&mut queues, key, kind);
-        queue.state.lock().hold(field, Some(expiry), false);
+        queue
+            .state
+            .lock()
+            .hold(field, Some(expiry), listening, false);
     }
 
     /// `field` took up a lock passed to it, with this lease.
@@ -377,8 +402,14 @@ impl Cohorts {
         if *slot != Slot::Waiting {
             return release;
         }
-        // A free hand-off needs a live watchdog hold on both sides, and no doubt about the root's.
+        // A free hand-off needs a live watchdog hold on both sides, the lock's channel unchanged
+        // since the hold came from Redis (nobody unlocked it), and no doubt about the root's hash.
         let lendable = head.renewed
+            && state
+                .holder
+                .as_ref()
+                .and_then(|holder| holder.listening.as_ref())
+                .is_some_and(Listening::unchanged)
             && state.lent.as_ref().is_none_or(|lent| !lent.doubted)
             && state
                 .holder
@@ -586,13 +617,13 @@ impl Ticket {
     }
 
     /// The head's try came back: `Some` when it took the lock (it leaves the queue and holds),
-    /// `None` when it did not (or failed).
-    pub(crate) fn tried(&self, acquired: Option<Expiry>) {
+    /// `None` when it did not (or failed). `listening` on the lock's channel since before the try.
+    pub(crate) fn tried(&self, acquired: Option<Expiry>, listening: Option<Listening>) {
         let mut state = self.queue.state.lock();
         match acquired {
             Some(expiry) => {
                 state.remove(&self.waiter);
-                state.hold(&self.waiter.field, Some(expiry), false);
+                state.hold(&self.waiter.field, Some(expiry), listening, false);
             }
             None => {
                 let mut slot = self.waiter.slot.lock();
@@ -745,11 +776,17 @@ impl Claim {
     }
 
     /// The hand-off ran: the claimed waiter holds the lock. `false` when its acquisition is gone:
-    /// the caller must release its hold.
-    pub(crate) fn passed(mut self, reply: u64, sent_at: Instant) -> bool {
+    /// the caller must release its hold. `listening` on the lock's channel since before the
+    /// hand-off was sent.
+    pub(crate) fn passed(
+        mut self,
+        reply: u64,
+        sent_at: Instant,
+        listening: Option<Listening>,
+    ) -> bool {
         self.settled = true;
         let mut state = self.queue_for_passing();
-        state.hold(&self.waiter.field, None, true);
+        state.hold(&self.waiter.field, None, listening, true);
         self.hand_to_waiter(&mut state, Slot::Passed { reply, sent_at })
     }
 
@@ -760,7 +797,10 @@ impl Claim {
         let mut state = self.queue_for_passing();
         let cohorts = &self.cohorts;
         let _ = cohorts.free_handoffs.fetch_add(1, Ordering::Relaxed);
-        let expiry = state.holder.take().and_then(|holder| holder.expiry);
+        let (expiry, listening) = state
+            .holder
+            .take()
+            .map_or((None, None), |holder| (holder.expiry, holder.listening));
         let (lent, started) = match state.lent.take() {
             Some(lent) => (lent, None),
             None => {
@@ -776,7 +816,7 @@ impl Claim {
                 (lent, Some(ended))
             }
         };
-        state.hold(&self.waiter.field, expiry, true);
+        state.hold(&self.waiter.field, expiry, listening, true);
         state.lent = Some(lent);
         let taken = self.hand_to_waiter(&mut state, Slot::Lent);
         Lending { taken, started }
@@ -838,12 +878,29 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
+    use crate::pubsub::Registry;
+    use crate::wake::WakeRule;
 
     const KEY: &str = "lock";
     const KIND: &str = "lock";
     const LEASE: Duration = Duration::from_secs(30);
     const LIMIT: u32 = 3;
     const WINDOW: Duration = Duration::from_secs(1);
+    const CHANNEL: &str = "redisson_lock__channel:{lock}";
+
+    /// Listening on the lock's channel of `subscriber`, live (confirmed by hand: no server).
+    fn listening_on(subscriber: &Arc<Registry>) -> Option<Listening> {
+        let first = subscriber.subscribe(CHANNEL, WakeRule::OneOrAll);
+        subscriber.confirm(&[CHANNEL.to_owned()]);
+        let listening = subscriber.listen(CHANNEL);
+        drop(first);
+        listening
+    }
+
+    /// Listening on a live lock channel of a subscriber of its own, which nothing publishes on.
+    fn listening() -> Option<Listening> {
+        listening_on(&Arc::new(Registry::default()))
+    }
 
     fn watchdog() -> (Expiry, CancellationToken) {
         let lost = CancellationToken::new();
@@ -854,7 +911,7 @@ mod tests {
     fn held_by(holder: &str, waiters: &[&str]) -> (Cohorts, Vec<Ticket>, CancellationToken) {
         let cohorts = Cohorts::default();
         let (expiry, lost) = watchdog();
-        cohorts.held(KEY, KIND, holder, expiry);
+        cohorts.held(KEY, KIND, holder, expiry, listening());
         let tickets = waiters
             .iter()
             .map(|field| cohorts.join(KEY, KIND, field, LEASE, true))
@@ -876,7 +933,7 @@ mod tests {
         assert!(!ticket.joined_behind());
         assert_eq!(ticket.step(|| 0), Step::Try);
         let (expiry, _lost) = watchdog();
-        ticket.tried(Some(expiry));
+        ticket.tried(Some(expiry), listening());
         drop(ticket);
         assert!(matches!(
             cohorts.releasing(KEY, KIND, "a", LIMIT, WINDOW),
@@ -896,7 +953,7 @@ mod tests {
         assert_eq!(claim.field(), "a");
         assert_eq!(tickets[0].step(|| 0), Step::Claimed);
         let sent_at = Instant::now();
-        assert!(claim.passed(1, sent_at));
+        assert!(claim.passed(1, sent_at, listening()));
         assert_eq!(tickets[0].step(|| 0), Step::Passed { reply: 1, sent_at });
         // `b` heads the queue now, behind the new holder `a`.
         assert!(tickets[1].until_head(Some(Instant::now())).await);
@@ -917,7 +974,7 @@ mod tests {
         let mut from = "h".to_owned();
         for ticket in tickets.iter().take(LIMIT as usize) {
             let claim = hand_off(&cohorts, &from);
-            assert!(claim.passed(1, Instant::now()));
+            assert!(claim.passed(1, Instant::now(), listening()));
             let (expiry, _) = watchdog();
             ticket.take();
             cohorts.took_over(KEY, KIND, claim_field(ticket), expiry);
@@ -975,12 +1032,12 @@ mod tests {
         assert_eq!(ticket.step(|| 0), Step::Try);
         // A one-shot try of another owner took the lock meanwhile.
         let (expiry, _lost) = watchdog();
-        cohorts.held(KEY, KIND, "t", expiry);
+        cohorts.held(KEY, KIND, "t", expiry, listening());
         assert!(matches!(
             cohorts.releasing(KEY, KIND, "t", LIMIT, WINDOW),
             Next::Release { yielding: false }
         ));
-        ticket.tried(None);
+        ticket.tried(None, None);
         assert_eq!(ticket.step(|| 0), Step::Held(None));
     }
 
@@ -1006,7 +1063,10 @@ mod tests {
         let (cohorts, mut tickets, _lost) = held_by("h", &["a", "b"]);
         let claim = hand_off(&cohorts, "h");
         drop(tickets.remove(0));
-        assert!(!claim.passed(1, Instant::now()), "the releaser releases it");
+        assert!(
+            !claim.passed(1, Instant::now(), listening()),
+            "the releaser releases it"
+        );
         // The lock is `a`'s now, and `b` heads the queue behind it.
         assert_eq!(tickets[0].step(|| 0), Step::Held(None));
         assert!(matches!(
@@ -1018,7 +1078,7 @@ mod tests {
     #[test]
     fn a_waiter_dropped_after_being_passed_the_lock_returns_it() {
         let (cohorts, tickets, _lost) = held_by("h", &["a"]);
-        assert!(hand_off(&cohorts, "h").passed(5, Instant::now()));
+        assert!(hand_off(&cohorts, "h").passed(5, Instant::now(), listening()));
         assert!(tickets[0].abandon());
         assert!(!tickets[0].abandon(), "only once");
     }
@@ -1053,10 +1113,10 @@ mod tests {
     }
 
     #[test]
-    fn a_fixed_lease_a_lost_lease_or_a_doubt_is_never_lent() {
+    fn a_fixed_lease_an_unlock_message_or_a_doubt_is_never_lent() {
         let cohorts = Cohorts::default();
         let (expiry, lost) = watchdog();
-        cohorts.held(KEY, KIND, "h", expiry);
+        cohorts.held(KEY, KIND, "h", expiry, listening());
         let fixed = cohorts.join(KEY, KIND, "a", LEASE, false);
         assert!(
             !hand_off(&cohorts, "h").lendable(),
@@ -1067,13 +1127,33 @@ mod tests {
         let claim = hand_off(&cohorts, "h");
         assert!(claim.lendable());
         drop(claim);
-        cohorts.held(KEY, KIND, "h", Expiry::At(Instant::now() + LEASE));
+        cohorts.held(
+            KEY,
+            KIND,
+            "h",
+            Expiry::At(Instant::now() + LEASE),
+            listening(),
+        );
         assert!(
             !hand_off(&cohorts, "h").lendable(),
             "the holder's lease is fixed"
         );
         let (expiry, _lost) = watchdog();
-        cohorts.held(KEY, KIND, "h", expiry);
+        cohorts.held(KEY, KIND, "h", expiry, None);
+        assert!(
+            !hand_off(&cohorts, "h").lendable(),
+            "not listening since the acquire: an unlock could have gone unheard"
+        );
+        let subscriber = Arc::new(Registry::default());
+        let (expiry, _lost) = watchdog();
+        cohorts.held(KEY, KIND, "h", expiry, listening_on(&subscriber));
+        subscriber.dispatch(CHANNEL, b"0");
+        assert!(
+            !hand_off(&cohorts, "h").lendable(),
+            "an unlock message since the acquire"
+        );
+        let (expiry, _lost) = watchdog();
+        cohorts.held(KEY, KIND, "h", expiry, listening());
         let lending = hand_off(&cohorts, "h").lend("h");
         cohorts.took_over(KEY, KIND, "b", watchdog().0);
         let _next = cohorts.join(KEY, KIND, "c", LEASE, true);

@@ -66,6 +66,33 @@ pub(crate) struct Channel {
     messages: AtomicU64,
     /// Signalled on every message (see [`Subscription::heard_after`]).
     heard: Notify,
+    /// The registry-wide number of the live period the channel is in (see [`Mark`]).
+    period: AtomicU64,
+}
+
+/// Where a live channel stood at one instant: its live period and how many messages it had had.
+/// The same mark later means that the channel stayed subscribed all along and no message came:
+/// nobody published on it in between, or the server would have delivered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mark {
+    period: u64,
+    messages: u64,
+}
+
+/// This client listening on a live channel since a mark, for as long as it is kept: what a hold
+/// that may pass with no command keeps (see [`crate::cohort`]). Taken before a write, it tells
+/// later whether anyone published on the channel since, an unlock of the lock included.
+#[derive(Debug)]
+pub(crate) struct Listening {
+    subscription: Subscription,
+    mark: Mark,
+}
+
+impl Listening {
+    /// Whether the channel stayed live since the mark and carried no message.
+    pub(crate) fn unchanged(&self) -> bool {
+        self.subscription.mark() == Some(self.mark)
+    }
 }
 
 impl Channel {
@@ -77,6 +104,7 @@ impl Channel {
             confirmed: Notify::new(),
             messages: AtomicU64::new(0),
             heard: Notify::new(),
+            period: AtomicU64::new(0),
         }
     }
 }
@@ -96,6 +124,9 @@ pub(crate) struct Registry {
     /// Whether the server refuses subscriptions for good (an ACL, a proxy without pub/sub): then
     /// nothing is subscribed and every waiter polls.
     refused: AtomicBool,
+    /// Live periods begun so far, of all channels: each confirmation of a subscription, and each
+    /// interruption that may have lost messages, begins a new one, numbered from here.
+    periods: AtomicU64,
 }
 
 impl Registry {
@@ -140,6 +171,21 @@ impl Registry {
             .map_or(0, |c| c.messages.load(Ordering::Acquire))
     }
 
+    /// Listens on `channel` from now on, if it is already live (another local waiter listens):
+    /// joining costs no round trip, and [`Listening::unchanged`] tells later whether anything was
+    /// published on it since.
+    pub(crate) fn listen(self: &Arc<Self>, channel: &str) -> Option<Listening> {
+        let subscription = self.join_live(channel)?;
+        let mark = subscription.mark()?;
+        Some(Listening { subscription, mark })
+    }
+
+    /// `channel` begins a new live period: what was marked before may have missed messages.
+    fn begin_period(&self, channel: &Channel) {
+        let period = self.periods.fetch_add(1, Ordering::AcqRel) + 1;
+        channel.period.store(period, Ordering::Release);
+    }
+
     /// How many channels are subscribed (or being subscribed) right now.
     pub(crate) fn channel_count(&self) -> usize {
         self.channels.lock().len()
@@ -156,6 +202,7 @@ impl Registry {
         for name in subscribed {
             if let Some((_, channel)) = channels.get(name) {
                 if !channel.subscribed.swap(true, Ordering::AcqRel) {
+                    self.begin_period(channel);
                     self.live.live();
                 }
                 channel.confirmed.notify_waiters();
@@ -189,9 +236,10 @@ impl Registry {
         }
     }
 
-    /// Messages may have been missed: every waiter re-tries.
+    /// Messages may have been missed: every waiter re-tries, and every channel begins a new period.
     fn wake_all(&self) {
         for (_, channel) in self.channels.lock().values() {
+            self.begin_period(channel);
             channel.wakeups.wake_all();
         }
     }
@@ -306,6 +354,17 @@ impl Subscription {
     /// How many messages the channel has received so far.
     pub(crate) fn messages(&self) -> u64 {
         self.channel.messages.load(Ordering::Acquire)
+    }
+
+    /// Where the channel stands now, if it is live.
+    fn mark(&self) -> Option<Mark> {
+        if !self.is_live() {
+            return None;
+        }
+        Some(Mark {
+            period: self.channel.period.load(Ordering::Acquire),
+            messages: self.messages(),
+        })
     }
 
     /// Completes once the channel has received more than `seen` messages (a count from

@@ -1283,9 +1283,11 @@ fn hand_off_keys(kind: Kind) -> (&'static str, Vec<String>) {
 enum Passing {
     /// With a fixed lease (30 s), which Redis must be told of: one hand-off script.
     Script,
-    /// With the watchdog, as thread 1 holds: a free hand-off, no command at all; Redis keeps thread
-    /// 1's hold until thread 2's release unlocks it. By script still for the kinds that must write
-    /// per acquisition (the fenced lock's token) or never pass freely (the write lock).
+    /// With the watchdog, as thread 1 holds: a free hand-off, no command at all, once thread 1's
+    /// hold came while rlock listened on the lock's channel. So thread 2 waits, is passed the lock by
+    /// script before the trace, and passes it to a thread 3 freely: Redis keeps thread 2's hold
+    /// until thread 3's release unlocks it. By script still for the kinds that must write per
+    /// acquisition (the fenced lock's token) or never pass freely (the write lock).
     Free,
 }
 
@@ -1306,8 +1308,9 @@ impl Passing {
 /// - "hand-off": thread 1 releases, and its hold passes to thread 2 (queued behind it in the
 ///   client's local queue) `passing` as it says: no instant without a holder, nothing published.
 ///   The Java waiter is not woken (it runs no script) and still waits at the end of the phase.
-/// - "unlock": thread 2 releases for real, publishing the unlock message; the Java waiter wakes
-///   and acquires.
+///   (Free: thread 2 passes to thread 3, as [`Passing::Free`] says.)
+/// - "unlock": the last holder releases for real, publishing the unlock message; the Java waiter
+///   wakes and acquires.
 async fn hand_off_tour(kind: Kind, passing: Passing) -> Trace {
     let (name, keys) = hand_off_keys(kind);
     let server = RedisServer::start();
@@ -1325,31 +1328,42 @@ async fn hand_off_tour(kind: Kind, passing: Passing) -> Trace {
     tracer.alias(java_field.as_bytes(), &kind.field(JAVA_FIELD));
 
     let lock = rlock.get(kind, name);
-    let first = lock.lock(1).await;
+    let mut first = lock.lock(1).await;
     let java_waiting = java.get(kind, name).spawn_lock(JAVA_THREAD);
     tracer.redis().wait_waiting(kind, name, &java_field).await;
-    let mut second = match passing {
-        Passing::Script => lock.lock_with_lease(2, Duration::from_secs(30)).boxed(),
-        Passing::Free => lock.lock(2).boxed(),
+    let (mut next, to) = match passing.of(kind) {
+        Passing::Script => (lock.lock_with_lease(2, Duration::from_secs(30)).boxed(), 2),
+        Passing::Free => {
+            // Thread 2, listening on the channel, is passed the lock by script; thread 3 waits.
+            let mut second = lock.lock(2).boxed();
+            assert!(futures::poll!(&mut second).is_pending(), "thread 2 waits");
+            let channel = kind.channel(name, &rlock.field(2)).expect("a channel");
+            let _ = tracer.redis().wait_parked(&channel, 2).await;
+            first.release().await;
+            first = tokio::time::timeout(Duration::from_secs(5), second)
+                .await
+                .expect("thread 2 is handed the lock");
+            (lock.lock(3).boxed(), 3)
+        }
     };
-    // The acquire joins the local queue before its first await: thread 1's release finds it there.
-    assert!(futures::poll!(&mut second).is_pending(), "thread 2 waits");
+    // The acquire joins the local queue before its first await: the release finds it there.
+    assert!(futures::poll!(&mut next).is_pending(), "thread {to} waits");
 
     tracer.mark("hand-off").await;
     first.release().await;
-    let second = tokio::time::timeout(Duration::from_secs(5), second)
+    let last = tokio::time::timeout(Duration::from_secs(5), next)
         .await
-        .expect("thread 2 is handed the lock");
+        .expect("the next thread is handed the lock");
     let held = tracer.redis().hash(name).await;
-    let in_redis = match passing.of(kind) {
-        Passing::Script => rlock.field(2),
-        Passing::Free => rlock.field(1),
-    };
-    assert_eq!(held, kind.holds(&in_redis, 1), "one owner holds, once");
+    assert_eq!(
+        held,
+        kind.holds(&rlock.field(2), 1),
+        "thread 2 holds, once, in Redis"
+    );
     assert!(!java_waiting.is_finished(), "the Java waiter still waits");
 
     tracer.mark("unlock").await;
-    second.release().await;
+    last.release().await;
     let (_, java_hold) = woken(java_waiting).await;
 
     let (trace, _) = tracer.finish(&node_of(&rlock)).await;
@@ -1399,9 +1413,9 @@ pub(crate) fn script_of(trace: &Trace, phase: &str, field: &str) -> Vec<String> 
     script.iter().map(|c| c.replace(FIELD, field)).collect()
 }
 
-/// The hand-off tour's trace: the hand-off script alone (nothing for a free one), then thread 2's
-/// full unlock (of thread 1's field after a free one) and the Java waiter's acquire, both as the
-/// kind's own trace has them.
+/// The hand-off tour's trace: the hand-off script alone (nothing for a free one), then the full
+/// unlock of thread 2's field and the Java waiter's acquire, both as the kind's own trace has
+/// them.
 fn hand_off_expected(kind: Kind, passing: Passing) -> Trace {
     let (name, _) = hand_off_keys(kind);
     let own = if kind == Kind::REENTRANT {
@@ -1414,16 +1428,16 @@ fn hand_off_expected(kind: Kind, passing: Passing) -> Trace {
         write_expected(Side::Rlock)
     };
     let second = owner(2);
-    let (hand_off, in_redis) = match passing.of(kind) {
-        Passing::Script => (vec![hand_off_script(kind, name, FIELD, &second)], second),
-        Passing::Free => (Vec::new(), FIELD.to_owned()),
+    let hand_off = match passing.of(kind) {
+        Passing::Script => vec![hand_off_script(kind, name, FIELD, &second)],
+        Passing::Free => Vec::new(),
     };
     trace(vec![
         ("hand-off", hand_off),
         (
             "unlock",
             vec![
-                script_of(&own, "full unlock", &in_redis),
+                script_of(&own, "full unlock", &second),
                 script_of(&own, "acquire", JAVA_FIELD),
             ],
         ),
@@ -1441,8 +1455,8 @@ async fn lock_hand_off_runs_one_script_and_publishes_nothing() {
     hand_off_follows_its_script(Kind::REENTRANT, Passing::Script).await;
 }
 
-/// Between watchdog holds the lock passes freely: to Java, one hold of thread 1's field, from its
-/// acquire to thread 2's release.
+/// Between watchdog holds the lock passes freely: to Java, one hold of thread 2's field, from the
+/// hand-off that gave it to thread 3's release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_free_hand_off_runs_nothing_and_the_release_unlocks_the_first_field() {
     hand_off_follows_its_script(Kind::REENTRANT, Passing::Free).await;

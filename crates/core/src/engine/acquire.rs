@@ -21,7 +21,7 @@ use crate::cohort::{Step, Ticket};
 use crate::connection::{Commands, Connection, Written, outcome_unknown};
 use crate::error::{Error, Operation, Result};
 use crate::owner::Owner;
-use crate::pubsub::Subscription;
+use crate::pubsub::{Listening, Subscription};
 use crate::reconciling::{Reconciliation, Reconciling};
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
@@ -134,6 +134,7 @@ async fn acquire_as<K: Kind>(
                 {
                     return Ok(local);
                 }
+                let listening = listening(services, kind_ref, field);
                 let attempt = attempt(services, kind_ref, field, lease, wait_for, refused).await;
                 if matches!(attempt, Ok(Attempt::Busy(_))) {
                     busy.store(true, Ordering::Relaxed);
@@ -143,9 +144,9 @@ async fn acquire_as<K: Kind>(
                     _ => None,
                 };
                 match (queued_ref, acquired) {
-                    (Some(queued), acquired) => queued.ticket.tried(acquired),
+                    (Some(queued), acquired) => queued.ticket.tried(acquired, listening),
                     (None, Some(expiry)) => {
-                        held_outside_the_queue(services, kind_ref, field, expiry)
+                        held_outside_the_queue(services, kind_ref, field, expiry, listening);
                     }
                     (None, None) => {}
                 }
@@ -218,15 +219,37 @@ type AttemptFuture<'a, K> =
 
 /// A first hold taken without queueing (a one-shot try) makes its owner the local holder, so that
 /// local waiters wait for it rather than try.
-fn held_outside_the_queue<K: Kind>(services: &Services, kind: &K, field: &str, expiry: Expiry) {
+fn held_outside_the_queue<K: Kind>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+    expiry: Expiry,
+    listening: Option<Listening>,
+) {
     if kind.hand_off().is_some()
         && services.config.local_handoff
         && services.holds.count(kind.key(), field) == 1
     {
         services
             .cohorts
-            .held(kind.key(), kind.label(), field, expiry);
+            .held(kind.key(), kind.label(), field, expiry, listening);
     }
+}
+
+/// Listening on the lock's channel, for a kind that hands off locally, from before a write that may
+/// give Redis a hold: what lets that hold pass freely later (see [`crate::cohort`]). `None` for
+/// other kinds, and while nobody of this client listens on the channel (joining it then would take
+/// a round trip, and the hold passes by script instead).
+pub(crate) fn listening<K: Kind + ?Sized>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+) -> Option<Listening> {
+    if kind.hand_off().is_none() || !services.config.local_handoff {
+        return None;
+    }
+    let (channel, _) = kind.channel(field)?;
+    services.subscriber.registry().listen(&channel)
 }
 
 /// A caller's place in the local queue of a kind that hands off, with the channel subscription it

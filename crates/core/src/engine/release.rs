@@ -9,11 +9,13 @@ use redis::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::acquire::listening;
 use super::kind::Kind;
 use crate::cohort::{Claim, Next, Yield};
 use crate::connection::{Connection, Written};
 use crate::error::{Error, Operation, Result};
 use crate::names;
+use crate::pubsub::Listening;
 use crate::reconciling::Reconciling;
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
@@ -438,8 +440,12 @@ async fn pass<K: Kind + ?Sized>(
         &latch,
         services.config.unlock_latch_ttl(),
     );
-    // The lease runs from the first send at the earliest, whichever send applied it.
-    let sent_at = Instant::now();
+    // The lease runs from the first send at the earliest, whichever send applied it; the next
+    // owner listens on the channel from before it too.
+    let sent = Sent {
+        listening: listening(services, &**kind, claim.field()),
+        at: Instant::now(),
+    };
     let latched = send_latched(
         services,
         &**kind,
@@ -449,7 +455,7 @@ async fn pass<K: Kind + ?Sized>(
         Reconciles::HandOff,
     );
     match latched.await {
-        Latched::Seen(reply) => Box::pin(passed(services, kind, from, claim, sent_at, reply)).await,
+        Latched::Seen(reply) => Box::pin(passed(services, kind, from, claim, sent, reply)).await,
         Latched::Failed(failure) => {
             claim.failed();
             services
@@ -466,12 +472,19 @@ async fn pass<K: Kind + ?Sized>(
                 lease,
                 call,
                 latch,
-                sent_at,
+                sent,
             };
             drop(services.background.spawn(settle_hand_off(hand_off, claim)));
             Passing::Done(Err(failure))
         }
     }
+}
+
+/// When a hand-off script was first sent, and the next owner listening on the lock's channel from
+/// just before.
+struct Sent {
+    at: Instant,
+    listening: Option<Listening>,
 }
 
 /// What a hand-off's seen reply means: passed (the waiter holds the lock), not passed (the holder
@@ -481,7 +494,7 @@ async fn passed<K: Kind + ?Sized>(
     kind: &Arc<K>,
     from: Releaser<'_>,
     claim: Claim,
-    sent_at: Instant,
+    sent: Sent,
     reply: Value,
 ) -> Passing {
     let (name, key) = (kind.name(), kind.key());
@@ -489,7 +502,7 @@ async fn passed<K: Kind + ?Sized>(
         Value::Int(passed) if passed > 0 => {
             services.telemetry.handed_off(kind.label(), name);
             let to = claim.field().to_owned();
-            if !claim.passed(passed.unsigned_abs(), sent_at) {
+            if !claim.passed(passed.unsigned_abs(), sent.at, sent.listening) {
                 // The waiter is gone: release its hold (to the next waiter, or for real).
                 if let Err(e) = release_again(services, kind, &to).await {
                     tracing::warn!(lock = name, error = %e, "releasing a hold passed to a dropped waiter failed");
@@ -584,7 +597,7 @@ struct HandOffInFlight<K: Kind + ?Sized> {
     /// The hand-off under its latch, and when it was first sent.
     call: ScriptCall,
     latch: String,
-    sent_at: Instant,
+    sent: Sent,
 }
 
 /// Re-sends a hand-off in flight (under its latch, so it applies once) until a reply tells its
@@ -602,12 +615,12 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
         lease,
         call,
         latch,
-        sent_at,
+        sent,
     } = hand_off;
     let (name, key) = (kind.name(), kind.key());
     let in_flight =
         [root.as_str(), claim.field()].map(|field| services.reconciling.begin(key, field));
-    let seen = resend_until_seen(&services, name, &call, sent_at + lease).await;
+    let seen = resend_until_seen(&services, name, &call, sent.at + lease).await;
     settled_in_background(&services, Reconciles::HandOff, name, latch, seen.as_ref());
     // A hand-off that did not say it passed is taken as not passed: the hold it would have passed
     // expires with its lease.
@@ -621,7 +634,7 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
         holder: &holder,
         root: &root,
     };
-    if let Passing::Unlock = passed(&services, &kind, from, claim, sent_at, reply).await {
+    if let Passing::Unlock = passed(&services, &kind, from, claim, sent, reply).await {
         if let Err(e) = unlock(&services, &*kind, &root, lease, None).await {
             tracing::warn!(lock = name, error = %e, "unlocking after a hand-off in flight failed");
         }
