@@ -26,10 +26,13 @@
 //!   the queue answers for the key first ([`Cohorts::streak_on`]): the lent holder's re-entries are
 //!   counted here, one-shot tries of others fail without a script, and nobody but the lent holder
 //!   releases (the root's field in Redis is not its own any more). A script hand-off or the real
-//!   release that ends the streak names the root's field. The engine checks, at each free pass, that
-//!   the root's hash is known held (a renewal confirmed recently enough), and watches the lock's
-//!   channel during the streak: an unlock message it did not publish (a force unlock elsewhere)
-//!   ends the streak.
+//!   release that ends the streak names the root's field. A hold may be lent only if the client has
+//!   listened on the lock's channel since before Redis gave it, and nothing was published there
+//!   since ([`Listening`]): whoever deletes the lock publishes an unlock, so a force unlock
+//!   elsewhere, heard or still on its way, sends the next hand-off to the script, which checks the
+//!   field. The engine adds that the root's hash is known held (a renewal confirmed recently
+//!   enough, on the clock), and watches the channel during the streak to tell its holder at once
+//!   when the root's field is gone.
 //! - **The bound.** After [`Config::local_handoff_limit`] hand-offs in a row, or once the streak has
 //!   lasted [`Config::local_handoff_window`], the holder releases for real (unlock and publish), and
 //!   the queue *yields*: its head does not try again before one more round trip (as long as the unlock
