@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::deadline::Wait;
 use super::guard::Guard;
+use super::hold::listening;
 use super::kind::{Attempt, Kind, RECHECK};
 use super::lease::Lease;
 use super::release::Releasing;
@@ -234,22 +235,6 @@ fn held_outside_the_queue<K: Kind>(
             .cohorts
             .held(kind.key(), kind.label(), field, expiry, listening);
     }
-}
-
-/// Listening on the lock's channel, for a kind that hands off locally, from before a write that may
-/// give Redis a hold: what lets that hold pass freely later (see [`crate::cohort`]). `None` for
-/// other kinds, and while nobody of this client listens on the channel (joining it then would take
-/// a round trip, and the hold passes by script instead).
-pub(crate) fn listening<K: Kind + ?Sized>(
-    services: &Services,
-    kind: &K,
-    field: &str,
-) -> Option<Listening> {
-    if kind.hand_off().is_none() || !services.config.local_handoff {
-        return None;
-    }
-    let (channel, _) = kind.channel(field)?;
-    services.subscriber.registry().listen(&channel)
 }
 
 /// A caller's place in the local queue of a kind that hands off, with the channel subscription it

@@ -1,6 +1,8 @@
 //! What this client knows of its own holds.
 
+use super::kind::Kind;
 use crate::error::{Error, Operation, Result};
+use crate::pubsub::Listening;
 use crate::services::Services;
 
 /// How many holds `field` has of `key` while a streak of free hand-offs lends its hold (see
@@ -45,4 +47,20 @@ pub(crate) async fn hold_count(
             .parse()
             .map_err(|_| Error::unexpected(Operation::Query, name, count)),
     }
+}
+
+/// Listening on the lock's channel, for a kind that hands off locally, from before a write that may
+/// give Redis a hold: what lets that hold pass freely later (see [`crate::cohort`]). `None` for
+/// other kinds, and while nobody of this client listens on the channel (joining it then would take
+/// a round trip, and the hold passes by script instead).
+pub(crate) fn listening<K: Kind + ?Sized>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+) -> Option<Listening> {
+    if kind.hand_off().is_none() || !services.config.local_handoff {
+        return None;
+    }
+    let (channel, _) = kind.channel(field)?;
+    services.subscriber.registry().listen(&channel)
 }

@@ -9,7 +9,7 @@ use redis::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::acquire::listening;
+use super::hold::listening;
 use super::kind::Kind;
 use crate::cohort::{Claim, Next, Yield};
 use crate::connection::{Connection, Written};
