@@ -562,6 +562,24 @@ async fn first_owner<K: rlock_redisson::kind::LockKind<Token = ()>>(
     first.guard().await
 }
 
+/// A hold lent by a free hand-off: the first owner (see [`first_owner`]) passes `lock` to another
+/// task's watchdog hold. Returns the first owner, its field (which Redis keeps) and the lent guard.
+async fn lent<K: rlock_redisson::kind::LockKind<Token = ()>>(
+    client: &Client,
+    server: &RedisServer,
+    lock: rlock_redisson::Lock<K>,
+) -> (rlock_redisson::Owner, String, Guard) {
+    let first = first_owner(client, server, lock.clone()).await;
+    let (root, root_field) = (first.owner(), first.field().to_owned());
+    let before = client.stats().free_handoffs;
+    let mut next = spawn_holder(locking(lock));
+    queued(client, 1).await;
+    first.unlock().await.expect("first unlocks");
+    let _ = next.acquired().await;
+    assert_eq!(client.stats().free_handoffs, before + 1, "passed freely");
+    (root, root_field, next.guard().await)
+}
+
 /// A client whose streaks may last a minute (see [`client`]) and whose watchdog renews every 20 s,
 /// so that no renewal falls inside a test's counts of commands.
 async fn quiet_client(server: &RedisServer) -> Client {
@@ -647,13 +665,7 @@ async fn during_a_streak_the_local_queue_answers_for_the_key_first() {
     let client = quiet_client(&server).await;
     let mut redis = raw(&server).await;
     let name = "handoff:answers";
-    let first = first_owner(&client, &server, client.lock(name)).await;
-    let (root, root_field) = (first.owner(), first.field().to_owned());
-    let mut next = spawn_holder(locking(client.lock(name)));
-    queued(&client, 1).await;
-    first.unlock().await.expect("first unlocks");
-    let _ = next.acquired().await;
-    let holder = next.guard().await;
+    let (root, root_field, holder) = lent(&client, &server, client.lock(name)).await;
     let before = commands(&mut redis).await;
 
     // The first owner's one-shot try would be a re-entry in Redis: refused here, and so is anyone's.
@@ -711,13 +723,7 @@ async fn a_non_reentrant_lock_passes_freely_and_refuses_the_holders_re_entry() {
     let server = RedisServer::start();
     let client = quiet_client(&server).await;
     let name = "handoff:non-reentrant";
-    let first = first_owner(&client, &server, client.non_reentrant_lock(name)).await;
-    let mut next = spawn_holder(locking(client.non_reentrant_lock(name)));
-    queued(&client, 1).await;
-    first.unlock().await.expect("first unlocks");
-    let _ = next.acquired().await;
-    let holder = next.guard().await;
-    assert_eq!(client.stats().free_handoffs, 1);
+    let (_, _, holder) = lent(&client, &server, client.non_reentrant_lock(name)).await;
     let again = client
         .non_reentrant_lock(name)
         .with_owner(holder.owner())
@@ -740,12 +746,7 @@ async fn a_force_unlock_elsewhere_ends_the_streak_and_its_holder_hears_at_once()
     let other = quiet_client(&server).await;
     let mut redis = raw(&server).await;
     let name = "handoff:forced";
-    let first = first_owner(&client, &server, client.lock(name)).await;
-    let mut next = spawn_holder(locking(client.lock(name)));
-    queued(&client, 1).await;
-    first.unlock().await.expect("first unlocks");
-    let _ = next.acquired().await;
-    let holder = next.guard().await;
+    let (_, _, holder) = lent(&client, &server, client.lock(name)).await;
     let mut after = spawn_holder(locking(client.lock(name)));
     queued(&client, 1).await;
 
@@ -776,13 +777,7 @@ async fn the_first_owner_waiting_for_a_fixed_lease_takes_the_lock_from_redis() {
     let client = quiet_client(&server).await;
     let mut redis = raw(&server).await;
     let name = "handoff:root-again";
-    let first = first_owner(&client, &server, client.lock(name)).await;
-    let (root, root_field) = (first.owner(), first.field().to_owned());
-    let mut next = spawn_holder(locking(client.lock(name)));
-    queued(&client, 1).await;
-    first.unlock().await.expect("first unlocks");
-    let _ = next.acquired().await;
-    let holder = next.guard().await;
+    let (root, root_field, holder) = lent(&client, &server, client.lock(name)).await;
     let mut again = spawn_holder(locking_for_a_lease(client.lock(name).with_owner(root)));
     queued(&client, 1).await;
     holder.unlock().await.expect("the holder unlocks");
@@ -810,13 +805,7 @@ async fn close_does_not_wait_for_a_lent_hold() {
     let server = RedisServer::start();
     let client = quiet_client(&server).await;
     let name = "handoff:close";
-    let first = first_owner(&client, &server, client.lock(name)).await;
-    let mut next = spawn_holder(locking(client.lock(name)));
-    queued(&client, 1).await;
-    first.unlock().await.expect("first unlocks");
-    let _ = next.acquired().await;
-    let holder = next.guard().await;
-    assert_eq!(client.stats().free_handoffs, 1);
+    let (_, _, holder) = lent(&client, &server, client.lock(name)).await;
     tokio::time::timeout(Duration::from_secs(2), client.close())
         .await
         .expect("close returns while the hold is lent");
