@@ -956,3 +956,79 @@ async fn an_unlock_that_never_ran_is_settled_before_its_owner_locks_again() {
     guard.unlock().await.expect("the owner unlocks");
     assert!(hash(&ctx, name).await.is_empty());
 }
+
+const LOCK_RENEW: &str = include_str!("../../crates/core/lua/lock_renew.lua");
+
+/// A streak of free hand-offs rests on the first owner's hash being known held: its last confirmed
+/// renewal (or acquire) sent less than two thirds of the lease ago, on the clock at the hand-off. A
+/// holds a hold passed to it by script while the client listened on the lock's channel (so it may
+/// pass freely) and B waits behind it. Released at once, A's hold passes freely; released once
+/// every renewal of it since was lost on the way (its request dropped, its connection cut) for over
+/// two thirds of the 1.5 s lease, it passes by script, which checks that Redis still has the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_renewal_sends_the_hand_off_to_the_script() {
+    let ctx = Ctx::start(Deployment::Single).await;
+    let client = Ctx::client_of(&ctx.proxied, |config| {
+        config.watchdog_timeout = Duration::from_millis(1500);
+    })
+    .await;
+    for unconfirmed in [false, true] {
+        let name = format!("unconfirmed-renewal:{unconfirmed}");
+        let lock = client.lock(name.as_str());
+        let [opener, a, b] = [(); 3].map(|()| lock.clone().with_owner(Owner::new()));
+        let opened = opener.lock().await.expect("the opener locks");
+        // The acquires join the local queue before their first await: A heads it, B follows.
+        let mut a_waits = Box::pin(a.lock());
+        assert!(futures::poll!(&mut a_waits).is_pending(), "A waits");
+        let mut b_waits = Box::pin(b.lock());
+        assert!(futures::poll!(&mut b_waits).is_pending(), "B waits");
+        let mut master = ctx.master(&name).await;
+        let listening = eventually(Duration::from_secs(5), async || {
+            rlock_tests::harness::lock_channel_subscribers(&mut master, &name).await == 1
+        });
+        assert!(listening.await, "the client listens on the lock's channel");
+        opened
+            .unlock()
+            .await
+            .expect("the opener passes the lock by script");
+        let held = tokio::time::timeout(Duration::from_secs(5), a_waits)
+            .await
+            .expect("A is passed the lock")
+            .expect("A's acquire");
+        let before = client.stats();
+        if unconfirmed {
+            let proxy = ctx.proxied.proxy_of(&name);
+            for _ in 0..20 {
+                proxy.drop_request(
+                    Match::command("EVALSHA").with_arg(script_sha1(LOCK_RENEW)),
+                    1,
+                );
+            }
+            // Past two thirds of the lease, short of the lease itself.
+            tokio::time::sleep(Duration::from_millis(1150)).await;
+            assert!(!held.is_lease_lost(), "A's hold is not yet known lost");
+        }
+        held.unlock().await.expect("A releases");
+        let guard = tokio::time::timeout(Duration::from_secs(5), b_waits)
+            .await
+            .expect("B is passed the lock")
+            .expect("B's acquire");
+        let after = client.stats();
+        let (passed, free) = (
+            after.local_handoffs - before.local_handoffs,
+            after.free_handoffs - before.free_handoffs,
+        );
+        assert_eq!(passed, 1, "A passed the lock to B");
+        assert_eq!(
+            free,
+            u64::from(!unconfirmed),
+            "freely only while surely held"
+        );
+        // Lent, Redis keeps A's field; passed by script, B's.
+        let a_field = field_of(&client, a.owner().expect("a bound owner"));
+        let in_redis = if unconfirmed { guard.field() } else { &a_field };
+        assert_eq!(hash(&ctx, &name).await, fields([(in_redis, "1")]));
+        guard.unlock().await.expect("B unlocks");
+        ctx.settles(&name, &[]).await;
+    }
+}
