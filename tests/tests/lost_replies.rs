@@ -998,7 +998,9 @@ async fn an_unconfirmed_renewal_sends_the_hand_off_to_the_script() {
         let before = client.stats();
         if unconfirmed {
             let proxy = ctx.proxied.proxy_of(&name);
-            for _ in 0..20 {
+            // Renewals are retried every 50 ms after a failure: enough drops for every one until
+            // well after A's release.
+            for _ in 0..100 {
                 proxy.drop_request(
                     Match::command("EVALSHA").with_arg(script_sha1(LOCK_RENEW)),
                     1,
@@ -1007,6 +1009,7 @@ async fn an_unconfirmed_renewal_sends_the_hand_off_to_the_script() {
             // Past two thirds of the lease, short of the lease itself.
             tokio::time::sleep(Duration::from_millis(1150)).await;
             assert!(!held.is_lease_lost(), "A's hold is not yet known lost");
+            assert!(proxy.dropped_requests() > 0, "A's renewals were dropped");
         }
         held.unlock().await.expect("A releases");
         let guard = tokio::time::timeout(Duration::from_secs(5), b_waits)
