@@ -109,8 +109,6 @@ struct State {
 #[derive(Debug)]
 struct Lent {
     root: String,
-    /// Set once the engine saw a sign that the root's hash may be gone: no more free hand-offs.
-    doubted: bool,
     /// Cancelled when the streak ends (the engine's watch of the channel stops).
     ended: CancellationToken,
     /// The client's count of lent holds, decremented when this one ends.
@@ -405,15 +403,15 @@ impl Cohorts {
         if *slot != Slot::Waiting {
             return release;
         }
-        // A free hand-off needs a live watchdog hold on both sides, the lock's channel unchanged
-        // since the hold came from Redis (nobody unlocked it), and no doubt about the root's hash.
+        // A free hand-off needs a live watchdog hold on both sides, and the lock's channel unchanged
+        // since the hold came from Redis: nobody unlocked it (a message ends a streak's free
+        // hand-offs).
         let lendable = head.renewed
             && state
                 .holder
                 .as_ref()
                 .and_then(|holder| holder.listening.as_ref())
                 .is_some_and(Listening::unchanged)
-            && state.lent.as_ref().is_none_or(|lent| !lent.doubted)
             && state
                 .holder
                 .as_ref()
@@ -468,16 +466,6 @@ impl Cohorts {
             && let Some(lent) = queue.state.lock().lent.as_ref()
         {
             lent.ended.cancel();
-        }
-    }
-
-    /// The root's hash of the lent hold of `key` and `kind` may be gone (its channel carried an
-    /// unlock this client did not send): no more free hand-offs in this streak.
-    pub(crate) fn doubt(&self, key: &str, kind: &'static str) {
-        if let Some(queue) = self.queue(key, kind)
-            && let Some(lent) = queue.state.lock().lent.as_mut()
-        {
-            lent.doubted = true;
         }
     }
 
@@ -772,7 +760,8 @@ impl Claim {
     }
 
     /// Whether the lock may pass to the claimed waiter without Redis, as far as the queue knows:
-    /// both holds are live watchdog holds and nothing cast doubt on the streak's. The engine adds
+    /// both holds are live watchdog holds and the lock's channel carried no message since the hold
+    /// came from Redis. The engine adds
     /// what only it knows (the kind, and the root's last confirmed renewal).
     pub(crate) fn lendable(&self) -> bool {
         self.lendable
@@ -812,7 +801,6 @@ impl Claim {
                 let ended = CancellationToken::new();
                 let lent = Lent {
                     root: root.to_owned(),
-                    doubted: false,
                     ended: ended.clone(),
                     lending: cohorts.lending.clone(),
                 };
@@ -1116,7 +1104,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fixed_lease_an_unlock_message_or_a_doubt_is_never_lent() {
+    fn a_fixed_lease_or_an_unlock_message_is_never_lent() {
         let cohorts = Cohorts::default();
         let (expiry, lost) = watchdog();
         cohorts.held(KEY, KIND, "h", expiry, listening());
@@ -1155,12 +1143,14 @@ mod tests {
             !hand_off(&cohorts, "h").lendable(),
             "an unlock message since the acquire"
         );
+        let subscriber = Arc::new(Registry::default());
         let (expiry, _lost) = watchdog();
-        cohorts.held(KEY, KIND, "h", expiry, listening());
+        cohorts.held(KEY, KIND, "h", expiry, listening_on(&subscriber));
         let lending = hand_off(&cohorts, "h").lend("h");
         cohorts.took_over(KEY, KIND, "b", watchdog().0);
         let _next = cohorts.join(KEY, KIND, "c", LEASE, true);
-        cohorts.doubt(KEY, KIND);
+        // An unlock on the channel mid-streak (a force unlock elsewhere, say).
+        subscriber.dispatch(CHANNEL, b"0");
         assert!(
             !hand_off(&cohorts, "b").lendable(),
             "the root's hash may be gone"

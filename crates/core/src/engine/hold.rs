@@ -30,9 +30,23 @@ pub(crate) async fn hold_count(
     key: &str,
     field: &str,
 ) -> Result<u32> {
-    if let Some(count) = held_in_streak(services, key, field) {
-        return Ok(count);
+    match held_in_streak(services, key, field) {
+        Some(count) => Ok(count),
+        None => count_in_redis(services, name, key, field).await,
     }
+}
+
+/// How many holds Redis counts under `field` in the lock hash `key` (`HGET`); 0 when none.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub(crate) async fn count_in_redis(
+    services: &Services,
+    name: &str,
+    key: &str,
+    field: &str,
+) -> Result<u32> {
     let count: Option<String> = services
         .commands
         .query(

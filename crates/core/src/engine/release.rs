@@ -9,7 +9,7 @@ use redis::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::hold::listening;
+use super::hold::{count_in_redis, listening};
 use super::kind::Kind;
 use crate::cohort::{Claim, Next, Yield};
 use crate::connection::{Connection, Written};
@@ -334,13 +334,12 @@ async fn lend<K: Kind + ?Sized>(
 
 /// Watches the lock's channel while a streak lends `root`'s hold, until `ended`. This client sends
 /// no unlock message on it while the streak lasts, so a message means the lock may have been
-/// deleted by someone else (a force unlock, Java's included): the streak takes no more free
-/// hand-offs at once, and if `root`'s field is gone from Redis its watchdog registration
-/// (`generation`) is declared lost, which every holder of the streak hears. A message that was on
-/// its way before the streak began finds the field there and costs only the rest of the streak's
-/// free hand-offs; a message missed (the subscription not yet live) leaves it to the watchdog's
-/// next renewal, which checks the field. It keeps the client's services only while it acts: a
-/// client dropped while a hold is lent stops it.
+/// deleted by someone else (a force unlock, Java's included). The message alone already ends the
+/// streak's free hand-offs (the holder's [`Listening`] is no longer unchanged); the watch tells the
+/// holder: if `root`'s field is gone from Redis, its watchdog registration (`generation`) is
+/// declared lost, which every holder of the streak hears at once rather than at the next renewal.
+/// It keeps the client's services only while it acts: a client dropped while a hold is lent stops
+/// it.
 fn watch_streak<K: Kind + ?Sized>(
     services: &Arc<Services>,
     kind: Arc<K>,
@@ -364,34 +363,15 @@ fn watch_streak<K: Kind + ?Sized>(
             () = subscription.heard_after(seen) => {}
         }
         drop(subscription);
-        if let Some(services) = services.upgrade() {
-            doubt_streak(&services, &*kind, &root, generation, &ended).await;
+        let Some(services) = services.upgrade() else {
+            return;
+        };
+        let (name, key) = (kind.name(), kind.key());
+        let held = count_in_redis(&services, name, key, &root).await;
+        if matches!(held, Ok(0)) && !ended.is_cancelled() {
+            tracing::warn!(lock = name, "a streak's hold was deleted by someone else");
+            services.watchdog.lost(kind.renewal(), key, generation);
         }
-    }
-}
-
-/// A streak's watch heard an unlock message: no more free hand-offs, and if `root`'s field is gone,
-/// its watchdog registration `generation` is lost.
-async fn doubt_streak<K: Kind + ?Sized>(
-    services: &Services,
-    kind: &K,
-    root: &str,
-    generation: u64,
-    ended: &CancellationToken,
-) {
-    let (name, key) = (kind.name(), kind.key());
-    services.cohorts.doubt(key, kind.label());
-    let held: Result<i64> = services
-        .commands
-        .query(
-            Operation::Query,
-            name,
-            redis::cmd("HEXISTS").arg(key).arg(root),
-        )
-        .await;
-    if matches!(held, Ok(0)) && !ended.is_cancelled() {
-        tracing::warn!(lock = name, "a streak's hold was deleted by someone else");
-        services.watchdog.lost(kind.renewal(), key, generation);
     }
 }
 
