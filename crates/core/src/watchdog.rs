@@ -73,6 +73,15 @@ struct Entry {
     renewed_at: Instant,
 }
 
+impl Entry {
+    /// The lock `key` is lost `because`: told to telemetry (with the name if `lock_names`) and to
+    /// its holders.
+    fn lose(&self, key: &str, because: LostBecause, lock_names: bool) {
+        telemetry::lease_lost(self.kind, key, because, lock_names);
+        self.lost.cancel();
+    }
+}
+
 #[derive(Debug, Default)]
 struct Registry {
     /// Hashed with foldhash, as every map a lock and unlock looks in (see [`Holds`]).
@@ -155,8 +164,7 @@ impl Watchdog {
             .is_some_and(|entry| entry.generation == generation)
             && let Some(entry) = entries.remove(&id)
         {
-            telemetry::lease_lost(entry.kind, key, LostBecause::Gone, self.lock_names);
-            entry.lost.cancel();
+            entry.lose(key, LostBecause::Gone, self.lock_names);
         }
     }
 
@@ -393,8 +401,7 @@ impl Renewer {
                 // flight): not lost. Its acquire set the lease (`register` took that into
                 // `renewed_at`), and the next round renews it with its field.
             } else if let Some(entry) = entries.remove(&id) {
-                telemetry::lease_lost(entry.kind, &lock.key, LostBecause::Gone, self.lock_names);
-                entry.lost.cancel();
+                entry.lose(&lock.key, LostBecause::Gone, self.lock_names);
             }
         }
         true
@@ -414,8 +421,7 @@ impl Renewer {
         self.registry.entries.lock().retain(|(_, key), entry| {
             let alive = now.duration_since(entry.renewed_at) < self.lease_known();
             if !alive {
-                telemetry::lease_lost(entry.kind, key, LostBecause::NotRenewed, self.lock_names);
-                entry.lost.cancel();
+                entry.lose(key, LostBecause::NotRenewed, self.lock_names);
             }
             alive
         });
