@@ -259,13 +259,14 @@ impl Client {
 
     /// Subscribed channels, renewed locks and local queues, right now.
     pub fn stats(&self) -> ClientStats {
+        let (free_handoffs, handoff_streaks) = self.services.cohorts.free_handoffs();
         ClientStats {
             subscribed_channels: self.services.subscriber.registry().channel_count(),
             renewing_locks: self.services.watchdog.lock_count(),
             queued_waiters: self.services.cohorts.waiters(),
             local_handoffs: self.services.cohorts.handoffs(),
-            free_handoffs: self.services.cohorts.free_handoffs().0,
-            handoff_streaks: self.services.cohorts.free_handoffs().1,
+            free_handoffs,
+            handoff_streaks,
         }
     }
 }

@@ -235,15 +235,17 @@ impl Telemetry {
 
     /// A hand-off of `lock` was free (no script); `started` when it began a streak of them.
     pub(crate) fn lent(&self, kind: KindLabel, lock: &str, started: bool) {
-        self.handed_off(kind, lock);
         let named = |name| sink::counter(name, &[("kind", kind)], Some(lock));
         if self.lock_names {
+            named(LOCAL_HANDOFFS).increment(1);
             named(FREE_HANDOFFS).increment(1);
             if started {
                 named(STREAKS).increment(1);
             }
         } else {
+            // One lookup of the kind's handles: this runs on every free hand-off.
             let metrics = self.kind(kind);
+            metrics.handoffs.increment(1);
             metrics.free_handoffs.increment(1);
             if started {
                 metrics.streaks.increment(1);
