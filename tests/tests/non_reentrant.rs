@@ -331,22 +331,16 @@ async fn an_owners_concurrent_attempts_never_undo_its_hold() {
 async fn a_dropped_guard_is_released_before_its_owner_acquires_again() {
     let server = RedisServer::start();
     let client = harness::client(&server).await;
-    let lock = client
-        .non_reentrant_lock("nr:drop-again")
-        .with_owner(Owner::new());
+    drop_and_lock_again(client.non_reentrant_lock("nr:drop-again")).await;
+    drop_and_lock_again(client.non_reentrant_fair_lock("nr:drop-again-queue")).await;
+}
+
+/// One owner locks `lock` 50 times, dropping each guard at once.
+async fn drop_and_lock_again<K: rlock_redisson::kind::LockKind>(lock: rlock_redisson::Lock<K>) {
+    let lock = lock.with_owner(Owner::new());
     for round in 0..50 {
         drop(
             lock.lock()
-                .await
-                .unwrap_or_else(|e| panic!("round {round}: {e}")),
-        );
-    }
-    let fair = client
-        .non_reentrant_fair_lock("nr:drop-again-queue")
-        .with_owner(Owner::new());
-    for round in 0..50 {
-        drop(
-            fair.lock()
                 .await
                 .unwrap_or_else(|e| panic!("round {round}: {e}")),
         );
