@@ -172,7 +172,9 @@ fn server_with_user(denied: &[&str]) -> (RedisServer, String) {
 async fn a_server_that_denies_scripts_is_refused_at_connect_with_the_cause() {
     let (_server, url) = server_with_user(&["-@scripting"]);
     match Client::with_config(Config::new(url)).await {
-        Err(Error::Unsupported { command, reason }) => {
+        Err(Error::Unsupported {
+            command, reason, ..
+        }) => {
             assert_eq!(command, "EVALSHA");
             assert!(
                 reason.contains("'evalsha'") && reason.contains("+@scripting"),
@@ -187,7 +189,9 @@ async fn a_server_that_denies_scripts_is_refused_at_connect_with_the_cause() {
 async fn a_server_without_wait_is_refused_unless_replica_checks_are_off() {
     let (server, url) = server_with_user(&["-wait"]);
     match Client::with_config(Config::master_replica(url.clone())).await {
-        Err(Error::Unsupported { command, reason }) => {
+        Err(Error::Unsupported {
+            command, reason, ..
+        }) => {
             assert_eq!(command, "WAIT");
             assert!(reason.contains("check_lock_synced_replicas"), "{reason}");
         }

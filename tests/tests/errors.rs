@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock_redisson::{Client, Config, Error, Operation};
+use rlock_redisson::{Client, Config, Error, Operation, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
 
@@ -134,11 +134,148 @@ async fn a_key_of_another_type_is_wrong_type_for_every_call() {
     for error in errors {
         let error = error.expect_err("a string is no lock");
         assert!(
-            matches!(error, Error::WrongType { ref key } if key == "errors:string"),
+            matches!(error, Error::WrongType { ref key, .. } if key == "errors:string"),
             "{error:?}"
         );
         assert!(!error.is_transient());
     }
+}
+
+/// Asserts that `error` is `WrongType` about `key` for a `kind`, and says both.
+fn assert_wrong_type(error: &Error, kind: &str, key: &str) {
+    match error {
+        Error::WrongType {
+            kind: said,
+            key: at,
+            ..
+        } => assert_eq!((*said, at.as_str()), (kind, key), "{error:?}"),
+        other => panic!("{kind}: expected WrongType, got {other:?}"),
+    }
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("{key:?}")) && message.contains(&format!("a {kind} ")),
+        "{kind}: {message}"
+    );
+}
+
+/// Every kind's errors name the object and say what it is, so a log line of a service with many
+/// kinds on one name space tells which failed: the same foreign key refused by each kind, the
+/// acquire and a read of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_names_itself_and_the_object_in_its_errors() {
+    let server = RedisServer::start();
+    let client = harness::client(&server).await;
+    let mut redis = harness::raw(&server).await;
+    let key = "errors:kinds";
+    let () = redis.rpush(key, "x").await.expect("RPUSH");
+    let rw = client.read_write_lock(key);
+    let locks = [
+        ("lock", client.lock(key).try_lock().await.map(drop)),
+        (
+            "fair lock",
+            client.fair_lock(key).try_lock().await.map(drop),
+        ),
+        (
+            "spin lock",
+            client.spin_lock(key).try_lock().await.map(drop),
+        ),
+        (
+            "fenced lock",
+            client.fenced_lock(key).try_lock().await.map(drop),
+        ),
+        ("read lock", rw.read().try_lock().await.map(drop)),
+        ("write lock", rw.write().try_lock().await.map(drop)),
+        (
+            "non-reentrant lock",
+            client.non_reentrant_lock(key).try_lock().await.map(drop),
+        ),
+        (
+            "non-reentrant fair lock",
+            client
+                .non_reentrant_fair_lock(key)
+                .try_lock()
+                .await
+                .map(drop),
+        ),
+        (
+            "fair lock",
+            client
+                .fair_lock(key)
+                .hold_count_of(Owner::new())
+                .await
+                .map(drop),
+        ),
+        ("write lock", rw.write().force_unlock().await.map(drop)),
+    ];
+    for (kind, outcome) in locks {
+        assert_wrong_type(&outcome.expect_err(kind), kind, key);
+    }
+    let synchronizers = [
+        (
+            "semaphore",
+            client.semaphore(key).try_acquire(1).await.map(drop),
+        ),
+        (
+            "semaphore",
+            client.semaphore(key).available_permits().await.map(drop),
+        ),
+        (
+            "permit-expirable semaphore",
+            client
+                .permit_expirable_semaphore(key)
+                .try_acquire()
+                .await
+                .map(drop),
+        ),
+        (
+            "count-down latch",
+            client.count_down_latch(key).count().await.map(drop),
+        ),
+        (
+            "count-down latch",
+            client.count_down_latch(key).count_down().await.map(drop),
+        ),
+    ];
+    for (kind, outcome) in synchronizers {
+        assert_wrong_type(&outcome.expect_err(kind), kind, key);
+    }
+
+    // Not the owner: the lock's kind and name, and the owner's field.
+    let fair = client.fair_lock("errors:unheld");
+    let guard = fair.lock().await.expect("lock");
+    let error = fair
+        .unlock(Owner::new())
+        .await
+        .expect_err("another owner holds it");
+    guard.unlock().await.expect("unlock");
+    assert!(
+        matches!(
+            error,
+            Error::NotOwner {
+                kind: "fair lock",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("fair lock \"errors:unheld\" is not held by owner "),
+        "{error}"
+    );
+    // A permit the semaphore does not hold.
+    let semaphore = client.permit_expirable_semaphore("errors:permits");
+    assert!(semaphore.try_set_permits(1).await.expect("set permits"));
+    let id = semaphore.acquire().await.expect("a permit");
+    semaphore.release(id).await.expect("release");
+    let error = semaphore.release(id).await.expect_err("released already");
+    assert!(
+        error
+            .to_string()
+            .starts_with("permit-expirable semaphore \"errors:permits\" holds no permit "),
+        "{error}"
+    );
 }
 
 /// A waiter whose server dies is told so as connection trouble a retry may get past, not as a lost
@@ -175,17 +312,21 @@ async fn a_server_killed_mid_wait_is_transient() {
     server.kill();
     let waits = [
         (
-            "lock",
+            "lock \"errors:killed\"",
             lock_waiter
                 .await
                 .expect("task")
                 .map(|guard| guard.is_some()),
         ),
-        ("semaphore", semaphore_waiter.await.expect("task")),
+        (
+            "semaphore \"errors:killed:semaphore\"",
+            semaphore_waiter.await.expect("task"),
+        ),
     ];
     for (waiter, outcome) in waits {
         let error = outcome.expect_err("the server is gone");
         assert!(error.is_transient(), "{waiter}: {error:?}");
+        assert!(error.to_string().contains(waiter), "{error}");
         assert!(
             !matches!(error, Error::OutcomeUnknown { .. }),
             "{waiter} was only waiting: {error:?}"

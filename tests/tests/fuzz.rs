@@ -470,7 +470,7 @@ fn expected(value: &Foreign, op: Op, outcome: &Result<String, Error>) -> bool {
         (Foreign::GarbageCount(_), Err(Error::Backend { source, .. })) => {
             (acquires || matches!(op, Op::Unlock)) && source.to_string().contains("not an integer")
         }
-        (_, Err(Error::WrongType { key })) => !value.is_hash() && key == "fuzz:foreign",
+        (_, Err(Error::WrongType { key, .. })) => !value.is_hash() && key == "fuzz:foreign",
         _ => false,
     }
 }

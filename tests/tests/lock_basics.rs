@@ -157,8 +157,10 @@ async fn unlocking_a_lock_you_do_not_hold_is_not_owner_and_changes_nothing() {
 
     let stranger = Owner::new();
     match lock.unlock(stranger).await {
-        Err(Error::NotOwner { name, field }) => {
-            assert_eq!(name, "basics:not-owner");
+        Err(Error::NotOwner {
+            kind, name, field, ..
+        }) => {
+            assert_eq!((kind, name.as_str()), ("lock", "basics:not-owner"));
             assert_eq!(field, format!("{}:{}", client.node_id(), stranger.id()));
         }
         other => panic!("expected NotOwner, got {other:?}"),

@@ -18,10 +18,26 @@ async fn fields(redis: &mut redis::aio::MultiplexedConnection, name: &str) -> Ve
     redis.hgetall(name).await.expect("HGETALL")
 }
 
-/// Asserts that `refused` is the typed re-entry error for `name`.
+/// Asserts that `refused` is the typed re-entry error for `name`, whose message names the lock and
+/// its kind.
 fn assert_refused<T: std::fmt::Debug>(refused: rlock_redisson::Result<T>, name: &str, form: &str) {
     match refused {
-        Err(Error::ReentryRefused { name: refused }) => assert_eq!(refused, name, "{form}"),
+        Err(e @ Error::ReentryRefused { .. }) => {
+            let Error::ReentryRefused {
+                kind,
+                name: refused,
+                ..
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!(refused, name, "{form}");
+            assert!(kind.starts_with("non-reentrant"), "{form}: {kind}");
+            assert!(
+                e.to_string().contains(&format!("{kind} {name:?}")),
+                "{form}: {e}"
+            );
+        }
         other => panic!("{form}: expected ReentryRefused, got {other:?}"),
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::count_down_latch::CountDownLatch;
-use crate::error::{Operation, Result};
+use crate::error::{Operation, Result, Subject};
 use crate::expirable_semaphore::PermitExpirableSemaphore;
 use crate::fair_lock::{Fair, FairLock};
 use crate::fenced_lock::{Fenced, FencedLock};
@@ -236,7 +236,7 @@ impl Client {
     pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.services
             .commands
-            .query(Operation::Query, "", cmd)
+            .query(Operation::Query, Subject::CLIENT, cmd)
             .await
     }
 

@@ -107,7 +107,7 @@ impl CountDownLatch {
             .arg(self.object.services.publish);
         let set: i64 = engine::update(
             &self.object.services,
-            &self.object.name,
+            self.object.subject(),
             call,
             Replicas::Skip,
         )
@@ -136,7 +136,7 @@ impl CountDownLatch {
         let _ = engine::write_detached(
             &self.object.services,
             Operation::CountDown,
-            &self.object.name,
+            self.object.subject(),
             call,
             Replicas::Skip,
             |_, _| async {},
@@ -180,7 +180,7 @@ impl CountDownLatch {
             .arg(self.object.services.publish);
         let deleted: i64 = engine::update(
             &self.object.services,
-            &self.object.name,
+            self.object.subject(),
             call,
             Replicas::Skip,
         )
@@ -200,7 +200,7 @@ impl CountDownLatch {
     pub async fn await_zero(&self) -> Result<()> {
         self.await_open(Wait::Forever)
             .await?
-            .ok_or_else(|| Error::timeout(Operation::Query, &self.object.name, Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Query, self.object.subject(), Duration::MAX))
     }
 
     /// Waits up to `timeout` for the count to reach zero; returns whether it did: Redisson's

@@ -2,6 +2,9 @@
 //!
 //! Every fallible call returns [`Error`]. The variants say what went wrong in terms a lock user acts on
 //! (not the owner, timed out, lease lost, bad input) and keep the underlying cause where there is one.
+//! An error about an object names it and says what it is, in its message and in its `kind` and
+//! `name` fields: `acquire of fair lock "orders" timed out after 5s`. [`Error::is_transient`] says
+//! which errors a retry loop may try again.
 
 use std::fmt;
 use std::time::Duration;
@@ -61,8 +64,11 @@ impl fmt::Display for Operation {
 pub enum Error {
     /// The caller does not hold the lock it tried to release: Java's `IllegalMonitorStateException`.
     /// Nothing was changed in Redis.
-    #[error("lock {name:?} is not held by owner {field}")]
+    #[error("{kind} {name:?} is not held by owner {field}")]
+    #[non_exhaustive]
     NotOwner {
+        /// What the lock is, in words (`lock`, `fair lock`, `write lock`, ...).
+        kind: &'static str,
         /// The lock name.
         name: String,
         /// The hash field of the owner that tried to unlock (`<node-uuid>:<owner-id>`).
@@ -70,19 +76,26 @@ pub enum Error {
     },
     /// The operation did not complete within its deadline. For acquire, whatever the script may have
     /// done is undone in the background, on the same connection, before the connection is reused.
-    #[error("{operation}{} timed out after {after:?}", of(.name))]
+    #[error("{} timed out after {after:?}", about(*operation, kind, name))]
+    #[non_exhaustive]
     Timeout {
         /// What timed out.
         operation: Operation,
-        /// The lock name (empty for client-wide operations).
+        /// What the object is, in words (`lock`, `semaphore`, ...; empty for client-wide
+        /// operations).
+        kind: &'static str,
+        /// The object's name (empty for client-wide operations).
         name: String,
         /// The deadline that passed.
         after: Duration,
     },
     /// A guard's lock disappeared or passed to someone else while it was held (expired, deleted or
     /// force-unlocked). The critical section it protected may have overlapped another holder's.
-    #[error("the lease of lock {name:?} was lost before it was released")]
+    #[error("the lease of {kind} {name:?} was lost before it was released")]
+    #[non_exhaustive]
     LeaseLost {
+        /// What the lock is, in words (`lock`, `fair lock`, `write lock`, ...).
+        kind: &'static str,
         /// The lock name.
         name: String,
     },
@@ -92,26 +105,41 @@ pub enum Error {
     InvalidArgument(String),
     /// The key holds a value of another type than the object keeps there (a string where a lock keeps
     /// a hash, say). Nothing was changed in Redis.
-    #[error("key {key:?} holds a value of another type than this object keeps there")]
+    #[error(
+        "key {key:?} holds a value of another type than {} keeps there",
+        a(kind)
+    )]
+    #[non_exhaustive]
     WrongType {
+        /// What the object is, in words (`lock`, `semaphore`, ...; empty for a command sent
+        /// through [`Client::query`](crate::Client::query)).
+        kind: &'static str,
         /// The key in question.
         key: String,
     },
     /// Redis replied with something the protocol does not allow here.
-    #[error("unexpected reply to {operation}{}: {reply}", of(.name))]
+    #[error("unexpected reply to {}: {reply}", about(*operation, kind, name))]
+    #[non_exhaustive]
     UnexpectedReply {
         /// The operation that got the reply.
         operation: Operation,
-        /// The lock name.
+        /// What the object is, in words (empty for client-wide operations).
+        kind: &'static str,
+        /// The object's name (empty for client-wide operations).
         name: String,
         /// The reply, rendered for humans.
         reply: String,
     },
     /// Redis (or the connection to it) failed; the cause is kept.
-    #[error("redis error during {operation}: {source}")]
+    #[error("redis error during {}: {source}", about(*operation, kind, name))]
+    #[non_exhaustive]
     Backend {
         /// The operation that failed.
         operation: Operation,
+        /// What the object is, in words (empty for client-wide operations such as connecting).
+        kind: &'static str,
+        /// The object's name (empty for client-wide operations).
+        name: String,
         /// The underlying error.
         #[source]
         source: redis::RedisError,
@@ -119,11 +147,14 @@ pub enum Error {
     /// No replica acknowledged a lock write although some are connected (Redisson's
     /// `NoSyncedSlavesException`), even after retrying. An acquire was undone before this error; an
     /// unlock was applied on the master but may be lost if it fails over now.
-    #[error("{operation}{}: none of {replicas} replicas acknowledged the write", of(.name))]
+    #[error("{}: none of {replicas} replicas acknowledged the write", about(*operation, kind, name))]
+    #[non_exhaustive]
     NoSyncedReplicas {
         /// What was being written.
         operation: Operation,
-        /// The lock name.
+        /// What the object is, in words.
+        kind: &'static str,
+        /// The object's name.
         name: String,
         /// How many replicas were connected to the master.
         replicas: u32,
@@ -131,7 +162,11 @@ pub enum Error {
     /// The owner holds the read lock of this read-write lock and asked for its write lock. A reader
     /// cannot upgrade: Redisson would wait for itself forever, so rlock refuses at once. Release the
     /// read holds first. Nothing was sent to Redis.
-    #[error("owner holds the read lock of {name:?}: taking its write lock would wait forever")]
+    #[error(
+        "owner holds the read lock of read-write lock {name:?}: taking its write lock would wait \
+         forever"
+    )]
+    #[non_exhaustive]
     WouldDeadlock {
         /// The lock name.
         name: String,
@@ -140,8 +175,11 @@ pub enum Error {
     /// `IllegalMonitorStateException` from `RNonReentrantLock` and `RNonReentrantFairLock`), from
     /// any acquisition form, `try_lock` included. Nothing was changed in Redis: the hold stays one
     /// hold, and a fair lock's queue was not joined.
-    #[error("owner already holds the non-reentrant lock {name:?}: a re-entry is refused")]
+    #[error("owner already holds the {kind} {name:?}: a re-entry is refused")]
+    #[non_exhaustive]
     ReentryRefused {
+        /// What the lock is, in words: `non-reentrant lock` or `non-reentrant fair lock`.
+        kind: &'static str,
         /// The lock name.
         name: String,
     },
@@ -150,10 +188,13 @@ pub enum Error {
     /// id to check afterwards and are not idempotent, so rlock never re-sends them (Redisson would
     /// not either). For an acquire, the permits may be taken: check
     /// [`Semaphore::available_permits`](crate::Semaphore::available_permits) if it matters.
-    #[error("{operation}{}: the reply was lost, it may or may not have been applied", of(.name))]
+    #[error("{}: the reply was lost, it may or may not have been applied", about(*operation, kind, name))]
+    #[non_exhaustive]
     OutcomeUnknown {
         /// The operation whose reply was lost.
         operation: Operation,
+        /// What the object is, in words: `semaphore` or `count-down latch`.
+        kind: &'static str,
         /// The semaphore's or latch's name.
         name: String,
         /// Why the reply was lost (a timeout or a broken connection).
@@ -162,7 +203,8 @@ pub enum Error {
     },
     /// A permit id that the permit-expirable semaphore does not hold: released already, expired and
     /// reclaimed, or never acquired (Java's `IllegalArgumentException`). Nothing was changed.
-    #[error("semaphore {name:?} holds no permit {permit}")]
+    #[error("permit-expirable semaphore {name:?} holds no permit {permit}")]
+    #[non_exhaustive]
     PermitNotFound {
         /// The semaphore's name.
         name: String,
@@ -175,6 +217,7 @@ pub enum Error {
     #[error(
         "{needed_by} needs rlock-redisson's `{feature}` feature, which this build does not enable"
     )]
+    #[non_exhaustive]
     FeatureDisabled {
         /// The crate feature to enable: `cluster`, `sentinel` or `tls`.
         feature: &'static str,
@@ -187,6 +230,7 @@ pub enum Error {
     /// [`Client::with_config`](crate::Client::with_config) returns it when it connects, before any
     /// lock is taken; the reason says what to change.
     #[error("the server refuses {command}: {reason}")]
+    #[non_exhaustive]
     Unsupported {
         /// The command refused: `EVALSHA` or `WAIT`.
         command: &'static str,
@@ -198,12 +242,50 @@ pub enum Error {
     Closed,
 }
 
-/// ` of "name"` in a message, or nothing for a client-wide operation (no name).
-fn of(name: &str) -> String {
-    if name.is_empty() {
-        String::new()
+/// `acquire of fair lock "orders"` in a message (`connect for ...`: a connection is opened for
+/// the object, not of it), or the bare operation for a client-wide one (no name).
+fn about(operation: Operation, kind: &str, name: &str) -> String {
+    let of = if operation == Operation::Connect {
+        "for"
     } else {
-        format!(" of {name:?}")
+        "of"
+    };
+    match (kind, name) {
+        (_, "") => operation.to_string(),
+        ("", name) => format!("{operation} {of} {name:?}"),
+        (kind, name) => format!("{operation} {of} {kind} {name:?}"),
+    }
+}
+
+/// `a fair lock` in a message, or what a command expected when no object is known.
+fn a(kind: &str) -> String {
+    if kind.is_empty() {
+        "the command expected".to_owned()
+    } else {
+        format!("a {kind}")
+    }
+}
+
+/// What an error is about: the kind of object, in words, and its name (`fair lock`, `orders`); both
+/// empty for the client itself.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Subject<'a> {
+    pub(crate) kind: &'static str,
+    pub(crate) name: &'a str,
+}
+
+impl<'a> Subject<'a> {
+    /// The client itself: connecting, or a command sent through `query`.
+    pub(crate) const CLIENT: Subject<'static> = Subject { kind: "", name: "" };
+
+    pub(crate) fn new(kind: &'static str, name: &'a str) -> Self {
+        Self { kind, name }
+    }
+
+    /// A key whose object's kind is not known where the error is made (a reconciliation in the
+    /// background, which only logs it).
+    pub(crate) fn key(name: &'a str) -> Self {
+        Self { kind: "", name }
     }
 }
 
@@ -232,30 +314,82 @@ impl Error {
         }
     }
 
-    /// Maps a Redis error to the typed error of `operation` on `key`.
-    pub(crate) fn from_redis(operation: Operation, key: &str, source: redis::RedisError) -> Self {
+    /// Maps a Redis error of `operation` on `subject` (whose key it names) to the typed error.
+    pub(crate) fn from_redis(
+        operation: Operation,
+        subject: Subject<'_>,
+        source: redis::RedisError,
+    ) -> Self {
         if source.code() == Some("WRONGTYPE") {
             Self::WrongType {
-                key: key.to_owned(),
+                kind: subject.kind,
+                key: subject.name.to_owned(),
             }
         } else {
-            Self::Backend { operation, source }
+            Self::backend(operation, subject, source)
         }
     }
 
-    pub(crate) fn timeout(operation: Operation, name: &str, after: Duration) -> Self {
+    pub(crate) fn backend(
+        operation: Operation,
+        subject: Subject<'_>,
+        source: redis::RedisError,
+    ) -> Self {
+        Self::Backend {
+            operation,
+            kind: subject.kind,
+            name: subject.name.to_owned(),
+            source,
+        }
+    }
+
+    pub(crate) fn timeout(operation: Operation, subject: Subject<'_>, after: Duration) -> Self {
         Self::Timeout {
             operation,
-            name: name.to_owned(),
+            kind: subject.kind,
+            name: subject.name.to_owned(),
             after,
         }
     }
 
-    pub(crate) fn unexpected(operation: Operation, name: &str, reply: impl fmt::Debug) -> Self {
+    pub(crate) fn unexpected(
+        operation: Operation,
+        subject: Subject<'_>,
+        reply: impl fmt::Debug,
+    ) -> Self {
         Self::UnexpectedReply {
             operation,
-            name: name.to_owned(),
+            kind: subject.kind,
+            name: subject.name.to_owned(),
             reply: format!("{reply:?}"),
+        }
+    }
+
+    pub(crate) fn not_owner(subject: Subject<'_>, field: &str) -> Self {
+        Self::NotOwner {
+            kind: subject.kind,
+            name: subject.name.to_owned(),
+            field: field.to_owned(),
+        }
+    }
+
+    pub(crate) fn reentry_refused(subject: Subject<'_>) -> Self {
+        Self::ReentryRefused {
+            kind: subject.kind,
+            name: subject.name.to_owned(),
+        }
+    }
+
+    pub(crate) fn no_synced_replicas(
+        operation: Operation,
+        subject: Subject<'_>,
+        replicas: u32,
+    ) -> Self {
+        Self::NoSyncedReplicas {
+            operation,
+            kind: subject.kind,
+            name: subject.name.to_owned(),
+            replicas,
         }
     }
 }

@@ -148,7 +148,7 @@ impl PermitExpirableSemaphore {
             names::semaphore_channel(&name),
         );
         Self {
-            object: Object::new(services, "semaphore", name, channel),
+            object: Object::new(services, "permit-expirable semaphore", name, channel),
             timeouts: timeouts.into(),
         }
     }
@@ -272,7 +272,7 @@ impl PermitExpirableSemaphore {
     ) -> Result<Vec<PermitId>> {
         self.take(permits, Wait::Forever, lease)
             .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.object.name, Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Acquire, self.object.subject(), Duration::MAX))
     }
 
     /// Takes a permit that does not expire if one is available now.
@@ -342,7 +342,7 @@ impl PermitExpirableSemaphore {
         self.take(1, patience, lease)
             .await?
             .and_then(|ids| ids.into_iter().next())
-            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.object.name, Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Acquire, self.object.subject(), Duration::MAX))
     }
 
     async fn try_acquire_one(
@@ -387,7 +387,7 @@ impl PermitExpirableSemaphore {
         engine::until_synced(
             &self.object.services,
             Operation::Acquire,
-            &self.object.name,
+            self.object.subject(),
             || async {
                 let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
                 let now = epoch_millis();
@@ -395,7 +395,7 @@ impl PermitExpirableSemaphore {
                     .object
                     .services
                     .commands
-                    .get(Operation::Acquire, &self.object.name)
+                    .get(Operation::Acquire, self.object.subject())
                     .await?;
                 // A permit that does not expire is undone for as long as a watchdog hold would live.
                 let patience = lease.map_or(
@@ -431,9 +431,9 @@ impl PermitExpirableSemaphore {
                     &self.object.services,
                     &mut undo,
                     &call,
-                    &self.object.name,
+                    self.object.subject(),
                     |reply| decode_acquire(reply, now),
-                    |e| Error::from_redis(Operation::Acquire, &self.object.name, e),
+                    |e| Error::from_redis(Operation::Acquire, self.object.subject(), e),
                 )
                 .await?;
                 Ok(taken.map(|attempt| match attempt {
@@ -643,7 +643,7 @@ impl PermitExpirableSemaphore {
             .commands
             .query(
                 Operation::Query,
-                &self.object.name,
+                self.object.subject(),
                 redis::cmd("ZRANGE")
                     .arg(&*self.timeouts)
                     .arg(0)
@@ -654,7 +654,8 @@ impl PermitExpirableSemaphore {
         members
             .into_iter()
             .map(|(id, score)| {
-                let bad = || Error::unexpected(Operation::Query, &self.object.name, (&id, &score));
+                let bad =
+                    || Error::unexpected(Operation::Query, self.object.subject(), (&id, &score));
                 let id = PermitId(<[u8; 16]>::try_from(id.as_slice()).map_err(|_| bad())?);
                 if score == NON_EXPIRING {
                     return Ok((id, None));

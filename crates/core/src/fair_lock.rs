@@ -186,6 +186,10 @@ impl Kind for Fair {
         "fair_lock"
     }
 
+    fn what(&self) -> &'static str {
+        "fair lock"
+    }
+
     fn renewal(&self) -> &'static Renewal {
         &reentrant::RENEWAL
     }
@@ -255,14 +259,14 @@ impl<K: FairQueue> Lock<K> {
         let fields: Vec<String> = commands
             .query(
                 Operation::Query,
-                self.name(),
+                self.kind().subject(),
                 redis::cmd("LRANGE").arg(&fair.queue).arg(0).arg(-1),
             )
             .await?;
         let deadlines: Vec<(String, f64)> = commands
             .query(
                 Operation::Query,
-                self.name(),
+                self.kind().subject(),
                 redis::cmd("ZRANGE")
                     .arg(&fair.timeouts)
                     .arg(0)

@@ -103,6 +103,10 @@ impl Kind for Fenced {
         "fenced_lock"
     }
 
+    fn what(&self) -> &'static str {
+        "fenced lock"
+    }
+
     fn renewal(&self) -> &'static Renewal {
         self.lock.renewal()
     }
@@ -183,14 +187,14 @@ impl Lock<Fenced> {
             .commands
             .query(
                 Operation::Query,
-                self.name(),
+                self.kind().subject(),
                 redis::cmd("GET").arg(&self.kind().token),
             )
             .await?;
         token.map_or(Ok(0), |token| {
             token
                 .parse()
-                .map_err(|_| Error::unexpected(Operation::Query, self.name(), token))
+                .map_err(|_| Error::unexpected(Operation::Query, self.kind().subject(), token))
         })
     }
 }

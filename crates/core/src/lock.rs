@@ -251,7 +251,7 @@ impl<K: LockKind> Lock<K> {
     async fn acquire_until_held(&self, lease: Lease) -> Result<Guard<K::Token>> {
         self.acquire(Wait::Forever, lease)
             .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, self.name(), Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Acquire, self.kind.subject(), Duration::MAX))
     }
 
     async fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<Guard<K::Token>>> {
@@ -330,6 +330,7 @@ impl<K: LockKind> Lock<K> {
                     "hash" => 1,
                     _ => {
                         return Err(Error::WrongType {
+                            kind: self.kind.what(),
                             key: self.kind.key().to_owned(),
                         });
                     }
@@ -338,7 +339,7 @@ impl<K: LockKind> Lock<K> {
             Some(call) => {
                 self.services
                     .commands
-                    .script(Operation::Query, self.name(), &call)
+                    .script(Operation::Query, self.kind.subject(), &call)
                     .await?
             }
         };
@@ -413,7 +414,7 @@ impl<K: LockKind> Lock<K> {
     pub async fn hold_count_of(&self, owner: Owner) -> Result<u32> {
         self.check_name()?;
         let field = self.field_of(owner);
-        engine::hold_count(&self.services, self.name(), self.kind.key(), &field).await
+        engine::hold_count(&self.services, self.kind.subject(), self.kind.key(), &field).await
     }
 
     /// How long until the lock expires (`PTTL`): Redisson's `remainTimeToLive`.
@@ -432,7 +433,13 @@ impl<K: LockKind> Lock<K> {
             -2 => RemainingTtl::NotLocked,
             -1 => RemainingTtl::NoExpiry,
             ms if ms >= 0 => RemainingTtl::Expires(Duration::from_millis(ms.unsigned_abs())),
-            other => return Err(Error::unexpected(Operation::Query, self.name(), other)),
+            other => {
+                return Err(Error::unexpected(
+                    Operation::Query,
+                    self.kind.subject(),
+                    other,
+                ));
+            }
         })
     }
 
@@ -461,7 +468,7 @@ impl<K: LockKind> Lock<K> {
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.services
             .commands
-            .query(Operation::Query, self.name(), cmd)
+            .query(Operation::Query, self.kind.subject(), cmd)
             .await
     }
 

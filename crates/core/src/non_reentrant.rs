@@ -45,6 +45,10 @@ pub trait Twin: Kind<Token = ()> {
     #[doc(hidden)]
     const LABEL: &'static str;
 
+    /// The twin's kind, in words.
+    #[doc(hidden)]
+    const WHAT: &'static str;
+
     /// The twin's acquire call for what [`Kind::acquire_call`] is given: the reentrant one's
     /// arguments, then [`REACQUIRE`].
     #[doc(hidden)]
@@ -53,6 +57,7 @@ pub trait Twin: Kind<Token = ()> {
 
 impl Twin for Reentrant {
     const LABEL: &'static str = "non_reentrant_lock";
+    const WHAT: &'static str = "non-reentrant lock";
 
     fn refusing_acquire_call(&self, field: &str, lease: Duration, _wait: Wait) -> ScriptCall {
         ScriptCall::new(&ACQUIRE)
@@ -65,6 +70,7 @@ impl Twin for Reentrant {
 
 impl Twin for Fair {
     const LABEL: &'static str = "non_reentrant_fair_lock";
+    const WHAT: &'static str = "non-reentrant fair lock";
 
     fn refusing_acquire_call(&self, field: &str, lease: Duration, wait: Wait) -> ScriptCall {
         // The fair lock's own script: a last argument turns its re-entry into the refusal.
@@ -100,6 +106,10 @@ impl<K: Twin> Kind for NonReentrant<K> {
         K::LABEL
     }
 
+    fn what(&self) -> &'static str {
+        K::WHAT
+    }
+
     fn key(&self) -> &str {
         self.twin.key()
     }
@@ -133,9 +143,7 @@ impl<K: Twin> Kind for NonReentrant<K> {
         error
             .to_string()
             .contains(REACQUIRE)
-            .then(|| Error::ReentryRefused {
-                name: self.name().to_owned(),
-            })
+            .then(|| Error::reentry_refused(self.subject()))
     }
 
     fn undo_acquire_call(

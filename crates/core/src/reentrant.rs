@@ -123,6 +123,10 @@ impl Kind for Reentrant {
         "lock"
     }
 
+    fn what(&self) -> &'static str {
+        "lock"
+    }
+
     fn renewal(&self) -> &'static Renewal {
         &RENEWAL
     }

@@ -170,6 +170,10 @@ impl Kind for Read {
         "read_lock"
     }
 
+    fn what(&self) -> &'static str {
+        "read lock"
+    }
+
     fn renewal(&self) -> &'static Renewal {
         &READ_RENEWAL
     }
@@ -261,6 +265,10 @@ impl Kind for Write {
 
     fn label(&self) -> &'static str {
         "write_lock"
+    }
+
+    fn what(&self) -> &'static str {
+        "write lock"
     }
 
     fn renewal(&self) -> &'static Renewal {

@@ -222,7 +222,7 @@ impl Semaphore {
     pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermits> {
         self.take(permits, Wait::Forever)
             .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, &self.object.name, Duration::MAX))
+            .ok_or_else(|| Error::timeout(Operation::Acquire, self.object.subject(), Duration::MAX))
     }
 
     /// Takes `permits` permits if they are available now; `None` if not: Redisson's
@@ -280,7 +280,7 @@ impl Semaphore {
         engine::until_synced(
             &self.object.services,
             Operation::Acquire,
-            &self.object.name,
+            self.object.subject(),
             || async {
                 // The one script of the semaphore that publishes nothing takes no channel key.
                 let call = ScriptCall::new(&TRY_ACQUIRE)
@@ -290,7 +290,7 @@ impl Semaphore {
                 let Applied { reply, unsynced } = engine::write_detached(
                     &self.object.services,
                     Operation::Acquire,
-                    &self.object.name,
+                    self.object.subject(),
                     call,
                     Replicas::Wait,
                     move |_, applied| async move {
@@ -315,7 +315,7 @@ impl Semaphore {
                     (Value::Int(0), _) => Ok(Synced::Done(Attempt::Busy(RECHECK))),
                     (other, _) => Err(Error::unexpected(
                         Operation::Acquire,
-                        &self.object.name,
+                        self.object.subject(),
                         other,
                     )),
                 }
@@ -392,24 +392,24 @@ impl Semaphore {
         let Applied { reply, unsynced } = engine::write_detached(
             &self.object.services,
             Operation::Release,
-            &self.object.name,
+            self.object.subject(),
             call,
             Replicas::Wait,
             |_, _| async {},
         )
         .await?;
         if let Some(replicas) = unsynced {
-            return Err(Error::NoSyncedReplicas {
-                operation: Operation::Release,
-                name: self.object.name.to_string(),
+            return Err(Error::no_synced_replicas(
+                Operation::Release,
+                self.object.subject(),
                 replicas,
-            });
+            ));
         }
         match reply {
             Value::Int(value) => Ok(value),
             other => Err(Error::unexpected(
                 Operation::Release,
-                &self.object.name,
+                self.object.subject(),
                 other,
             )),
         }

@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use crate::cohort::Cohorts;
 use crate::config::{Config, ShardedPubSub, Topology, redact};
 use crate::connection::{self, Commands, Connection, Deployment};
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::owner::{self, Owner};
 use crate::pubsub::Subscriber;
 use crate::reconciling::Reconciling;
@@ -80,7 +80,7 @@ impl Services {
         let shutdown = CancellationToken::new();
         let guard = shutdown.clone().drop_guard();
         let _: String = commands
-            .query(Operation::Connect, "", &redis::cmd("PING"))
+            .query(Operation::Connect, Subject::CLIENT, &redis::cmd("PING"))
             .await?;
         connection::probe::probe(&mut commands, &config).await?;
         // Publish and subscribe exactly as Redisson does (docs/protocol.md §2.6), so Java hears us.
@@ -89,7 +89,7 @@ impl Services {
             (Topology::Cluster, ShardedPubSub::Auto) => commands
                 .query::<redis::Value>(
                     Operation::Connect,
-                    "",
+                    Subject::CLIENT,
                     redis::cmd("PUBSUB").arg("SHARDNUMSUB"),
                 )
                 .await
@@ -104,10 +104,7 @@ impl Services {
             &runtime,
             shutdown.child_token(),
         )
-        .map_err(|source| Error::Backend {
-            operation: Operation::Connect,
-            source,
-        })?;
+        .map_err(|source| Error::backend(Operation::Connect, Subject::CLIENT, source))?;
         let watchdog = Watchdog::start(&config, commands.clone(), &runtime, shutdown.child_token());
         let node_id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(url = %redact(&config.url), %node_id, "rlock client connected");
@@ -331,7 +328,11 @@ impl Services {
             }
             for latches in by_slot.into_values() {
                 let _ = commands
-                    .query::<()>(Operation::Unlock, "", redis::cmd("DEL").arg(&latches))
+                    .query::<()>(
+                        Operation::Unlock,
+                        Subject::CLIENT,
+                        redis::cmd("DEL").arg(&latches),
+                    )
                     .await;
             }
         });

@@ -159,6 +159,10 @@ impl Kind for Spin {
         "spin_lock"
     }
 
+    fn what(&self) -> &'static str {
+        "spin lock"
+    }
+
     fn renewal(&self) -> &'static Renewal {
         self.lock.renewal()
     }

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::connection::{Commands, Slot, Written};
-use crate::error::Operation;
+use crate::error::{Operation, Subject};
 use crate::scripts::ScriptCall;
 use crate::telemetry::{self, KindLabel, LostBecause, Renewals};
 
@@ -351,7 +351,7 @@ impl Renewer {
             call = (renewal.add)(call, &lock.key, &lock.fields);
         }
         let sent_at = Instant::now();
-        let written = match self.commands.get(Operation::Renew, "").await {
+        let written = match self.commands.get(Operation::Renew, Subject::CLIENT).await {
             Ok(mut conn) => self.commands.write(&mut conn.conn, &call).await,
             Err(e) => {
                 tracing::warn!(error = %e, locks = batch.len(), "watchdog cannot get a connection");

@@ -25,7 +25,7 @@ async fn force_unlock_of_a_key_that_is_not_a_lock() {
 
     let refused = client.lock(name).force_unlock().await;
     assert!(
-        matches!(&refused, Err(rlock_redisson::Error::WrongType { key }) if key == name),
+        matches!(&refused, Err(rlock_redisson::Error::WrongType { key, .. }) if key == name),
         "{refused:?}"
     );
     let value: String = redis.conn.get(name).await.expect("GET");

@@ -43,7 +43,7 @@ use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::config::{Config, Topology, redact};
 use crate::credentials::CredentialsProvider;
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
 
 #[cfg(feature = "cluster")]
@@ -484,10 +484,10 @@ pub(crate) enum Unknown {
 
 impl Unknown {
     /// The error a caller reports when it cannot reconcile the outcome itself.
-    pub(crate) fn into_error(self, operation: Operation, name: &str) -> Error {
+    pub(crate) fn into_error(self, operation: Operation, subject: Subject<'_>) -> Error {
         match self {
-            Self::Broken(source) => Error::Backend { operation, source },
-            Self::TimedOut(after) => Error::timeout(operation, name, after),
+            Self::Broken(source) => Error::backend(operation, subject, source),
+            Self::TimedOut(after) => Error::timeout(operation, subject, after),
         }
     }
 }
@@ -502,10 +502,7 @@ struct Synced {
 
 impl Commands {
     pub(crate) fn new(config: &Config, deployment: Deployment) -> Result<Self> {
-        let backend = |source| Error::Backend {
-            operation: Operation::Connect,
-            source,
-        };
+        let backend = |source| Error::backend(Operation::Connect, Subject::CLIENT, source);
         // A URL the client cannot use is the caller's to fix, and the message says which one.
         let factory = Factory::of(config, deployment).map_err(|e| {
             if e.kind() == redis::ErrorKind::InvalidClientConfig {
@@ -566,22 +563,23 @@ impl Commands {
     /// # Cancel safety
     ///
     /// Cancel safe: nothing has been sent yet.
-    pub(crate) async fn get(&self, operation: Operation, name: &str) -> Result<Connection> {
+    pub(crate) async fn get(
+        &self,
+        operation: Operation,
+        subject: Subject<'_>,
+    ) -> Result<Connection> {
         let pooled: Object<Manager> = self.pool.get().await.map_err(|e| match e {
             // Opening a connection took too long (a server that accepts but does not answer).
             PoolError::Timeout(managed::TimeoutType::Create) => {
-                Error::timeout(Operation::Connect, name, self.connect_timeout)
+                Error::timeout(Operation::Connect, subject, self.connect_timeout)
             }
-            PoolError::Timeout(_) => Error::timeout(operation, name, self.timeout),
+            PoolError::Timeout(_) => Error::timeout(operation, subject, self.timeout),
             PoolError::Backend(source) => {
                 self.connection_failed();
                 if source.is_timeout() {
-                    Error::timeout(Operation::Connect, name, self.connect_timeout)
+                    Error::timeout(Operation::Connect, subject, self.connect_timeout)
                 } else {
-                    Error::Backend {
-                        operation: Operation::Connect,
-                        source,
-                    }
+                    Error::backend(Operation::Connect, subject, source)
                 }
             }
             PoolError::Closed | PoolError::NoRuntimeSpecified => Error::Closed,
@@ -753,13 +751,13 @@ impl Commands {
     pub(crate) async fn query<T: redis::FromRedisValue>(
         &self,
         operation: Operation,
-        name: &str,
+        subject: Subject<'_>,
         cmd: &redis::Cmd,
     ) -> Result<T> {
-        let mut conn = self.get(operation, name).await?;
+        let mut conn = self.get(operation, subject).await?;
         match self.run(cmd.query_async(&mut conn.conn)).await {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(operation, name, e)),
-            Err(Elapsed) => Err(Error::timeout(operation, name, self.timeout)),
+            Ok(reply) => reply.map_err(|e| Error::from_redis(operation, subject, e)),
+            Err(Elapsed) => Err(Error::timeout(operation, subject, self.timeout)),
         }
     }
 
@@ -767,15 +765,15 @@ impl Commands {
     pub(crate) async fn script<T: redis::FromRedisValue>(
         &self,
         operation: Operation,
-        name: &str,
+        subject: Subject<'_>,
         call: &ScriptCall,
     ) -> Result<T> {
-        let mut conn = self.get(operation, name).await?;
+        let mut conn = self.get(operation, subject).await?;
         match self.run(call.invoke(&mut conn.conn)).await {
             Ok(reply) => reply
                 .and_then(|value| redis::from_redis_value(value).map_err(Into::into))
-                .map_err(|e| Error::from_redis(operation, name, e)),
-            Err(Elapsed) => Err(Error::timeout(operation, name, self.timeout)),
+                .map_err(|e| Error::from_redis(operation, subject, e)),
+            Err(Elapsed) => Err(Error::timeout(operation, subject, self.timeout)),
         }
     }
 

@@ -22,7 +22,7 @@ use redis::{RedisError, Script};
 
 use super::{Commands, refused};
 use crate::config::{Config, ProxiedCluster, Topology};
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
 
 /// Does nothing: whether it runs is the answer.
@@ -99,10 +99,16 @@ async fn scripts(commands: &Commands, across_slots: bool) -> Result<bool> {
     let call = keys
         .iter()
         .fold(ScriptCall::new(&PROBE), |call, key| call.key(*key));
-    let mut conn = commands.get(Operation::Connect, "").await?;
+    let mut conn = commands.get(Operation::Connect, Subject::CLIENT).await?;
     let reply = match commands.run(call.invoke(&mut conn.conn)).await {
         Ok(reply) => reply,
-        Err(_) => return Err(Error::timeout(Operation::Connect, "", commands.timeout)),
+        Err(_) => {
+            return Err(Error::timeout(
+                Operation::Connect,
+                Subject::CLIENT,
+                commands.timeout,
+            ));
+        }
     };
     match reply {
         Ok(_) => Ok(false),
@@ -121,7 +127,7 @@ async fn scripts(commands: &Commands, across_slots: bool) -> Result<bool> {
             tracing::debug!(error = %e, "the scripting probe's keys are not allowed; not probed");
             Ok(false)
         }
-        Err(e) => Err(Error::from_redis(Operation::Connect, "", e)),
+        Err(e) => Err(Error::from_redis(Operation::Connect, Subject::CLIENT, e)),
     }
 }
 
@@ -129,7 +135,7 @@ async fn scripts(commands: &Commands, across_slots: bool) -> Result<bool> {
 async fn replica_wait(commands: &mut Commands, config: &Config) -> Result<()> {
     let wait = redis::cmd("WAIT").arg(0).arg(0).clone();
     let reply = retried(config, || {
-        commands.query::<redis::Value>(Operation::Connect, "", &wait)
+        commands.query::<redis::Value>(Operation::Connect, Subject::CLIENT, &wait)
     })
     .await;
     let e = match reply {
@@ -162,7 +168,7 @@ async fn eviction(commands: &Commands) {
     let settings = commands
         .query::<std::collections::HashMap<String, String>>(
             Operation::Connect,
-            "",
+            Subject::CLIENT,
             redis::cmd("CONFIG").arg("GET").arg("maxmemory*"),
         )
         .await;

@@ -20,7 +20,7 @@ use super::synced::{Synced, until_synced};
 use super::wait::{Listen, Nudge, Nudges, wait_on};
 use crate::cohort::{Step, Ticket};
 use crate::connection::{Commands, Connection, Written, outcome_unknown};
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::owner::Owner;
 use crate::pubsub::{Listening, Subscription};
 use crate::reconciling::{Reconciliation, Reconciling};
@@ -199,9 +199,7 @@ fn answered_in_streak<K: Kind>(
         return one_try.then_some(Ok(None));
     }
     if kind.refuses_reentry() {
-        return Some(Err(Error::ReentryRefused {
-            name: kind.name().to_owned(),
-        }));
+        return Some(Err(Error::reentry_refused(kind.subject())));
     }
     let token = kind
         .hand_off()
@@ -388,7 +386,7 @@ async fn attempt<K: Kind>(
     wait: Wait,
     refused: &AtomicBool,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
-    until_synced(services, Operation::Acquire, kind.name(), || async {
+    until_synced(services, Operation::Acquire, kind.subject(), || async {
         // An undo of this owner's earlier attempt that may still run could take this one's hold.
         // Where a refused attempt counts nothing, the owner's attempts also wait for each other, and
         // for its release still running in the background, which the script would take for a hold.
@@ -401,7 +399,7 @@ async fn attempt<K: Kind>(
         };
         let conn = services
             .commands
-            .get(Operation::Acquire, kind.name())
+            .get(Operation::Acquire, kind.subject())
             .await?;
         attempt_on(services, kind, field, lease, wait, conn, refused).await
     })
@@ -434,14 +432,14 @@ async fn attempt_on<K: Kind>(
         services,
         &mut undo,
         &call,
-        kind.name(),
+        kind.subject(),
         |reply| kind.decode_acquire(reply),
         |e| {
             if let Some(refusal) = kind.acquire_refused(&e) {
                 refused.store(true, Ordering::Relaxed);
                 return refusal;
             }
-            Error::from_redis(Operation::Acquire, kind.key(), e)
+            Error::from_redis(Operation::Acquire, kind.subject(), e)
         },
     )
     .await?;
@@ -462,7 +460,7 @@ async fn attempt_on<K: Kind>(
     }))
 }
 
-/// Sends `call`, an acquisition of `name` (a lock's, a permit's), on `undo`'s connection and reads
+/// Sends `call`, an acquisition of `subject` (a lock's, a permit's), on `undo`'s connection and reads
 /// its reply with `decode`: the one acquire-with-undo path of every kind that takes something. The
 /// undo stays armed (and is sent when `undo` is dropped, right behind the call) unless the reply says
 /// the call took nothing or took it for good: on a lost reply, on a reply `decode` rejects, and on an
@@ -477,7 +475,7 @@ pub(crate) async fn write_armed<T, C: FnOnce() -> ScriptCall>(
     services: &Services,
     undo: &mut Undo<'_, C>,
     call: &ScriptCall,
-    name: &str,
+    subject: Subject<'_>,
     decode: impl FnOnce(&Value) -> Option<Attempt<T>>,
     refused: impl FnOnce(RedisError) -> Error,
 ) -> Result<Synced<Attempt<T>>> {
@@ -490,7 +488,7 @@ pub(crate) async fn write_armed<T, C: FnOnce() -> ScriptCall>(
             return Err(refused(e));
         }
         // The armed undo reconciles whatever the script may have done.
-        Written::Unknown(unknown) => return Err(unknown.into_error(Operation::Acquire, name)),
+        Written::Unknown(unknown) => return Err(unknown.into_error(Operation::Acquire, subject)),
     };
     match (decode(&reply), synced) {
         // Dropping the armed undo sends it, on this connection, right after the acquire.
@@ -500,7 +498,7 @@ pub(crate) async fn write_armed<T, C: FnOnce() -> ScriptCall>(
             Ok(Synced::Done(attempt))
         }
         // The script ran but replied nonsense: whatever it did is undone.
-        (None, _) => Err(Error::unexpected(Operation::Acquire, name, reply)),
+        (None, _) => Err(Error::unexpected(Operation::Acquire, subject, reply)),
     }
 }
 
@@ -628,7 +626,7 @@ async fn undo(
         // will do now.
         tokio::time::sleep(Duration::from_millis(50 << attempt.min(5))).await;
         attempt += 1;
-        reply = match commands.get(Operation::Acquire, &lock).await {
+        reply = match commands.get(Operation::Acquire, Subject::key(&lock)).await {
             Ok(mut conn) => commands.run(call.invoke(&mut conn.conn)).await.ok(),
             Err(_) => None,
         };
@@ -685,7 +683,7 @@ impl Drop for GiveUp<'_> {
 /// Best effort: a give-up that fails leaves an entry that Redis-side stale purging removes.
 async fn give_up(commands: Commands, call: ScriptCall) {
     let lock = call.keys().first().cloned().unwrap_or_default();
-    let outcome = match commands.get(Operation::Acquire, &lock).await {
+    let outcome = match commands.get(Operation::Acquire, Subject::key(&lock)).await {
         Ok(mut conn) => commands.write(&mut conn.conn, &call).await,
         Err(e) => {
             tracing::warn!(%lock, error = %e, "could not give up a wait");

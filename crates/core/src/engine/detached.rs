@@ -14,7 +14,7 @@ use redis::Value;
 use tokio::sync::oneshot;
 
 use crate::connection::{Conn, Written};
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
 use crate::telemetry::{self, Reconciles};
@@ -71,7 +71,7 @@ impl Replicas {
 pub(crate) async fn write_detached<F, Fut>(
     services: &Arc<Services>,
     operation: Operation,
-    name: &str,
+    subject: Subject<'_>,
     call: ScriptCall,
     replicas: Replicas,
     orphaned: F,
@@ -82,9 +82,10 @@ where
 {
     let (reply_to, reply) = oneshot::channel();
     let task_services = services.clone();
-    let task_name = name.to_owned();
+    let (kind, task_name) = (subject.kind, subject.name.to_owned());
     drop(services.background.spawn(async move {
-        let outcome = write(&task_services, operation, &task_name, &call, replicas).await;
+        let subject = Subject::new(kind, &task_name);
+        let outcome = write(&task_services, operation, subject, &call, replicas).await;
         if let Err(outcome) = reply_to.send(outcome) {
             let orphan = Reconciles::Orphaned(operation);
             match outcome {
@@ -110,11 +111,11 @@ where
 async fn write(
     services: &Services,
     operation: Operation,
-    name: &str,
+    subject: Subject<'_>,
     call: &ScriptCall,
     replicas: Replicas,
 ) -> Result<Applied> {
-    let mut conn = services.commands.get(operation, name).await?;
+    let mut conn = services.commands.get(operation, subject).await?;
     match replicas.write(services, &mut conn.conn, call).await {
         Written::Ran(reply) => Ok(Applied {
             reply,
@@ -124,11 +125,12 @@ async fn write(
             reply,
             unsynced: Some(replicas),
         }),
-        Written::Refused(e) => Err(Error::from_redis(operation, name, e)),
+        Written::Refused(e) => Err(Error::from_redis(operation, subject, e)),
         Written::Unknown(unknown) => Err(Error::OutcomeUnknown {
             operation,
-            name: name.to_owned(),
-            cause: Box::new(unknown.into_error(operation, name)),
+            kind: subject.kind,
+            name: subject.name.to_owned(),
+            cause: Box::new(unknown.into_error(operation, subject)),
         }),
     }
 }

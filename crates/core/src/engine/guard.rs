@@ -124,7 +124,13 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
     ///
     /// Cancel safe: it only reads.
     pub async fn hold_count(&self) -> Result<u32> {
-        hold_count(&self.services, self.name(), self.kind.key(), &self.field).await
+        hold_count(
+            &self.services,
+            self.kind.subject(),
+            self.kind.key(),
+            &self.field,
+        )
+        .await
     }
 
     /// Releases the hold. Renewal stops before the unlock is sent; the unlock is re-sent with the same
@@ -160,7 +166,7 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
         Some(async move {
             match releasing.finish().await {
                 Ok(_) => Ok(()),
-                Err(Error::NotOwner { name, .. }) => Err(Error::LeaseLost { name }),
+                Err(Error::NotOwner { kind, name, .. }) => Err(Error::LeaseLost { kind, name }),
                 Err(e) => Err(e),
             }
         })
@@ -180,7 +186,7 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
             .commands
             .query(
                 Operation::Update,
-                self.kind.name(),
+                self.kind.subject(),
                 redis::cmd("PEXPIRE")
                     .arg(self.kind.key())
                     .arg(lease.as_millis()),

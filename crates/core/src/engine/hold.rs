@@ -1,7 +1,7 @@
 //! What this client knows of its own holds.
 
 use super::kind::Kind;
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::pubsub::Listening;
 use crate::services::Services;
 
@@ -26,13 +26,13 @@ pub(crate) fn held_in_streak(services: &Services, key: &str, field: &str) -> Opt
 /// Cancel safe: it only reads.
 pub(crate) async fn hold_count(
     services: &Services,
-    name: &str,
+    subject: Subject<'_>,
     key: &str,
     field: &str,
 ) -> Result<u32> {
     match held_in_streak(services, key, field) {
         Some(count) => Ok(count),
-        None => count_in_redis(services, name, key, field).await,
+        None => count_in_redis(services, subject, key, field).await,
     }
 }
 
@@ -43,7 +43,7 @@ pub(crate) async fn hold_count(
 /// Cancel safe: it only reads.
 pub(crate) async fn count_in_redis(
     services: &Services,
-    name: &str,
+    subject: Subject<'_>,
     key: &str,
     field: &str,
 ) -> Result<u32> {
@@ -51,7 +51,7 @@ pub(crate) async fn count_in_redis(
         .commands
         .query(
             Operation::Query,
-            name,
+            subject,
             redis::cmd("HGET").arg(key).arg(field),
         )
         .await?;
@@ -59,7 +59,7 @@ pub(crate) async fn count_in_redis(
         None => Ok(0),
         Some(count) => count
             .parse()
-            .map_err(|_| Error::unexpected(Operation::Query, name, count)),
+            .map_err(|_| Error::unexpected(Operation::Query, subject, count)),
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::{RedisError, Value};
 
 use super::deadline::Wait;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Subject};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
 use crate::wake::WakeRule;
@@ -45,6 +45,16 @@ pub trait Kind: Send + Sync + 'static {
     /// What kind it is, in `snake_case`: the `kind` label of its spans and metrics, and the name of
     /// its local hand-off queues (holds pass only between waiters of one kind).
     fn label(&self) -> &'static str;
+
+    /// What it is, in words, for error messages: `lock`, `fair lock`, `write lock`, ...
+    fn what(&self) -> &'static str;
+
+    /// What this lock's errors are about: its kind, in words, and its name.
+    // The trait is sealed (see above): nothing outside the crate can call this.
+    #[allow(private_interfaces)]
+    fn subject(&self) -> Subject<'_> {
+        Subject::new(self.what(), self.name())
+    }
 
     /// The key holds are counted in: the first key of every script (it routes them in a cluster).
     /// Every kind of Redisson's lock family keeps its holds at the lock's raw name.

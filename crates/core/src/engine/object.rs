@@ -11,7 +11,7 @@ use super::detached::Replicas;
 use super::kind::degraded_poll;
 use super::update::update;
 use super::wait::Listen;
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
 use crate::telemetry::{Acquisition, KindLabel};
@@ -23,7 +23,7 @@ pub(crate) struct Object {
     pub(crate) services: Arc<Services>,
     pub(crate) name: Arc<str>,
     pub(crate) channel: Arc<str>,
-    /// What the object is, for errors ("semaphore", "count-down latch").
+    /// What the object is, in words, for errors ("semaphore", "count-down latch").
     what: &'static str,
 }
 
@@ -40,6 +40,11 @@ impl Object {
             channel: channel.into(),
             what,
         }
+    }
+
+    /// What the object's errors are about: its kind, in words, and its name.
+    pub(crate) fn subject(&self) -> Subject<'_> {
+        Subject::new(self.what, &self.name)
     }
 
     /// Refuses an empty name before anything is sent.
@@ -65,14 +70,14 @@ impl Object {
             .commands
             .query(
                 Operation::Query,
-                &self.name,
+                self.subject(),
                 redis::cmd("GET").arg(&*self.name),
             )
             .await?;
         value.map_or(Ok(T::default()), |value| {
             value
                 .parse()
-                .map_err(|_| Error::unexpected(Operation::Query, &self.name, value))
+                .map_err(|_| Error::unexpected(Operation::Query, self.subject(), value))
         })
     }
 
@@ -82,7 +87,7 @@ impl Object {
         call: ScriptCall,
         replicas: Replicas,
     ) -> Result<T> {
-        update(&self.services, &self.name, call, replicas).await
+        update(&self.services, self.subject(), call, replicas).await
     }
 
     /// Deletes the object: the key at its name and `others` (`DEL`); returns whether any existed.
@@ -97,7 +102,7 @@ impl Object {
             .commands
             .query(
                 Operation::Update,
-                &self.name,
+                self.subject(),
                 redis::cmd("DEL").arg(&*self.name).arg(others),
             )
             .await?;

@@ -13,7 +13,7 @@ use super::hold::{count_in_redis, listening};
 use super::kind::Kind;
 use crate::cohort::{Claim, Next, Yield};
 use crate::connection::{Connection, Written};
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::names;
 use crate::pubsub::Listening;
 use crate::reconciling::Reconciling;
@@ -61,10 +61,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     let root = match services.cohorts.streak_on(key) {
         Some(streak) if streak.holder == field => streak.root,
         Some(_) => {
-            return Err(Error::NotOwner {
-                name: kind.name().to_owned(),
-                field: field.to_owned(),
-            });
+            return Err(Error::not_owner(kind.subject(), field));
         }
         None => field.to_owned(),
     };
@@ -177,9 +174,10 @@ async fn unlock<K: Kind + ?Sized>(
         Latched::Failed(e) => return Err(e),
         Latched::Unknown(e) => {
             let in_flight = services.reconciling.begin(kind.key(), field);
-            let (services, name) = (services.clone(), name.to_owned());
+            let (services, name, what) = (services.clone(), name.to_owned(), kind.what());
             drop(services.clone().background.spawn(async move {
-                let seen = resend_until_seen(&services, &name, &call, sent_at + lease).await;
+                let subject = Subject::new(what, &name);
+                let seen = resend_until_seen(&services, subject, &call, sent_at + lease).await;
                 settled_in_background(&services, Reconciles::Unlock, &name, latch, seen.as_ref());
                 drop(in_flight);
             }));
@@ -189,11 +187,8 @@ async fn unlock<K: Kind + ?Sized>(
     match reply {
         Value::Int(1) => Ok(Released::Fully),
         Value::Int(0) => Ok(Released::Partially),
-        Value::Nil => Err(Error::NotOwner {
-            name: name.to_owned(),
-            field: field.to_owned(),
-        }),
-        other => Err(Error::unexpected(Operation::Unlock, name, other)),
+        Value::Nil => Err(Error::not_owner(kind.subject(), field)),
+        other => Err(Error::unexpected(Operation::Unlock, kind.subject(), other)),
     }
 }
 
@@ -219,14 +214,14 @@ async fn send_latched<K: Kind + ?Sized>(
     mut conn: Option<Connection>,
     reconciles: Reconciles,
 ) -> Latched {
-    let name = kind.name();
+    let (name, subject) = (kind.name(), kind.subject());
     let mut retry = 0;
     // Whether a send's outcome is not known: the re-sends reconcile it.
     let mut unknown = false;
     loop {
         let checkout = match conn.take() {
             Some(conn) => Ok(conn),
-            None => services.commands.get(Operation::Unlock, name).await,
+            None => services.commands.get(Operation::Unlock, subject).await,
         };
         let failure = match checkout {
             Ok(mut conn) => match services.commands.write(&mut conn.conn, call).await {
@@ -240,18 +235,14 @@ async fn send_latched<K: Kind + ?Sized>(
                 // Applied on the master only: re-sending replays the latch and waits again.
                 Written::Unsynced { replicas, .. } => {
                     unknown = true;
-                    Error::NoSyncedReplicas {
-                        operation: Operation::Unlock,
-                        name: name.to_owned(),
-                        replicas,
-                    }
+                    Error::no_synced_replicas(Operation::Unlock, subject, replicas)
                 }
                 Written::Refused(e) => {
-                    return Latched::Failed(Error::from_redis(Operation::Unlock, kind.key(), e));
+                    return Latched::Failed(Error::from_redis(Operation::Unlock, subject, e));
                 }
                 Written::Unknown(lost) => {
                     unknown = true;
-                    lost.into_error(Operation::Unlock, name)
+                    lost.into_error(Operation::Unlock, subject)
                 }
             },
             Err(e) if e.is_transient() => e,
@@ -367,7 +358,7 @@ fn watch_streak<K: Kind + ?Sized>(
             return;
         };
         let (name, key) = (kind.name(), kind.key());
-        let held = count_in_redis(&services, name, key, &root).await;
+        let held = count_in_redis(&services, kind.subject(), key, &root).await;
         if matches!(held, Ok(0)) && !ended.is_cancelled() {
             tracing::warn!(lock = name, "a streak's hold was deleted by someone else");
             services.watchdog.lost(kind.renewal(), key, generation);
@@ -402,13 +393,17 @@ async fn pass<K: Kind + ?Sized>(
         claim.failed();
         return Passing::Unlock;
     };
-    let (name, key) = (kind.name(), kind.key());
+    let key = kind.key();
     // A waiter with an undo in flight gets the lock in Redis, after the undo (see `reconciling`).
     if services.reconciling.is_pending(key, claim.field()) {
         claim.failed();
         return Passing::Unlock;
     }
-    let Ok(conn) = services.commands.get(Operation::Unlock, name).await else {
+    let Ok(conn) = services
+        .commands
+        .get(Operation::Unlock, kind.subject())
+        .await
+    else {
         claim.failed();
         return Passing::Unlock;
     };
@@ -495,11 +490,8 @@ async fn passed<K: Kind + ?Sized>(
             claim.failed();
             return Passing::Unlock;
         }
-        Value::Nil => Error::NotOwner {
-            name: name.to_owned(),
-            field: from.root.to_owned(),
-        },
-        other => Error::unexpected(Operation::Unlock, name, other),
+        Value::Nil => Error::not_owner(kind.subject(), from.root),
+        other => Error::unexpected(Operation::Unlock, kind.subject(), other),
     };
     claim.failed();
     if kind.hand_off().is_some() {
@@ -524,7 +516,7 @@ fn release_again<'a, K: Kind + ?Sized>(
 /// between tries, until `give_up_at`: `Some` with the reply or Redis' refusal, `None` if it gave up.
 async fn resend_until_seen(
     services: &Services,
-    name: &str,
+    subject: Subject<'_>,
     call: &ScriptCall,
     give_up_at: Instant,
 ) -> Option<redis::RedisResult<Value>> {
@@ -535,7 +527,7 @@ async fn resend_until_seen(
         if Instant::now() >= give_up_at {
             return None;
         }
-        let Ok(mut conn) = services.commands.get(Operation::Unlock, name).await else {
+        let Ok(mut conn) = services.commands.get(Operation::Unlock, subject).await else {
             continue;
         };
         match services.commands.write(&mut conn.conn, call).await {
@@ -600,7 +592,7 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
     let (name, key) = (kind.name(), kind.key());
     let in_flight =
         [root.as_str(), claim.field()].map(|field| services.reconciling.begin(key, field));
-    let seen = resend_until_seen(&services, name, &call, sent.at + lease).await;
+    let seen = resend_until_seen(&services, kind.subject(), &call, sent.at + lease).await;
     settled_in_background(&services, Reconciles::HandOff, name, latch, seen.as_ref());
     // A hand-off that did not say it passed is taken as not passed: the hold it would have passed
     // expires with its lease.
@@ -632,20 +624,23 @@ async fn settle_hand_off<K: Kind + ?Sized>(hand_off: HandOffInFlight<K>, claim: 
 ///
 /// Not cancel safe: if dropped, the lock may or may not have been deleted.
 pub(crate) async fn force_unlock<K: Kind + ?Sized>(services: &Services, kind: &K) -> Result<bool> {
-    let name = kind.name();
+    let subject = kind.subject();
     services.watchdog.forget(kind.key());
     let call = kind.force_unlock_call();
-    let mut conn = services.commands.get(Operation::ForceUnlock, name).await?;
+    let mut conn = services
+        .commands
+        .get(Operation::ForceUnlock, subject)
+        .await?;
     match services.commands.write(&mut conn.conn, &call).await {
         Written::Ran(Value::Int(deleted)) => Ok(deleted == 1),
-        Written::Ran(other) => Err(Error::unexpected(Operation::ForceUnlock, name, other)),
-        Written::Unsynced { replicas, .. } => Err(Error::NoSyncedReplicas {
-            operation: Operation::ForceUnlock,
-            name: name.to_owned(),
+        Written::Ran(other) => Err(Error::unexpected(Operation::ForceUnlock, subject, other)),
+        Written::Unsynced { replicas, .. } => Err(Error::no_synced_replicas(
+            Operation::ForceUnlock,
+            subject,
             replicas,
-        }),
-        Written::Refused(e) => Err(Error::from_redis(Operation::ForceUnlock, kind.key(), e)),
-        Written::Unknown(unknown) => Err(unknown.into_error(Operation::ForceUnlock, name)),
+        )),
+        Written::Refused(e) => Err(Error::from_redis(Operation::ForceUnlock, subject, e)),
+        Written::Unknown(unknown) => Err(unknown.into_error(Operation::ForceUnlock, subject)),
     }
 }
 

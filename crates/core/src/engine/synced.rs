@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::services::Services;
 
 /// What one write did, as far as replicas go.
@@ -36,7 +36,7 @@ impl<T> Synced<T> {
 pub(crate) async fn until_synced<T, F, Fut>(
     services: &Services,
     operation: Operation,
-    name: &str,
+    subject: Subject<'_>,
     mut write: F,
 ) -> Result<T>
 where
@@ -48,15 +48,11 @@ where
         match write().await? {
             Synced::Done(done) => return Ok(done),
             Synced::Unsynced { replicas } if retry >= services.config.retry_attempts => {
-                return Err(Error::NoSyncedReplicas {
-                    operation,
-                    name: name.to_owned(),
-                    replicas,
-                });
+                return Err(Error::no_synced_replicas(operation, subject, replicas));
             }
             Synced::Unsynced { replicas } => {
                 tracing::warn!(
-                    lock = name,
+                    lock = subject.name,
                     %operation,
                     replicas,
                     retry,

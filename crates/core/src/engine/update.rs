@@ -2,7 +2,7 @@
 
 use super::detached::Replicas;
 use crate::connection::Written;
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
 
@@ -12,27 +12,27 @@ use crate::services::Services;
 /// Redisson reports it.
 pub(crate) async fn update<T: redis::FromRedisValue>(
     services: &Services,
-    name: &str,
+    subject: Subject<'_>,
     call: ScriptCall,
     replicas: Replicas,
 ) -> Result<T> {
-    let mut conn = services.commands.get(Operation::Update, name).await?;
+    let mut conn = services.commands.get(Operation::Update, subject).await?;
     let reply = match replicas.write(services, &mut conn.conn, &call).await {
         Written::Ran(reply) => reply,
         Written::Unsynced { replicas, .. } => {
-            return Err(Error::NoSyncedReplicas {
-                operation: Operation::Update,
-                name: name.to_owned(),
+            return Err(Error::no_synced_replicas(
+                Operation::Update,
+                subject,
                 replicas,
-            });
+            ));
         }
         Written::Refused(e) => {
-            return Err(Error::from_redis(Operation::Update, name, e));
+            return Err(Error::from_redis(Operation::Update, subject, e));
         }
         Written::Unknown(unknown) => {
-            return Err(unknown.into_error(Operation::Update, name));
+            return Err(unknown.into_error(Operation::Update, subject));
         }
     };
     redis::from_redis_value(reply.clone())
-        .map_err(|_| Error::unexpected(Operation::Update, name, reply))
+        .map_err(|_| Error::unexpected(Operation::Update, subject, reply))
 }
