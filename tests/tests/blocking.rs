@@ -125,9 +125,11 @@ fn blocking_round(url: &str, name: &str) -> u64 {
     counter
 }
 
-/// Where an async application runs blocking code: `spawn_blocking`, on either runtime flavor, and
-/// (for a current-thread runtime, which cannot tell its own thread from its blocking pool's) the
-/// runtime's own thread, which the call stalls but never panics or deadlocks.
+/// Where an async application runs blocking code on a current-thread runtime: `spawn_blocking`
+/// works, even while an async task of that runtime holds the lock the call waits for (the runtime
+/// keeps running, and the task releases it); the runtime's own thread, its `block_on` and its tasks,
+/// is refused with an error that says what to do, before anything is sent, as blocking it would
+/// stop that task.
 #[tokio::test]
 async fn the_blocking_api_works_from_a_current_thread_runtime() {
     let server = RedisServer::start();
@@ -139,7 +141,63 @@ async fn the_blocking_api_works_from_a_current_thread_runtime() {
     .await
     .expect("spawn_blocking");
     assert_eq!(counted, 1);
-    assert_eq!(blocking_round(&url, "blocking:current:own"), 1);
+
+    let name = "blocking:current:held";
+    let holder = rlock_tests::harness::client(&server).await;
+    let held = holder.lock(name).lock().await.expect("async lock");
+    let client = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || blocking::Client::connect(&url).expect("connect")
+    })
+    .await
+    .expect("spawn_blocking");
+    let waiter = tokio::task::spawn_blocking({
+        let lock = client.lock(name);
+        move || {
+            let guard = lock
+                .try_lock_for(Duration::from_secs(20))
+                .expect("try_lock_for");
+            let got = guard.is_some();
+            drop(guard);
+            got
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    held.unlock()
+        .await
+        .expect("the async task releases on the running runtime");
+    assert!(waiter.await.expect("waiter"), "the waiter got the lock");
+
+    let refused = |outcome: rlock_redisson::Result<bool>, on: &str| match outcome {
+        Err(e @ Error::BlockingInAsyncContext) => {
+            assert!(!e.is_transient());
+            assert!(e.to_string().contains("spawn_blocking"), "{on}: {e}");
+        }
+        other => panic!("{on}: expected BlockingInAsyncContext, got {other:?}"),
+    };
+    let types_before = type_calls(&server);
+    refused(client.lock(name).is_locked(), "the runtime's block_on");
+    assert_eq!(type_calls(&server), types_before, "nothing was sent");
+    let lock = client.lock(name);
+    let in_task = tokio::spawn(async move { lock.try_lock().map(|guard| guard.is_some()) });
+    refused(in_task.await.expect("task"), "a task of the runtime");
+    refused(
+        blocking::Client::connect(&url).map(|_| true),
+        "a connect on the runtime's thread",
+    );
+    drop(client);
+}
+
+/// How many `TYPE` commands (`is_locked`'s) the server has run.
+fn type_calls(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.client().get_connection().expect("connect"))
+        .expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_type:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().expect("a count"))
 }
 
 /// On a multi-threaded runtime: from `spawn_blocking`, and from its only worker (through
@@ -292,10 +350,10 @@ fn the_blocking_guard_is_as_capable_as_the_async_one() {
     assert!(*second.token() > first);
 }
 
-/// Blocking calls from async tasks: each task is an owner of its own, even when tasks share a
-/// thread (here the one thread of a current-thread runtime), so they exclude each other rather than
-/// re-enter each other's holds.
-#[tokio::test]
+/// Blocking calls from async tasks: each task is an owner of its own, even when tasks take turns on
+/// a thread (here the one worker of a multi-threaded runtime; a current-thread runtime's tasks are
+/// refused), so they exclude each other rather than re-enter each other's holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn blocking_calls_from_tasks_sharing_a_thread_exclude_each_other() {
     let server = RedisServer::start();
     let client = blocking::Client::connect(server.url()).expect("connect");

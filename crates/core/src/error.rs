@@ -237,6 +237,15 @@ pub enum Error {
         /// The server's reply, and what to do about it.
         reason: String,
     },
+    /// A call of the [`blocking`](crate::blocking) API on the thread of a current-thread tokio
+    /// runtime, in its `block_on` or one of its tasks: blocking that thread would stop every task of
+    /// the runtime, one of which may hold what the call waits for. Await the async API there, or
+    /// make the call inside `tokio::task::spawn_blocking`. Nothing was sent to Redis.
+    #[error(
+        "a blocking rlock call on the thread of a current-thread tokio runtime would stop that \
+         runtime's tasks: await the async API there, or call it inside tokio::task::spawn_blocking"
+    )]
+    BlockingInAsyncContext,
     /// The client was shut down (its runtime is gone).
     #[error("the rlock client is shut down")]
     Closed,
@@ -305,7 +314,7 @@ impl Error {
     /// | [`Backend`](Self::Backend), the connection refused, broken or timed out; the server loading, failing over or busy (`LOADING`, `TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN`, `READONLY`); a sentinel without a master yet | yes |
     /// | [`Backend`](Self::Backend), credentials refused (`WRONGPASS`) or missing (`NOAUTH`), a command denied (`NOPERM`), any other error reply | no: fix the configuration or the server |
     /// | [`NotOwner`](Self::NotOwner), [`LeaseLost`](Self::LeaseLost), [`ReentryRefused`](Self::ReentryRefused), [`WouldDeadlock`](Self::WouldDeadlock), [`PermitNotFound`](Self::PermitNotFound) | no: the caller's state, not Redis's |
-    /// | [`InvalidArgument`](Self::InvalidArgument) (a bad URL, name or duration), [`WrongType`](Self::WrongType), [`UnexpectedReply`](Self::UnexpectedReply), [`FeatureDisabled`](Self::FeatureDisabled), [`Unsupported`](Self::Unsupported), [`Closed`](Self::Closed) | no |
+    /// | [`InvalidArgument`](Self::InvalidArgument) (a bad URL, name or duration), [`WrongType`](Self::WrongType), [`UnexpectedReply`](Self::UnexpectedReply), [`FeatureDisabled`](Self::FeatureDisabled), [`Unsupported`](Self::Unsupported), [`BlockingInAsyncContext`](Self::BlockingInAsyncContext), [`Closed`](Self::Closed) | no |
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Timeout { .. } | Self::NoSyncedReplicas { .. } => true,

@@ -12,13 +12,14 @@
 //! every operation; each method blocks the calling thread until its operation completes. It works
 //! from any thread: a plain one, one of `tokio::task::spawn_blocking`'s (where an async application
 //! runs blocking code), even a multi-threaded runtime's worker (through `tokio::task::block_in_place`,
-//! which moves the worker's other tasks elsewhere first). On a current-thread runtime's own thread a
-//! call stalls every task of that runtime until it returns, and tokio cannot tell that thread from
-//! the runtime's `spawn_blocking` threads, so the call is allowed there too. Its risk: waiting for a
-//! lock that another task of that runtime holds, that task cannot run to release it; the call then
-//! waits until the hold's lease runs out, and for ever if the hold was taken through a blocking
-//! client (whose watchdog runs elsewhere) — or until its own `try_lock_for` bound. In async code,
-//! use the async API; call the blocking one from `spawn_blocking`.
+//! which moves the worker's other tasks elsewhere first). The one thread it refuses is a
+//! current-thread runtime's own (its `block_on`, its tasks): blocking it would stop every task of
+//! that runtime, and a call waiting for a lock another of those tasks holds would wait for ever. Such
+//! a call returns [`Error::BlockingInAsyncContext`](crate::Error::BlockingInAsyncContext) at once,
+//! with nothing sent. In async code, use the async API; call the blocking one from
+//! `spawn_blocking`. (tokio shows that thread apart from its blocking pool's by the cooperative
+//! budget it polls tasks with; code a task runs inside `tokio::task::coop::unconstrained` carries
+//! none, looks like a blocking thread, and is not refused: it stalls its runtime while it blocks.)
 //!
 //! ```
 //! # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());

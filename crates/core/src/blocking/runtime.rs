@@ -1,6 +1,7 @@
 //! The facade's private runtime, and how a blocking call runs on it.
 
 use std::future::Future;
+use std::task::{Context, Poll, Waker};
 
 use tokio::runtime::RuntimeFlavor;
 
@@ -24,10 +25,11 @@ impl Drop for Runtime {
 /// - a plain thread blocks on the runtime directly;
 /// - a thread of a multi-threaded tokio runtime (`spawn_blocking`'s, or a worker) goes through
 ///   [`tokio::task::block_in_place`], which first moves a worker's other tasks to other workers;
-/// - a thread of a current-thread runtime blocks from a scoped helper thread, as tokio cannot say
-///   whether it is the runtime's own thread (where `block_on` would panic) or one of its blocking
-///   pool's. On the runtime's own thread that stalls the runtime's other tasks until the call
-///   returns (the module docs say what that risks).
+/// - a `spawn_blocking` thread of a current-thread runtime blocks from a scoped helper thread
+///   (`block_on` there would panic, as on any thread that entered a runtime);
+/// - the current-thread runtime's own thread (its `block_on`, its tasks) is refused with
+///   [`Error::BlockingInAsyncContext`]: blocking it would stop every task of that runtime, one of
+///   which may hold what the call waits for.
 pub(super) fn block_on<T: Send>(
     runtime: &Runtime,
     work: impl Future<Output = Result<T>> + Send,
@@ -36,6 +38,7 @@ pub(super) fn block_on<T: Send>(
     match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
         Err(_) => runtime.block_on(work),
         Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| runtime.block_on(work)),
+        Ok(_) if polled_by_a_scheduler() => Err(Error::BlockingInAsyncContext),
         Ok(_) => std::thread::scope(|scope| {
             scope
                 .spawn(|| runtime.block_on(work))
@@ -43,6 +46,33 @@ pub(super) fn block_on<T: Send>(
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         }),
     }
+}
+
+/// Whether the calling code runs under a tokio scheduler's poll (a task, or a runtime's
+/// `block_on`) rather than on a blocking-pool or plain thread that entered a runtime. tokio polls
+/// every task and `block_on` with a constrained cooperative budget and runs `spawn_blocking`
+/// closures (and plain threads) unconstrained; the budget is the one thing it lets a caller see
+/// that tells the two apart. Found by taking budget until tokio refuses (at most its 128 units),
+/// then giving every unit back, last taken first, so the caller's budget is as it was. Code that
+/// a task runs inside [`tokio::task::coop::unconstrained`] looks like a blocking thread.
+fn polled_by_a_scheduler() -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut taken = Vec::new();
+    let mut refused = false;
+    for _ in 0..=u8::MAX {
+        match tokio::task::coop::poll_proceed(&mut cx) {
+            Poll::Ready(unit) => taken.push(unit),
+            Poll::Pending => {
+                refused = true;
+                break;
+            }
+        }
+    }
+    // Each unit, dropped without `made_progress`, restores the budget it found.
+    while let Some(unit) = taken.pop() {
+        drop(unit);
+    }
+    refused
 }
 
 /// Releases what a dropped blocking guard held: before returning, when dropped outside an async
