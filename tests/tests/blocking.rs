@@ -350,11 +350,39 @@ fn the_blocking_guard_is_as_capable_as_the_async_one() {
     assert!(*second.token() > first);
 }
 
-/// Blocking calls from async tasks: each task is an owner of its own, even when tasks take turns on
-/// a thread (here the one worker of a multi-threaded runtime; a current-thread runtime's tasks are
-/// refused), so they exclude each other rather than re-enter each other's holds.
+/// Blocking handles used from async tasks act as each task's own owner, even where tasks take turns
+/// on one thread (here a current-thread runtime's, where the calls that block are refused but the
+/// owner a handle acts as is still read), rather than as the thread's.
+#[tokio::test]
+async fn tasks_sharing_a_thread_are_different_owners() {
+    let server = RedisServer::start();
+    let client = tokio::task::spawn_blocking({
+        let url = server.url();
+        move || blocking::Client::connect(&url).expect("connect")
+    })
+    .await
+    .expect("spawn_blocking");
+    let owner_in_a_task = || {
+        let lock = client.lock("blocking:task-owners");
+        tokio::spawn(async move {
+            (
+                lock.current_owner().expect("an owner"),
+                std::thread::current().id(),
+            )
+        })
+    };
+    let (first, first_thread) = owner_in_a_task().await.expect("task");
+    let (second, second_thread) = owner_in_a_task().await.expect("task");
+    assert_eq!(first_thread, second_thread, "one thread runs both tasks");
+    assert_ne!(first, second, "each task is its own owner");
+    drop(client);
+}
+
+/// Blocking calls from async tasks: each task is an owner of its own, so tasks exclude each other
+/// rather than re-enter each other's holds (here on a multi-threaded runtime's one worker, through
+/// `block_in_place`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-async fn blocking_calls_from_tasks_sharing_a_thread_exclude_each_other() {
+async fn blocking_calls_from_tasks_exclude_each_other() {
     let server = RedisServer::start();
     let client = blocking::Client::connect(server.url()).expect("connect");
     let (held_tx, held_rx) = tokio::sync::oneshot::channel();

@@ -240,6 +240,24 @@ async fn every_kind_names_itself_and_the_object_in_its_errors() {
         assert_wrong_type(&outcome.expect_err(kind), kind, key);
     }
 
+    // A command of the caller's own, through the client: no object, so Redis' own words.
+    let error = client
+        .query::<Option<String>>(rlock_redisson::redis::cmd("GET").arg(key))
+        .await
+        .expect_err("GET of a list");
+    assert!(matches!(error, Error::Backend { .. }), "{error:?}");
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+
+    // Another key of the object: the error names that key, not the object's name.
+    let queue = "redisson_lock_queue:{errors:queued}";
+    let () = redis.set(queue, "x").await.expect("SET");
+    let error = client
+        .fair_lock("errors:queued")
+        .queue()
+        .await
+        .expect_err("a string is no queue");
+    assert_wrong_type(&error, "fair lock", queue);
+
     // Not the owner: the lock's kind and name, and the owner's field.
     let fair = client.fair_lock("errors:unheld");
     let guard = fair.lock().await.expect("lock");

@@ -228,7 +228,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout), [`Error::Backend`](crate::Error::Backend) or [`Error::WrongType`](crate::Error::WrongType) as Redis answers.
+    /// [`Error::Timeout`](crate::Error::Timeout) or [`Error::Backend`](crate::Error::Backend) (with
+    /// Redis' message, `WRONGTYPE` included) as Redis answers.
     ///
     /// # Cancel safety
     ///

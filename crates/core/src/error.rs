@@ -105,16 +105,13 @@ pub enum Error {
     InvalidArgument(String),
     /// The key holds a value of another type than the object keeps there (a string where a lock keeps
     /// a hash, say). Nothing was changed in Redis.
-    #[error(
-        "key {key:?} holds a value of another type than {} keeps there",
-        a(kind)
-    )]
+    #[error("key {key:?} holds a value of another type {}", than(kind))]
     #[non_exhaustive]
     WrongType {
-        /// What the object is, in words (`lock`, `semaphore`, ...; empty for a command sent
-        /// through [`Client::query`](crate::Client::query)).
+        /// What the object is, in words (`lock`, `semaphore`, ...).
         kind: &'static str,
-        /// The key in question.
+        /// The key that holds the other type: the object's name, or another of its keys (a fair
+        /// lock's queue, a fenced lock's token counter).
         key: String,
     },
     /// Redis replied with something the protocol does not allow here.
@@ -240,7 +237,10 @@ pub enum Error {
     /// A call of the [`blocking`](crate::blocking) API on the thread of a current-thread tokio
     /// runtime, in its `block_on` or one of its tasks: blocking that thread would stop every task of
     /// the runtime, one of which may hold what the call waits for. Await the async API there, or
-    /// make the call inside `tokio::task::spawn_blocking`. Nothing was sent to Redis.
+    /// make the call inside `tokio::task::spawn_blocking`. Every blocking call may return it (the
+    /// [`blocking`](crate::blocking) module says where exactly). Nothing was sent to Redis for the
+    /// call, but a guard or permits it consumed (`unlock(self)`, `release(self)`) are released in
+    /// the background, as when dropped.
     #[error(
         "a blocking rlock call on the thread of a current-thread tokio runtime would stop that \
          runtime's tasks: await the async API there, or call it inside tokio::task::spawn_blocking"
@@ -266,35 +266,51 @@ fn about(operation: Operation, kind: &str, name: &str) -> String {
     }
 }
 
-/// `a fair lock` in a message, or what a command expected when no object is known.
-fn a(kind: &str) -> String {
-    if kind.is_empty() {
-        "the command expected".to_owned()
-    } else {
-        format!("a {kind}")
+/// `than a fair lock keeps there` in a message, or `than expected` when no object is known.
+fn than(kind: &str) -> String {
+    match kind.chars().next() {
+        None => "than expected".to_owned(),
+        Some('a' | 'e' | 'i' | 'o' | 'u') => format!("than an {kind} keeps there"),
+        Some(_) => format!("than a {kind} keeps there"),
     }
 }
 
-/// What an error is about: the kind of object, in words, and its name (`fair lock`, `orders`); both
-/// empty for the client itself.
+/// What an error is about: the kind of object, in words, its name and the key a command acted on
+/// (`fair lock`, `orders`, its queue's key); all empty for the client itself.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Subject<'a> {
     pub(crate) kind: &'static str,
     pub(crate) name: &'a str,
+    /// The key of a `WRONGTYPE` refusal: the name, unless [`Subject::at`] says another.
+    key: &'a str,
 }
 
 impl<'a> Subject<'a> {
     /// The client itself: connecting, or a command sent through `query`.
-    pub(crate) const CLIENT: Subject<'static> = Subject { kind: "", name: "" };
+    pub(crate) const CLIENT: Subject<'static> = Subject {
+        kind: "",
+        name: "",
+        key: "",
+    };
 
     pub(crate) fn new(kind: &'static str, name: &'a str) -> Self {
-        Self { kind, name }
+        Self {
+            kind,
+            name,
+            key: name,
+        }
     }
 
-    /// A key whose object's kind is not known where the error is made (a reconciliation in the
+    /// An object whose kind is not known where the error is made (a reconciliation in the
     /// background, which only logs it).
-    pub(crate) fn key(name: &'a str) -> Self {
-        Self { kind: "", name }
+    pub(crate) fn named(name: &'a str) -> Self {
+        Self::new("", name)
+    }
+
+    /// The same object, acted on at another of its keys (a fair lock's queue, a fenced lock's
+    /// token counter).
+    pub(crate) fn at(self, key: &'a str) -> Self {
+        Self { key, ..self }
     }
 }
 
@@ -323,16 +339,18 @@ impl Error {
         }
     }
 
-    /// Maps a Redis error of `operation` on `subject` (whose key it names) to the typed error.
+    /// Maps a Redis error of `operation` on `subject` to the typed error: `WRONGTYPE` on an object's
+    /// key is [`Error::WrongType`] naming that key; any other, or one of a command the client sent
+    /// for the caller (no object, no key known), is [`Error::Backend`] with Redis' message.
     pub(crate) fn from_redis(
         operation: Operation,
         subject: Subject<'_>,
         source: redis::RedisError,
     ) -> Self {
-        if source.code() == Some("WRONGTYPE") {
+        if source.code() == Some("WRONGTYPE") && !subject.key.is_empty() {
             Self::WrongType {
                 kind: subject.kind,
-                key: subject.name.to_owned(),
+                key: subject.key.to_owned(),
             }
         } else {
             Self::backend(operation, subject, source)

@@ -643,7 +643,7 @@ impl PermitExpirableSemaphore {
             .commands
             .query(
                 Operation::Query,
-                self.object.subject(),
+                self.object.subject().at(&self.timeouts),
                 redis::cmd("ZRANGE")
                     .arg(&*self.timeouts)
                     .arg(0)

@@ -259,14 +259,14 @@ impl<K: FairQueue> Lock<K> {
         let fields: Vec<String> = commands
             .query(
                 Operation::Query,
-                self.kind().subject(),
+                self.kind().subject().at(&fair.queue),
                 redis::cmd("LRANGE").arg(&fair.queue).arg(0).arg(-1),
             )
             .await?;
         let deadlines: Vec<(String, f64)> = commands
             .query(
                 Operation::Query,
-                self.kind().subject(),
+                self.kind().subject().at(&fair.timeouts),
                 redis::cmd("ZRANGE")
                     .arg(&fair.timeouts)
                     .arg(0)

@@ -187,7 +187,7 @@ impl Lock<Fenced> {
             .commands
             .query(
                 Operation::Query,
-                self.kind().subject(),
+                self.kind().subject().at(&self.kind().token),
                 redis::cmd("GET").arg(&self.kind().token),
             )
             .await?;

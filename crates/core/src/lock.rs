@@ -478,9 +478,10 @@ impl<K: LockKind> Lock<K> {
 
     fn check_name(&self) -> Result<()> {
         if self.name().is_empty() {
-            return Err(Error::InvalidArgument(
-                "a lock name must not be empty".into(),
-            ));
+            return Err(Error::InvalidArgument(format!(
+                "a {} name must not be empty",
+                self.kind.what()
+            )));
         }
         Ok(())
     }

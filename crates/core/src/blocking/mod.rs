@@ -14,12 +14,15 @@
 //! runs blocking code), even a multi-threaded runtime's worker (through `tokio::task::block_in_place`,
 //! which moves the worker's other tasks elsewhere first). The one thread it refuses is a
 //! current-thread runtime's own (its `block_on`, its tasks): blocking it would stop every task of
-//! that runtime, and a call waiting for a lock another of those tasks holds would wait for ever. Such
-//! a call returns [`Error::BlockingInAsyncContext`](crate::Error::BlockingInAsyncContext) at once,
-//! with nothing sent. In async code, use the async API; call the blocking one from
-//! `spawn_blocking`. (tokio shows that thread apart from its blocking pool's by the cooperative
-//! budget it polls tasks with; code a task runs inside `tokio::task::coop::unconstrained` carries
-//! none, looks like a blocking thread, and is not refused: it stalls its runtime while it blocks.)
+//! that runtime, and a call waiting for a lock another of those tasks holds would wait until that
+//! hold's lease ran out, or for ever if its watchdog runs elsewhere (a blocking client's). Every
+//! call there returns [`Error::BlockingInAsyncContext`](crate::Error::BlockingInAsyncContext) at
+//! once, with nothing sent (a guard or permits the refused call consumed are released in the
+//! background, as on drop). In async code, use the async API; call the blocking one from
+//! `spawn_blocking`. tokio shows that thread apart from its blocking pool's only by the cooperative
+//! budget it polls with, so two cases follow the budget: code a task runs inside
+//! `tokio::task::coop::unconstrained` carries none and is not refused (it stalls its runtime while
+//! it blocks), and a `Handle::block_on` on a `spawn_blocking` thread carries one and is refused.
 //!
 //! ```
 //! # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());

@@ -48,30 +48,32 @@ pub(super) fn block_on<T: Send>(
     }
 }
 
-/// Whether the calling code runs under a tokio scheduler's poll (a task, or a runtime's
-/// `block_on`) rather than on a blocking-pool or plain thread that entered a runtime. tokio polls
-/// every task and `block_on` with a constrained cooperative budget and runs `spawn_blocking`
-/// closures (and plain threads) unconstrained; the budget is the one thing it lets a caller see
-/// that tells the two apart. Found by taking budget until tokio refuses (at most its 128 units),
-/// then giving every unit back, last taken first, so the caller's budget is as it was. Code that
-/// a task runs inside [`tokio::task::coop::unconstrained`] looks like a blocking thread.
+/// Whether the calling code runs under a tokio poll with a budget (a task, or a `block_on`) rather
+/// than on a blocking-pool or plain thread that entered a runtime. tokio polls every task and
+/// `block_on` with a constrained cooperative budget and runs `spawn_blocking` closures (and plain
+/// threads) unconstrained; the budget is the one thing it lets a caller see that tells the two
+/// apart. Found by spending budget until tokio refuses (a budget holds at most 255 units, 128 when
+/// a poll starts), then putting back what the first unit found: the caller's budget as it was.
+///
+/// Two cases are judged by that budget, not by the thread: code a task runs inside
+/// [`tokio::task::coop::unconstrained`] carries none and is not refused (it stalls its runtime
+/// while it blocks), and `Handle::block_on` called on a `spawn_blocking` or plain thread polls
+/// with one and is refused, though blocking there would stall no runtime.
 fn polled_by_a_scheduler() -> bool {
     let mut cx = Context::from_waker(Waker::noop());
-    let mut taken = Vec::new();
-    let mut refused = false;
-    for _ in 0..=u8::MAX {
-        match tokio::task::coop::poll_proceed(&mut cx) {
-            Poll::Ready(unit) => taken.push(unit),
-            Poll::Pending => {
-                refused = true;
-                break;
-            }
+    let Poll::Ready(first) = tokio::task::coop::poll_proceed(&mut cx) else {
+        return true;
+    };
+    let refused = (0..u8::MAX).any(|_| match tokio::task::coop::poll_proceed(&mut cx) {
+        Poll::Ready(unit) => {
+            // Spent for good: only `first`, dropped below, restores the budget.
+            unit.made_progress();
+            false
         }
-    }
-    // Each unit, dropped without `made_progress`, restores the budget it found.
-    while let Some(unit) = taken.pop() {
-        drop(unit);
-    }
+        Poll::Pending => true,
+    });
+    // Dropped without `made_progress`, `first` restores the budget it found.
+    drop(first);
     refused
 }
 

@@ -626,7 +626,10 @@ async fn undo(
         // will do now.
         tokio::time::sleep(Duration::from_millis(50 << attempt.min(5))).await;
         attempt += 1;
-        reply = match commands.get(Operation::Acquire, Subject::key(&lock)).await {
+        reply = match commands
+            .get(Operation::Acquire, Subject::named(&lock))
+            .await
+        {
             Ok(mut conn) => commands.run(call.invoke(&mut conn.conn)).await.ok(),
             Err(_) => None,
         };
@@ -683,7 +686,10 @@ impl Drop for GiveUp<'_> {
 /// Best effort: a give-up that fails leaves an entry that Redis-side stale purging removes.
 async fn give_up(commands: Commands, call: ScriptCall) {
     let lock = call.keys().first().cloned().unwrap_or_default();
-    let outcome = match commands.get(Operation::Acquire, Subject::key(&lock)).await {
+    let outcome = match commands
+        .get(Operation::Acquire, Subject::named(&lock))
+        .await
+    {
         Ok(mut conn) => commands.write(&mut conn.conn, &call).await,
         Err(e) => {
             tracing::warn!(%lock, error = %e, "could not give up a wait");
