@@ -2,8 +2,8 @@
 //!
 //! Every fallible call returns [`Error`]. The variants say what went wrong in terms a lock user acts on
 //! (not the owner, timed out, lease lost, bad input) and keep the underlying cause where there is one.
-//! An error about an object names it and says what it is, in its message and in its `kind` and
-//! `name` fields: `acquire of fair lock "orders" timed out after 5s`. [`Error::is_transient`] says
+//! An error about an object names it and says what it is, in its message and in its fields (`kind`,
+//! and `name` or `key`): `acquire of fair lock "orders" timed out after 5s`. [`Error::is_transient`] says
 //! which errors a retry loop may try again.
 
 use std::fmt;
