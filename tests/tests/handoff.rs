@@ -117,6 +117,11 @@ async fn pass_once(client: &Client, name: &str) {
     next.guard().await.unlock().await.expect("next unlocks");
 }
 
+/// Whether the lock's key is in Redis.
+async fn exists(redis: &mut MultiplexedConnection, name: &str) -> bool {
+    redis.exists(name).await.expect("EXISTS")
+}
+
 async fn hash(redis: &mut MultiplexedConnection, name: &str) -> HashMap<String, String> {
     redis.hgetall(name).await.expect("HGETALL")
 }
@@ -158,8 +163,7 @@ async fn a_release_passes_the_lock_to_a_fixed_lease_waiter_in_one_script_without
     let guard = next.guard().await;
     assert_eq!(guard.hold_count().await.expect("hold count"), 1);
     guard.unlock().await.expect("next unlocks");
-    let exists: bool = redis.exists(name).await.expect("EXISTS");
-    assert!(!exists);
+    assert!(!exists(&mut redis, name).await);
     assert_eq!(calls(&mut redis, "publish").await, publish + 1);
 }
 
@@ -420,8 +424,7 @@ async fn dropped_acquisitions_leave_no_hold_and_no_queue_entry() {
     assert!(acquired.load(Ordering::Relaxed) > 0);
     assert!(
         eventually(Duration::from_secs(5), async || {
-            let exists: bool = redis.exists(name).await.expect("EXISTS");
-            !exists
+            !exists(&mut redis, name).await
         })
         .await,
         "no hold left behind: {:?}",
@@ -648,7 +651,7 @@ async fn watchdog_holds_pass_with_no_command_and_redis_keeps_the_first_owners_ho
             guard.unlock().await.expect("the last unlocks");
         }
     }
-    let exists: bool = redis.exists(name).await.expect("EXISTS");
+    let exists = exists(&mut redis, name).await;
     assert!(
         !exists,
         "the streak ended with the unlock of the first owner's field"
@@ -714,8 +717,7 @@ async fn during_a_streak_the_local_queue_answers_for_the_key_first() {
     let _ = again.acquired().await;
     assert_eq!(client.stats().free_handoffs, 2);
     again.guard().await.unlock().await.expect("unlocks");
-    let exists: bool = redis.exists(name).await.expect("EXISTS");
-    assert!(!exists);
+    assert!(!exists(&mut redis, name).await);
 }
 
 #[tokio::test]
@@ -765,8 +767,7 @@ async fn a_force_unlock_elsewhere_ends_the_streak_and_its_holder_hears_at_once()
         Err(rlock_redisson::Error::LeaseLost { .. })
     ));
     after.guard().await.unlock().await.expect("unlocks");
-    let exists: bool = redis.exists(name).await.expect("EXISTS");
-    assert!(!exists);
+    assert!(!exists(&mut redis, name).await);
 }
 
 /// The streak's first owner waits again, for a fixed lease: no script can pass its own field to
@@ -794,8 +795,7 @@ async fn the_first_owner_waiting_for_a_fixed_lease_takes_the_lock_from_redis() {
         "its fixed lease, not the watchdog's 60 s: {pttl}"
     );
     again.guard().await.unlock().await.expect("unlocks");
-    let exists: bool = redis.exists(name).await.expect("EXISTS");
-    assert!(!exists);
+    assert!(!exists(&mut redis, name).await);
 }
 
 /// `close()` waits for releases in flight, not for a hold that is still lent (its streak's watch
