@@ -407,16 +407,12 @@ impl Cohorts {
         // since the hold came from Redis: nobody unlocked it (a message ends a streak's free
         // hand-offs).
         let lendable = head.renewed
-            && state
-                .holder
-                .as_ref()
-                .and_then(|holder| holder.listening.as_ref())
-                .is_some_and(Listening::unchanged)
-            && state
-                .holder
-                .as_ref()
-                .and_then(|h| h.expiry.as_ref())
-                .is_some_and(|expiry| matches!(expiry, Expiry::Watchdog(_)) && !expiry.is_lost());
+            && state.holder.as_ref().is_some_and(|holder| {
+                holder.listening.as_ref().is_some_and(Listening::unchanged)
+                    && holder.expiry.as_ref().is_some_and(|expiry| {
+                        matches!(expiry, Expiry::Watchdog(_)) && !expiry.is_lost()
+                    })
+            });
         let within = state.streak < limit
             && state
                 .streak_since
