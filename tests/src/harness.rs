@@ -118,6 +118,26 @@ pub async fn lock_channel_subscribers(
     counts.first().map_or(0, |(_, n)| *n)
 }
 
+/// Whether the client of `lock`, one of whose tasks waits for it, listens on its unlock channel
+/// within 5 s, on both sides: the server counts the client's one subscription (`PUBSUB NUMSUB`),
+/// and the client has read the server's confirmation. A hold may pass freely only once the
+/// client's side is live too; the server's count alone comes a little earlier.
+pub async fn listening_on<K: rlock_redisson::kind::LockKind>(
+    lock: &rlock_redisson::Lock<K>,
+    server: &mut redis::aio::MultiplexedConnection,
+) -> bool {
+    let counted = eventually(Duration::from_secs(5), async || {
+        lock_channel_subscribers(server, lock.name()).await == 1
+    })
+    .await;
+    // Shares the waiter's subscription (nothing more is sent), only to see it confirmed.
+    let listener = lock.listen("").expect("a lock with a channel");
+    let confirmed = tokio::time::timeout(Duration::from_secs(5), listener.confirmed())
+        .await
+        .is_ok();
+    counted && confirmed && listener.is_live()
+}
+
 /// A task waiting for `lock`; it yields when it acquired, and the guard.
 pub fn spawn_waiter(
     lock: rlock_redisson::Lock,

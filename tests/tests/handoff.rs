@@ -551,10 +551,7 @@ async fn first_owner<K: rlock_redisson::kind::LockKind<Token = ()>>(
     queued(client, 1).await;
     let mut redis = raw(server).await;
     assert!(
-        eventually(Duration::from_secs(5), async || {
-            rlock_tests::harness::lock_channel_subscribers(&mut redis, lock.name()).await == 1
-        })
-        .await,
+        rlock_tests::harness::listening_on(&lock, &mut redis).await,
         "the client listens on the lock's channel"
     );
     opener

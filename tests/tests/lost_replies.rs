@@ -983,10 +983,10 @@ async fn an_unconfirmed_renewal_sends_the_hand_off_to_the_script() {
         let mut b_waits = Box::pin(b.lock());
         assert!(futures::poll!(&mut b_waits).is_pending(), "B waits");
         let mut master = ctx.master(&name).await;
-        let listening = eventually(Duration::from_secs(5), async || {
-            rlock_tests::harness::lock_channel_subscribers(&mut master, &name).await == 1
-        });
-        assert!(listening.await, "the client listens on the lock's channel");
+        assert!(
+            rlock_tests::harness::listening_on(&lock, &mut master).await,
+            "the client listens on the lock's channel"
+        );
         opened
             .unlock()
             .await
