@@ -808,3 +808,273 @@ async fn close_does_not_wait_for_a_lent_hold() {
         .expect("close returns while the hold is lent");
     holder.unlock().await.expect("unlocks");
 }
+
+// What users do to a streak (issue 35): each of these broke mutual exclusion silently while the
+// free hand-off decided who held from `root != field` and each kind queued on its own.
+
+/// The streak's first owner, lent the lock back, re-enters and releases the inner hold: its outer
+/// hold still holds the lock in Redis, and nobody else takes it.
+#[tokio::test]
+async fn the_first_owner_lent_the_lock_back_re_enters_and_keeps_it() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let other = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:root-re-enters";
+    let (root, root_field, holder) = lent(&client, &server, client.lock(name)).await;
+    let as_root = client.lock(name).with_owner(root);
+    let mut back = spawn_holder(locking(as_root.clone()));
+    queued(&client, 1).await;
+    holder
+        .unlock()
+        .await
+        .expect("the holder lends the lock back");
+    let _ = back.acquired().await;
+    let outer = back.guard().await;
+    assert_eq!(client.stats().free_handoffs, 2, "lent back freely");
+
+    let inner = as_root.lock().await.expect("re-enters");
+    assert_eq!(outer.hold_count().await.expect("count"), 2);
+    inner.unlock().await.expect("releases the inner hold");
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(root_field, "1".to_owned())]),
+        "the outer hold still holds the lock in Redis"
+    );
+    assert!(
+        other.lock(name).try_lock().await.expect("try").is_none(),
+        "nobody else takes it"
+    );
+    assert!(!outer.is_lease_lost());
+    outer.unlock().await.expect("unlocks");
+    assert!(!exists(&mut redis, name).await);
+}
+
+/// While its hold is lent, the streak's first owner takes the same name through every kind that
+/// shares the lock's hash: none of them counts its field in Redis as a re-entry. One-shot tries
+/// fail, and an acquisition that waits gets the lock only once the holder released it.
+#[tokio::test]
+async fn the_first_owner_waits_for_its_lent_hold_through_every_kind_sharing_the_hash() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:root-other-kinds";
+    let (root, root_field, holder) = lent(&client, &server, client.lock(name)).await;
+    let short = Duration::from_millis(100);
+    assert!(
+        client
+            .spin_lock(name)
+            .with_owner(root)
+            .try_lock()
+            .await
+            .expect("spin")
+            .is_none()
+    );
+    assert!(
+        client
+            .fair_lock(name)
+            .with_owner(root)
+            .try_lock()
+            .await
+            .expect("fair")
+            .is_none()
+    );
+    assert!(
+        client
+            .fenced_lock(name)
+            .with_owner(root)
+            .try_lock()
+            .await
+            .expect("fenced")
+            .is_none()
+    );
+    assert!(
+        client
+            .non_reentrant_lock(name)
+            .with_owner(root)
+            .try_lock()
+            .await
+            .expect("non-reentrant: busy, not a refused re-entry")
+            .is_none()
+    );
+    assert!(
+        client
+            .spin_lock(name)
+            .with_owner(root)
+            .try_lock_for(short)
+            .await
+            .expect("spin")
+            .is_none(),
+        "a spin lock waits its turn"
+    );
+    assert!(
+        client
+            .fair_lock(name)
+            .with_owner(root)
+            .try_lock_for(short)
+            .await
+            .expect("fair")
+            .is_none(),
+        "a fair lock waits its turn"
+    );
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(root_field.clone(), "1".to_owned())]),
+        "nothing was counted in Redis"
+    );
+    let mut spin = spawn_holder(locking(client.spin_lock(name).with_owner(root)));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut spin.acquired)
+            .await
+            .is_err(),
+        "not while the hold is lent"
+    );
+    holder.unlock().await.expect("the holder unlocks");
+    let (field, ()) = spin.acquired().await;
+    assert_eq!(field, root_field);
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(root_field, "1".to_owned())]),
+        "taken from Redis, once"
+    );
+    spin.guard().await.unlock().await.expect("unlocks");
+    assert!(!exists(&mut redis, name).await);
+}
+
+/// The lent holder re-enters through other kinds that share the hash: counted with its hold (a
+/// spin or fair re-entry) and never waiting for the root's field in Redis.
+#[tokio::test]
+async fn the_lent_holder_re_enters_through_other_kinds_sharing_the_hash() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:holder-other-kinds";
+    let (_, root_field, holder) = lent(&client, &server, client.lock(name)).await;
+    let owner = holder.owner();
+    let wait = Duration::from_secs(2);
+    let spin = client
+        .spin_lock(name)
+        .with_owner(owner)
+        .try_lock_for(wait)
+        .await;
+    let spin = spin.expect("spin").expect("a spin re-entry");
+    let fair = client
+        .fair_lock(name)
+        .with_owner(owner)
+        .try_lock_for(wait)
+        .await;
+    let fair = fair.expect("fair").expect("a fair re-entry");
+    assert_eq!(holder.hold_count().await.expect("count"), 3);
+    let fenced = client.fenced_lock(name).with_owner(owner).try_lock().await;
+    assert!(
+        matches!(fenced, Err(rlock_redisson::Error::ReentryRefused { .. })),
+        "a fenced re-entry needs a token from Redis: refused, not waiting for itself: {fenced:?}"
+    );
+    fair.unlock().await.expect("unlocks the fair re-entry");
+    spin.unlock().await.expect("unlocks the spin re-entry");
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(root_field, "1".to_owned())])
+    );
+    holder.unlock().await.expect("unlocks");
+    assert!(!exists(&mut redis, name).await);
+}
+
+/// Another client force-unlocks through the spin lock (Redisson's is a bare `DEL`) and takes the
+/// lock while a hold is lent: the holder is told, and the hold is not handed on to the next local
+/// waiter, which waits for the new owner.
+#[tokio::test]
+async fn a_spin_force_unlock_elsewhere_is_heard_and_not_handed_on() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let other = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:spin-forced";
+    let (_, _, holder) = lent(&client, &server, client.lock(name)).await;
+    let mut after = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    assert!(
+        other
+            .spin_lock(name)
+            .force_unlock()
+            .await
+            .expect("force unlock")
+    );
+    let theirs = other
+        .lock(name)
+        .lock()
+        .await
+        .expect("the other client locks");
+    tokio::time::timeout(Duration::from_secs(2), holder.lease_lost())
+        .await
+        .expect("the holder hears at once");
+    assert!(matches!(
+        holder.unlock().await,
+        Err(rlock_redisson::Error::LeaseLost { .. })
+    ));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut after.acquired)
+            .await
+            .is_err(),
+        "the next waiter is not handed a lock another client holds"
+    );
+    theirs.unlock().await.expect("the other client unlocks");
+    let (field, ()) = after.acquired().await;
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(field, "1".to_owned())]),
+        "taken from Redis"
+    );
+    after.guard().await.unlock().await.expect("unlocks");
+}
+
+/// Two futures of one owner: one holds a lent hold and releases it while the other locks. Whichever
+/// order the two take, the lock is held in Redis while the second one's guard lives.
+#[tokio::test]
+async fn two_futures_of_one_owner_never_hold_a_released_streak() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let other = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:two-futures";
+    for round in 0..20 {
+        let (_, _, holder) = lent(&client, &server, client.lock(name)).await;
+        let as_holder = client.lock(name).with_owner(holder.owner());
+        let (released, second) = tokio::join!(holder.unlock(), as_holder.lock());
+        released.expect("the first future unlocks");
+        let second = second.expect("the second future locks");
+        assert!(
+            exists(&mut redis, name).await,
+            "round {round}: the second future's hold is in Redis"
+        );
+        assert!(
+            other.lock(name).try_lock().await.expect("try").is_none(),
+            "round {round}: nobody else takes it"
+        );
+        second.unlock().await.expect("unlocks");
+        assert!(!exists(&mut redis, name).await, "round {round}");
+    }
+}
+
+/// A local force unlock mid-streak: the holder is told, and the first owner's next acquisition is not
+/// a re-entry of its field that Redis may still have had: it holds once, and its unlock frees the lock.
+#[tokio::test]
+async fn after_a_local_force_unlock_the_first_owner_takes_the_lock_afresh() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:local-force";
+    let (root, _, holder) = lent(&client, &server, client.lock(name)).await;
+    let (as_root, forcer) = (client.lock(name).with_owner(root), client.lock(name));
+    let (forced, again) = tokio::join!(forcer.force_unlock(), as_root.lock());
+    assert!(forced.expect("force unlock"));
+    assert!(holder.is_lease_lost(), "the holder is told");
+    let again = again.expect("the first owner locks again");
+    assert_eq!(again.hold_count().await.expect("count"), 1);
+    again.unlock().await.expect("unlocks");
+    assert!(
+        !exists(&mut redis, name).await,
+        "nothing of the first owner's is left in Redis"
+    );
+    drop(holder);
+}

@@ -22,11 +22,12 @@
 //!   [`HandOff::passed_freely`]), and both the releasing hold and the head's are watchdog holds, the
 //!   lock passes with no command at all: the queue *lends* the hold. Redis keeps the hash of the
 //!   owner that took the lock from Redis (the streak's *root*), renewed by the watchdog as before;
-//!   every local holder of the streak shares that hold's lease-lost signal. While a hold is lent,
-//!   the queue answers for the key first ([`Cohorts::streak_on`]): the lent holder's re-entries are
-//!   counted here, one-shot tries of others fail without a script, and nobody but the lent holder
-//!   releases (the root's field in Redis is not its own any more). A script hand-off or the real
-//!   release that ends the streak names the root's field. A hold may be lent only if the client has
+//!   every local holder of the streak shares one lease-lost signal. The streak is one object per
+//!   lock key, whatever the kind ([`Streak`], found by [`Cohorts::streak_on`]), which says who holds
+//!   the lent hold: the lent holder's re-entries are counted there, every other local owner, the
+//!   root included, holds nothing and sends nothing for the key until the streak is over (the root's
+//!   field in Redis is not its own any more). A script hand-off or the real release that ends the
+//!   streak names the root's field; [`Streak`]'s docs give its invariants. A hold may be lent only if the client has
 //!   listened on the lock's channel since before Redis gave it, and nothing was published there
 //!   since ([`Listening`]): whoever deletes the lock publishes an unlock, so a force unlock
 //!   elsewhere, heard or still on its way, sends the next hand-off to the script, which checks the
@@ -77,12 +78,14 @@ type Queues = foldhash::HashMap<&'static str, foldhash::HashMap<String, Arc<Queu
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cohorts {
     queues: Arc<Mutex<Queues>>,
+    /// The open streaks of free hand-offs, by lock key: at most one per key, whatever the kind.
+    streaks: Arc<Mutex<foldhash::HashMap<String, Arc<Streak>>>>,
+    /// How many streaks are open: while there is none, nobody needs to look for one.
+    open_streaks: Arc<AtomicUsize>,
     /// Hand-offs so far (by script or free), free ones, and streaks of free ones.
     handoffs: Arc<AtomicU64>,
     free_handoffs: Arc<AtomicU64>,
-    streaks: Arc<AtomicU64>,
-    /// Queues with a lent hold right now: while there is none, nobody needs to look for one.
-    lending: Arc<AtomicUsize>,
+    streaks_begun: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Default)]
@@ -101,25 +104,6 @@ struct State {
     streak_since: Option<Instant>,
     /// After a real release that ended a streak: the head waits for the unlock message.
     yielding: Option<Yield>,
-    /// While the holder holds by free hand-off: whose hold Redis keeps.
-    lent: Option<Lent>,
-}
-
-/// A hold lent along a streak of free hand-offs: Redis keeps `root`'s field.
-#[derive(Debug)]
-struct Lent {
-    root: String,
-    /// Cancelled when the streak ends (the engine's watch of the channel stops).
-    ended: CancellationToken,
-    /// The client's count of lent holds, decremented when this one ends.
-    lending: Arc<AtomicUsize>,
-}
-
-impl Drop for Lent {
-    fn drop(&mut self) {
-        self.ended.cancel();
-        let _ = self.lending.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 impl State {
@@ -161,7 +145,6 @@ impl State {
             listening,
         });
         self.yielding = None;
-        self.lent = None;
         if !handed_off {
             self.streak = 0;
             self.streak_since = Some(Instant::now());
@@ -267,17 +250,144 @@ pub(crate) enum Step {
     Try,
 }
 
-/// A lent hold, as [`Cohorts::streak_on`] sees it.
+/// A streak of free hand-offs on one lock key: the one place that says who holds a lent hold.
+///
+/// From its first free hand-off until it ends, Redis keeps the field of the owner that took the lock
+/// from Redis (the *root*), and the streak holds the root's watchdog registration, which keeps that
+/// field renewed. The lock passes between this client's owners without Redis. Its invariants:
+///
+/// - **One holder.** At most one local owner holds the lent hold ([`Phase::Held`]); re-entries by
+///   that owner, of any kind that shares the lock's hash, are counted by this client and answered
+///   under the same lock as every release ([`Streak::reenter`], [`Streak::release`]), so a
+///   re-entry never races the release that ends the streak.
+/// - **Nobody else acts on the key.** While the streak is open, no local owner but the holder, the
+///   root included, sends an acquisition, a release or a hand-off of the key to Redis: each waits
+///   for [`Streak::over`] (the root's field in Redis is not its own any more).
+/// - **One lease-lost signal.** Every lent holder, the root included when it is lent the hold back,
+///   observes the streak's own token, a child of the root's registration's: a loss of the
+///   registration fires it, and so does the streak's end, so nobody still inside can miss it.
+/// - **It ends in Redis first.** The streak is over only once its last write (the root's unlock, a
+///   script hand-off, or the clean-up after a loss) has its reply; until then, others wait.
 #[derive(Debug)]
 pub(crate) struct Streak {
-    /// The queue's kind.
-    pub(crate) kind: &'static str,
-    /// The local owner that holds the lock now.
-    pub(crate) holder: String,
+    key: String,
     /// The field Redis keeps: the owner that took the lock from Redis.
     pub(crate) root: String,
-    /// The root's watchdog lease, which every holder of the streak shares.
-    pub(crate) expiry: Option<Expiry>,
+    /// The root's watchdog registration, which the streak holds until it ends.
+    pub(crate) generation: u64,
+    /// Every lent holder's lease-lost signal.
+    lost: CancellationToken,
+    phase: Mutex<Phase>,
+    /// Wakes acquisitions waiting for the streak to be over.
+    over: Notify,
+}
+
+/// Where a streak stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// This local owner holds the lent hold (its count is in the client's holds).
+    Held(String),
+    /// Between holders: the last release is deciding where the hold goes.
+    Passing,
+    /// Ending: the root's unlock, a script hand-off, or the clean-up after a loss is on the wire.
+    Ending,
+    /// Over: Redis no longer holds anything for the streak.
+    Over,
+}
+
+/// What a release by one owner does to a streak.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StreakRelease {
+    /// The owner does not hold the lent hold: nothing to release here, nothing to send.
+    NotHolder,
+    /// The owner still holds the lent hold (a re-entry was released).
+    Partially,
+    /// The owner released its last hold: the streak is between holders, and the release decides
+    /// where the hold goes (lent on, passed by script, or unlocked).
+    Last,
+}
+
+impl Streak {
+    /// The lent holder's lease-lost signal (every holder of the streak shares it).
+    pub(crate) fn expiry(&self) -> Expiry {
+        Expiry::Watchdog(self.lost.clone())
+    }
+
+    /// Whether `field` holds the lent hold now.
+    pub(crate) fn is_held_by(&self, field: &str) -> bool {
+        matches!(&*self.phase.lock(), Phase::Held(holder) if holder == field)
+    }
+
+    /// Counts a re-entry by `field` (with `count`, under the streak's lock) if it holds the lent hold.
+    pub(crate) fn reenter(&self, field: &str, count: impl FnOnce()) -> bool {
+        let phase = self.phase.lock();
+        let holds = matches!(&*phase, Phase::Held(holder) if holder == field);
+        if holds {
+            count();
+        }
+        holds
+    }
+
+    /// One release by `field`: `release` forgets one of its holds and says whether it was the last.
+    /// The last one leaves the streak between holders.
+    pub(crate) fn release(&self, field: &str, release: impl FnOnce() -> bool) -> StreakRelease {
+        let mut phase = self.phase.lock();
+        if !matches!(&*phase, Phase::Held(holder) if holder == field) {
+            return StreakRelease::NotHolder;
+        }
+        if !release() {
+            return StreakRelease::Partially;
+        }
+        *phase = Phase::Passing;
+        StreakRelease::Last
+    }
+
+    /// The streak's last write goes out (the root's unlock, a script hand-off, the clean-up after a
+    /// loss): nobody holds the lent hold any more. `false` if it was already ending.
+    pub(crate) fn ending(&self) -> bool {
+        let mut phase = self.phase.lock();
+        if matches!(*phase, Phase::Ending | Phase::Over) {
+            return false;
+        }
+        *phase = Phase::Ending;
+        true
+    }
+
+    /// Whether the streak is ending or over (its last write was decided).
+    pub(crate) fn is_ending(&self) -> bool {
+        matches!(*self.phase.lock(), Phase::Ending | Phase::Over)
+    }
+
+    /// Completes when the registration the streak holds is lost (or the streak is over).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn lost(&self) {
+        self.lost.cancelled().await;
+    }
+
+    /// Tells every holder still inside that the streak's hold is lost.
+    pub(crate) fn lose(&self) {
+        self.lost.cancel();
+    }
+
+    /// Completes when the streak is over.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn over(&self) {
+        loop {
+            let over = self.over.notified();
+            tokio::pin!(over);
+            let _ = over.as_mut().enable();
+            if *self.phase.lock() == Phase::Over {
+                return;
+            }
+            over.await;
+        }
+    }
 }
 
 /// What a releasing holder does.
@@ -434,34 +544,72 @@ impl Cohorts {
         })
     }
 
-    /// The lent hold of `key`, in any kind's queue, if there is one: while it lasts, Redis keeps
+    /// The open streak of free hand-offs on `key`, whatever its kind: while it lasts, Redis keeps
     /// another field than the local holder's, and this client's acquisitions, releases and hold
-    /// counts of `key` are answered here first. One atomic load when nothing is lent anywhere.
-    pub(crate) fn streak_on(&self, key: &str) -> Option<Streak> {
-        if self.lending.load(Ordering::Acquire) == 0 {
+    /// counts of `key` go through it first. One atomic load when no streak is open anywhere.
+    pub(crate) fn streak_on(&self, key: &str) -> Option<Arc<Streak>> {
+        if self.open_streaks.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let queues = self.queues.lock();
-        queues.iter().find_map(|(kind, of_kind)| {
-            let state = of_kind.get(key)?.state.lock();
-            let (lent, holder) = (state.lent.as_ref()?, state.holder.as_ref()?);
-            Some(Streak {
-                kind,
-                holder: holder.field.clone(),
-                root: lent.root.clone(),
-                expiry: holder.expiry.clone(),
-            })
-        })
+        self.streaks.lock().get(key).cloned()
     }
 
-    /// The lent hold of `key` and `kind` is about to leave the queue's hands (its release or a
-    /// script hand-off is sent): the watch of its channel stops first, as the unlock's own message
-    /// is no sign of anyone else's. Local answers go on until [`Cohorts::released`].
-    pub(crate) fn unlending(&self, key: &str, kind: &'static str) {
-        if let Some(queue) = self.queue(key, kind)
-            && let Some(lent) = queue.state.lock().lent.as_ref()
+    /// Opens a streak on `key`: Redis keeps `root`'s field, under
+    /// the watchdog registration `generation` whose loss `registration_lost` signals. It starts
+    /// between holders (its first hand-off is being decided). An open streak of `key` is returned
+    /// as it is.
+    pub(crate) fn open_streak(
+        &self,
+        key: &str,
+        root: &str,
+        generation: u64,
+        registration_lost: &CancellationToken,
+    ) -> Arc<Streak> {
+        let mut streaks = self.streaks.lock();
+        if let Some(open) = streaks.get(key) {
+            return open.clone();
+        }
+        let streak = Arc::new(Streak {
+            key: key.to_owned(),
+            root: root.to_owned(),
+            generation,
+            lost: registration_lost.child_token(),
+            phase: Mutex::new(Phase::Passing),
+            over: Notify::new(),
+        });
+        let _ = streaks.insert(key.to_owned(), streak.clone());
+        let _ = self.open_streaks.fetch_add(1, Ordering::AcqRel);
+        let _ = self.streaks_begun.fetch_add(1, Ordering::Relaxed);
+        streak
+    }
+
+    /// The streak is over: Redis holds nothing for it any more (its last write has its reply).
+    /// Anyone still inside is told the hold is lost, and acquisitions waiting for it go on.
+    pub(crate) fn close_streak(&self, streak: &Arc<Streak>) {
         {
-            lent.ended.cancel();
+            let mut streaks = self.streaks.lock();
+            if streaks
+                .get(&streak.key)
+                .is_some_and(|s| Arc::ptr_eq(s, streak))
+            {
+                let _ = streaks.remove(&streak.key);
+                let _ = self.open_streaks.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        *streak.phase.lock() = Phase::Over;
+        streak.lost.cancel();
+        streak.over.notify_waiters();
+    }
+
+    /// Completes when the streak open on `key` now, if any, is over; pends forever if none is.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn streak_over(&self, key: &str) {
+        match self.streak_on(key) {
+            Some(streak) => streak.over().await,
+            None => std::future::pending().await,
         }
     }
 
@@ -480,7 +628,6 @@ impl Cohorts {
             let mut state = queue.state.lock();
             if state.holder.as_ref().is_some_and(|h| h.field == field) {
                 state.holder = None;
-                state.lent = None;
                 state.streak = 0;
                 state.streak_since = None;
                 state.yielding = yielding;
@@ -509,7 +656,7 @@ impl Cohorts {
     pub(crate) fn free_handoffs(&self) -> (u64, u64) {
         (
             self.free_handoffs.load(Ordering::Relaxed),
-            self.streaks.load(Ordering::Relaxed),
+            self.streaks_begun.load(Ordering::Relaxed),
         )
     }
 
@@ -735,19 +882,21 @@ pub(crate) struct Claim {
     settled: bool,
 }
 
-/// How a free hand-off went.
-#[derive(Debug)]
-pub(crate) struct Lending {
-    /// Whether the claimed waiter is still there to take the lock up (else the caller releases it).
-    pub(crate) taken: bool,
-    /// Set when this hand-off started the streak: cancelled when the streak ends.
-    pub(crate) started: Option<CancellationToken>,
-}
-
 impl Claim {
     /// The claimed waiter's field.
     pub(crate) fn field(&self) -> &str {
         &self.waiter.field
+    }
+
+    /// The releasing holder's listening on the lock's channel, followed from its mark (see
+    /// [`Listening::follow`]): what a streak's watch starts from.
+    pub(crate) fn listening(&self) -> Option<Listening> {
+        let state = self.queue.state.lock();
+        state
+            .holder
+            .as_ref()
+            .and_then(|holder| holder.listening.as_ref())
+            .map(Listening::follow)
     }
 
     /// The lease a hold passed to the claimed waiter gets.
@@ -778,35 +927,17 @@ impl Claim {
         self.hand_to_waiter(&mut state, Slot::Passed { reply, sent_at })
     }
 
-    /// Passes the lock to the claimed waiter without Redis: Redis keeps `root`'s hold (the
-    /// releasing holder's own field, or the root of the streak it holds a lent hold of).
-    pub(crate) fn lend(mut self, root: &str) -> Lending {
+    /// Lends the lock to the claimed waiter without Redis, along `streak` (which holds what Redis
+    /// keeps, and is between holders): the waiter holds the lent hold, under the streak's lease.
+    /// `false` when its acquisition is gone: the caller must release the hold lent to it.
+    pub(crate) fn lend(mut self, streak: &Streak) -> bool {
         self.settled = true;
         let mut state = self.queue_for_passing();
-        let cohorts = &self.cohorts;
-        let _ = cohorts.free_handoffs.fetch_add(1, Ordering::Relaxed);
-        let (expiry, listening) = state
-            .holder
-            .take()
-            .map_or((None, None), |holder| (holder.expiry, holder.listening));
-        let (lent, started) = match state.lent.take() {
-            Some(lent) => (lent, None),
-            None => {
-                let _ = cohorts.streaks.fetch_add(1, Ordering::Relaxed);
-                let _ = cohorts.lending.fetch_add(1, Ordering::AcqRel);
-                let ended = CancellationToken::new();
-                let lent = Lent {
-                    root: root.to_owned(),
-                    ended: ended.clone(),
-                    lending: cohorts.lending.clone(),
-                };
-                (lent, Some(ended))
-            }
-        };
-        state.hold(&self.waiter.field, expiry, listening, true);
-        state.lent = Some(lent);
-        let taken = self.hand_to_waiter(&mut state, Slot::Lent);
-        Lending { taken, started }
+        let _ = self.cohorts.free_handoffs.fetch_add(1, Ordering::Relaxed);
+        let listening = state.holder.take().and_then(|holder| holder.listening);
+        state.hold(&self.waiter.field, Some(streak.expiry()), listening, true);
+        *streak.phase.lock() = Phase::Held(self.waiter.field.clone());
+        self.hand_to_waiter(&mut state, Slot::Lent)
     }
 
     /// Counts the hand-off and returns the queue's state, locked, without the claimed waiter.
@@ -1070,33 +1201,77 @@ mod tests {
         assert!(!tickets[0].abandon(), "only once");
     }
 
+    /// Opens a streak of `root`'s hold, as the engine does at the first free hand-off.
+    fn streak_of(cohorts: &Cohorts, root: &str, registration: &CancellationToken) -> Arc<Streak> {
+        cohorts.open_streak(KEY, root, 1, registration)
+    }
+
     #[test]
-    fn a_lent_hold_keeps_its_root_and_lease_along_the_streak_until_a_release() {
-        let (cohorts, tickets, lost) = held_by("h", &["a", "b"]);
+    fn a_lent_hold_keeps_its_root_and_one_lease_along_the_streak_until_it_is_over() {
+        let (cohorts, tickets, registration) = held_by("h", &["a", "b"]);
         assert!(cohorts.streak_on(KEY).is_none(), "nothing lent yet");
         let claim = hand_off(&cohorts, "h");
         assert!(claim.lendable());
-        let lending = claim.lend("h");
-        assert!(lending.taken);
-        let ended = lending
-            .started
-            .expect("the first free hand-off starts the streak");
+        let streak = streak_of(&cohorts, "h", &registration);
+        assert!(claim.lend(&streak), "the waiter takes it");
         assert_eq!(tickets[0].step(|| 0), Step::Lent);
         let expiry = tickets[0].take_lent().expect("the streak's lease");
-        let streak = cohorts.streak_on(KEY).expect("a lent hold");
-        assert_eq!((streak.holder.as_str(), streak.root.as_str()), ("a", "h"));
+        assert!(streak.is_held_by("a") && !streak.is_held_by("h"));
+        // The holder's re-entries and releases go through the streak, under one lock.
+        let mut count = 1;
+        assert!(streak.reenter("a", || count += 1));
+        assert!(
+            !streak.reenter("h", || count += 1),
+            "the root holds nothing"
+        );
+        assert_eq!(streak.release("h", || true), StreakRelease::NotHolder);
+        assert_eq!(
+            streak.release("a", || {
+                count -= 1;
+                count == 0
+            }),
+            StreakRelease::Partially
+        );
+        assert_eq!(
+            streak.release("a", || {
+                count -= 1;
+                count == 0
+            }),
+            StreakRelease::Last
+        );
+        assert!(
+            !streak.reenter("a", || count += 1),
+            "not while its hold is being passed"
+        );
         // `a` lends it on: the root stays `h`, and the streak goes on.
-        let lending = hand_off(&cohorts, "a").lend("a");
-        assert!(lending.taken && lending.started.is_none());
-        assert_eq!(cohorts.streak_on(KEY).map(|s| s.root), Some("h".to_owned()));
+        assert!(hand_off(&cohorts, "a").lend(&streak));
+        let same = cohorts.streak_on(KEY).expect("one streak per key");
+        assert!(Arc::ptr_eq(&same, &streak) && same.is_held_by("b"));
         assert_eq!(cohorts.free_handoffs(), (2, 1));
-        // Every holder of the streak shares the root's lease.
-        lost.cancel();
+        // The registration's loss reaches every holder of the streak.
+        registration.cancel();
         assert!(expiry.is_lost());
+        cohorts.close_streak(&streak);
         cohorts.released(KEY, KIND, "b", None);
-        assert!(ended.is_cancelled(), "the streak's end stops its watch");
         assert!(cohorts.streak_on(KEY).is_none());
         assert_eq!(cohorts.len(), 0);
+    }
+
+    #[test]
+    fn a_streak_that_is_over_fires_its_lease_for_whoever_is_still_inside() {
+        let (cohorts, tickets, registration) = held_by("h", &["a"]);
+        let streak = streak_of(&cohorts, "h", &registration);
+        assert!(hand_off(&cohorts, "h").lend(&streak));
+        let expiry = tickets[0].take_lent().expect("the streak's lease");
+        assert!(streak.ending());
+        assert!(!streak.ending(), "it ends once");
+        assert!(!expiry.is_lost(), "not before it is over");
+        cohorts.close_streak(&streak);
+        assert!(expiry.is_lost());
+        assert!(
+            !registration.is_cancelled(),
+            "the root's registration is the engine's to end"
+        );
     }
 
     #[test]
@@ -1142,8 +1317,8 @@ mod tests {
         let subscriber = Arc::new(Registry::default());
         let (expiry, _lost) = watchdog();
         cohorts.held(KEY, KIND, "h", expiry, listening_on(&subscriber));
-        let lending = hand_off(&cohorts, "h").lend("h");
-        cohorts.took_over(KEY, KIND, "b", watchdog().0);
+        let streak = streak_of(&cohorts, "h", &lost);
+        assert!(hand_off(&cohorts, "h").lend(&streak));
         let _next = cohorts.join(KEY, KIND, "c", LEASE, true);
         // An unlock on the channel mid-streak (a force unlock elsewhere, say).
         subscriber.dispatch(CHANNEL, b"0");
@@ -1151,7 +1326,7 @@ mod tests {
             !hand_off(&cohorts, "b").lendable(),
             "the root's hash may be gone"
         );
-        drop((lending, lost));
+        drop(lost);
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

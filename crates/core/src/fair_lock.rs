@@ -193,6 +193,10 @@ impl Kind for Fair {
     fn renewal(&self) -> &'static Renewal {
         &reentrant::RENEWAL
     }
+
+    fn local_reentry(&self) -> Option<()> {
+        Some(())
+    }
 }
 
 /// A fair lock, shared with Redisson's `RFairLock` of the same name: waiters (Java's included)

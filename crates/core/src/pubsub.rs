@@ -93,6 +93,52 @@ impl Listening {
     pub(crate) fn unchanged(&self) -> bool {
         self.subscription.mark() == Some(self.mark)
     }
+
+    /// Listening on the same channel from the same mark, for another party (a streak's watch
+    /// follows its first holder's listening): it keeps the channel subscribed too.
+    pub(crate) fn follow(&self) -> Self {
+        Self {
+            subscription: self
+                .subscription
+                .registry
+                .subscribe(&self.subscription.name, self.subscription.channel.rule),
+            mark: self.mark,
+        }
+    }
+
+    /// Completes once the channel is no longer [unchanged](Listening::unchanged): a message came,
+    /// or it stopped being live or began a new live period (messages may have been missed).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn changed(&self) {
+        loop {
+            let heard = self.subscription.channel.heard.notified();
+            tokio::pin!(heard);
+            let _ = heard.as_mut().enable();
+            if !self.unchanged() {
+                return;
+            }
+            heard.await;
+        }
+    }
+
+    /// Marks the channel as it stands now, once it is live: what was heard so far has been acted
+    /// on.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits, and marks nothing if dropped.
+    pub(crate) async fn mark_now(&mut self) {
+        loop {
+            if let Some(mark) = self.subscription.mark() {
+                self.mark = mark;
+                return;
+            }
+            self.subscription.confirmed().await;
+        }
+    }
 }
 
 impl Channel {
@@ -184,6 +230,7 @@ impl Registry {
     fn begin_period(&self, channel: &Channel) {
         let period = self.periods.fetch_add(1, Ordering::AcqRel) + 1;
         channel.period.store(period, Ordering::Release);
+        channel.heard.notify_waiters();
     }
 
     /// How many channels are subscribed (or being subscribed) right now.
@@ -232,6 +279,7 @@ impl Registry {
             if channel.subscribed.swap(false, Ordering::AcqRel) {
                 self.live.gone();
             }
+            channel.heard.notify_waiters();
             channel.wakeups.wake_all();
         }
     }
@@ -265,6 +313,7 @@ impl Registry {
             if channel.subscribed.swap(false, Ordering::AcqRel) {
                 self.live.gone();
             }
+            channel.heard.notify_waiters();
             channel.wakeups.wake_all();
         }
     }
@@ -365,24 +414,6 @@ impl Subscription {
             period: self.channel.period.load(Ordering::Acquire),
             messages: self.messages(),
         })
-    }
-
-    /// Completes once the channel has received more than `seen` messages (a count from
-    /// [`Subscription::messages`]). It takes no wake-up from the channel's waiters.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    pub(crate) async fn heard_after(&self, seen: u64) {
-        loop {
-            let heard = self.channel.heard.notified();
-            tokio::pin!(heard);
-            let _ = heard.as_mut().enable();
-            if self.messages() > seen {
-                return;
-            }
-            heard.await;
-        }
     }
 }
 

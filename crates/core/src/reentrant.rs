@@ -134,6 +134,10 @@ impl Kind for Reentrant {
     fn hand_off(&self) -> Option<&dyn HandOff<Token = ()>> {
         Some(self)
     }
+
+    fn local_reentry(&self) -> Option<()> {
+        Some(())
+    }
 }
 
 impl HandOff for Reentrant {

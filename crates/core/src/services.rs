@@ -235,6 +235,8 @@ type FieldHolds = foldhash::HashMap<String, Hold>;
 #[derive(Debug)]
 struct Hold {
     count: u32,
+    /// Re-entry attempts of the owner on the wire (see [`Holds::reentering`]).
+    reentering: u32,
     /// The latest hold's lease.
     lease: Duration,
     /// The connection the latest hold was taken on, if it came from Redis.
@@ -267,12 +269,58 @@ impl Holds {
             None => {
                 let hold = Hold {
                     count: 1,
+                    reentering: 0,
                     lease,
                     conn,
                 };
                 let _ = fields.insert(field.to_owned(), hold);
             }
         }
+    }
+
+    /// Forgets the last hold of `field`, if it has exactly one and no re-entry attempt on the wire
+    /// (which Redis could count after a hold passed without Redis): whether it did.
+    pub(crate) fn remove_last(&self, key: &str, field: &str) -> bool {
+        let mut holds = self.0.lock();
+        let Some(fields) = holds.get_mut(key) else {
+            return false;
+        };
+        if !fields
+            .get(field)
+            .is_some_and(|hold| hold.count == 1 && hold.reentering == 0)
+        {
+            return false;
+        }
+        let _ = fields.remove(field);
+        if fields.is_empty() {
+            let _ = holds.remove(key);
+        }
+        true
+    }
+
+    /// Forgets every hold of `field` (a hold this client no longer has in Redis).
+    pub(crate) fn forget(&self, key: &str, field: &str) {
+        let mut holds = self.0.lock();
+        if let Some(fields) = holds.get_mut(key) {
+            let _ = fields.remove(field);
+            if fields.is_empty() {
+                let _ = holds.remove(key);
+            }
+        }
+    }
+
+    /// An acquire attempt of `field`, which holds `key` already (a re-entry), is about to go on the
+    /// wire: until the returned mark is dropped, its last hold does not pass without Redis (see
+    /// [`Holds::remove_last`]). `None` when `field` holds nothing.
+    pub(crate) fn reentering<'a>(&'a self, key: &'a str, field: &'a str) -> Option<Reentering<'a>> {
+        let mut holds = self.0.lock();
+        let hold = holds.get_mut(key)?.get_mut(field)?;
+        hold.reentering += 1;
+        Some(Reentering {
+            holds: self,
+            key,
+            field,
+        })
     }
 
     /// Forgets one hold; returns the lease of the field's latest hold and the connection it was
@@ -290,6 +338,26 @@ impl Holds {
             let _ = holds.remove(key);
         }
         Some((hold.lease, hold.conn))
+    }
+}
+
+/// A re-entry attempt on the wire (see [`Holds::reentering`]).
+#[derive(Debug)]
+pub(crate) struct Reentering<'a> {
+    holds: &'a Holds,
+    key: &'a str,
+    field: &'a str,
+}
+
+impl Drop for Reentering<'_> {
+    fn drop(&mut self) {
+        let mut holds = self.holds.0.lock();
+        if let Some(hold) = holds
+            .get_mut(self.key)
+            .and_then(|fields| fields.get_mut(self.field))
+        {
+            hold.reentering = hold.reentering.saturating_sub(1);
+        }
     }
 }
 

@@ -19,7 +19,6 @@ use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
 
 static UNLOCK: LazyLock<Script> = lua!("spin_unlock.lua");
-static FORCE_UNLOCK: LazyLock<Script> = lua!("spin_force_unlock.lua");
 
 /// How a spin-lock waiter spaces its tries (Redisson's `LockOptions.BackOff`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,7 +151,10 @@ impl Kind for Spin {
     }
 
     fn force_unlock_call(&self) -> ScriptCall {
-        ScriptCall::new(&FORCE_UNLOCK).key(self.lock.key())
+        // Redisson's is a bare `DEL`; rlock's also publishes the unlock on the lock's channel, as
+        // `RLock.forceUnlock` does for the same hash (docs/protocol.md §8.1), so that waiters of
+        // the other kinds sharing it, and a streak of free hand-offs, hear it.
+        self.lock.force_unlock_call()
     }
 
     fn label(&self) -> &'static str {
@@ -165,6 +167,10 @@ impl Kind for Spin {
 
     fn renewal(&self) -> &'static Renewal {
         self.lock.renewal()
+    }
+
+    fn local_reentry(&self) -> Option<()> {
+        Some(())
     }
 }
 

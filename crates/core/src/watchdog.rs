@@ -138,19 +138,20 @@ impl Watchdog {
     /// Whether `field`'s watchdog hold of `key` is surely still in Redis: registered, not lost, and
     /// its last confirmed renewal (or its acquire) sent less than the timeout minus one renewal
     /// interval ago, on the clock now, so the key has at least that interval left whatever the
-    /// renewal task is doing. Returns the registration's generation (see [`Watchdog::lost`]).
+    /// renewal task is doing. Returns the registration's generation (see [`Watchdog::lost`]) and
+    /// the token its loss cancels.
     pub(crate) fn surely_held(
         &self,
         renewal: &'static Renewal,
         key: &str,
         field: &str,
-    ) -> Option<u64> {
+    ) -> Option<(u64, CancellationToken)> {
         let entries = self.registry.entries.lock();
         let entry = entries.get(&(renewal.name, key.to_owned()))?;
         let sure = !entry.lost.is_cancelled()
             && entry.renewed_at.elapsed() < self.sure_for
             && entry.holders.iter().any(|(f, _)| f == field);
-        sure.then_some(entry.generation)
+        sure.then(|| (entry.generation, entry.lost.clone()))
     }
 
     /// Declares the registration `generation` of `key` lost (the engine learnt that its field is

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::deadline::Wait;
 use super::guard::Guard;
-use super::hold::listening;
+use super::hand_off::{Acquired, answered_in_streak, gated_by_streak, listening};
 use super::kind::{Attempt, Kind, RECHECK};
 use super::lease::Lease;
 use super::release::Releasing;
@@ -78,7 +78,8 @@ async fn acquire_as<K: Kind>(
     lease: Lease,
     acquisition: &Acquisition<'_>,
 ) -> Acquired<K::Token> {
-    if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease) {
+    let lease_for = lease_time(services, lease);
+    if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease_for) {
         return answered;
     }
     let channel = kind.channel(field);
@@ -100,13 +101,22 @@ async fn acquire_as<K: Kind>(
         }
     }
     let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
-    let nudge = queued
-        .as_ref()
-        .map(|queued| move || -> Nudge<'_> { Box::pin(queued.ticket.nudged()) });
-    let nudged: Option<&Nudges<'_>> = match &nudge {
-        Some(nudge) => Some(nudge),
-        None => None,
+    // A local event sends the waiter back to its attempt: its queue changed, or the streak of
+    // free hand-offs that held it back is over.
+    let (queued_ref, key) = (queued.as_ref(), kind.key());
+    let nudge = move || -> Nudge<'_> {
+        Box::pin(async move {
+            let streak_over = services.cohorts.streak_over(key);
+            match queued_ref {
+                Some(queued) => tokio::select! {
+                    () = queued.ticket.nudged() => {}
+                    () = streak_over => {}
+                },
+                None => streak_over.await,
+            }
+        })
     };
+    let nudged: Option<&Nudges<'_>> = Some(&nudge);
     let listen = Listen {
         name: kind.name(),
         channel,
@@ -117,7 +127,7 @@ async fn acquire_as<K: Kind>(
     let patience = deadline.map_or(Wait::Forever, |deadline| {
         Wait::For(deadline.saturating_duration_since(Instant::now()))
     });
-    let (kind_ref, queued_ref) = (&**kind, queued.as_ref());
+    let kind_ref = &**kind;
     // Set when the kind's script refuses the acquisition (`Kind::acquire_refused`), and when an
     // attempt found the lock busy (a fair waiter is then queued).
     let (refused, busy) = (&AtomicBool::new(false), &AtomicBool::new(false));
@@ -134,6 +144,10 @@ async fn acquire_as<K: Kind>(
                     && let Some(local) = queued.local_step(lease, acquisition).await
                 {
                     return Ok(local);
+                }
+                // While a streak of free hand-offs holds the key, only its holder acts on it.
+                if gated_by_streak(services, kind_ref.key(), field) {
+                    return Ok(Attempt::Busy(RECHECK));
                 }
                 let listening = listening(services, kind_ref, field);
                 let attempt = attempt(services, kind_ref, field, lease, wait_for, refused).await;
@@ -174,42 +188,6 @@ async fn acquire_as<K: Kind>(
         }
         Err(e) => Err(e),
     }
-}
-
-/// What an acquisition ends in: the hold's token and expiry, or `None` when its wait ran out.
-type Acquired<T> = Result<Option<(T, Expiry)>>;
-
-/// Answers an acquisition of a key whose hold is lent along a streak of free hand-offs (see
-/// [`crate::cohort`]) without Redis, where Redis would answer wrongly: its hash holds the streak's
-/// root, not the local holder. The lent holder's re-entry is counted here (refused by a kind that
-/// refuses re-entry); its lease stays the streak's watchdog lease, a fixed one included. Anyone
-/// else's one-shot try fails (the root's own would be taken for a re-entry in Redis); anyone else
-/// prepared to wait queues behind the holder (`None`: go on).
-fn answered_in_streak<K: Kind>(
-    services: &Services,
-    kind: &K,
-    field: &str,
-    wait_for: Wait,
-    lease: Lease,
-) -> Option<Acquired<K::Token>> {
-    let key = kind.key();
-    let streak = services.cohorts.streak_on(key)?;
-    if streak.holder != field {
-        let one_try = matches!(wait_for, Wait::For(wait) if wait.is_zero());
-        return one_try.then_some(Ok(None));
-    }
-    if kind.refuses_reentry() {
-        return Some(Err(Error::reentry_refused(kind.subject())));
-    }
-    let token = kind
-        .hand_off()
-        .filter(|_| streak.kind == kind.label())?
-        .passed_freely()?;
-    let expiry = streak.expiry?;
-    services
-        .holds
-        .add(key, field, lease_time(services, lease), None);
-    Some(Ok(Some((token, expiry))))
 }
 
 /// One attempt in flight.
@@ -418,6 +396,8 @@ async fn attempt_on<K: Kind>(
 ) -> Result<Synced<Attempt<(K::Token, Expiry)>>> {
     let lease_time = lease_time(services, lease);
     let held_before = services.holds.count(kind.key(), field);
+    // A re-entry on the wire keeps the owner's last hold from passing without Redis meanwhile.
+    let _reentering = services.holds.reentering(kind.key(), field);
     let mut undo = Undo::arm(
         services,
         conn,

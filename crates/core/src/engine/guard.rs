@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use super::hold::hold_count;
+use super::hand_off::hold_count;
 use super::kind::Kind;
 use super::release::Releasing;
 use std::time::Duration;

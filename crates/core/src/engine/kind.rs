@@ -148,6 +148,15 @@ pub trait Kind: Send + Sync + 'static {
     /// How the watchdog renews this kind's holds.
     fn renewal(&self) -> &'static Renewal;
 
+    /// The token of a re-entry that this client counts by itself, while the owner holds the lock by
+    /// a free hand-off (see [`crate::cohort::Streak`]) and Redis keeps another owner's field: for a
+    /// kind that shares the reentrant lock's hash and whose re-entry writes nothing but the count.
+    /// `None` (the default) where a re-entry must write (the fenced lock's new token) or is refused:
+    /// such a re-entry of a lent hold is refused ([`Error::ReentryRefused`]).
+    fn local_reentry(&self) -> Option<Self::Token> {
+        None
+    }
+
     /// How a holder passes its hold to a waiter of this client without releasing it (local
     /// hand-off, see [`crate::cohort`]); `None` for kinds whose holders do not exclude each other
     /// or that are fair across clients.
