@@ -342,6 +342,16 @@ impl Streak {
         StreakRelease::Last
     }
 
+    /// Lends the hold to `field`, if the streak is between holders (not ending): whether it did.
+    pub(crate) fn lend_to(&self, field: &str) -> bool {
+        let mut phase = self.phase.lock();
+        if *phase != Phase::Passing {
+            return false;
+        }
+        *phase = Phase::Held(field.to_owned());
+        true
+    }
+
     /// The streak's last write goes out (the root's unlock, a script hand-off, the clean-up after a
     /// loss): nobody holds the lent hold any more. `false` if it was already ending.
     pub(crate) fn ending(&self) -> bool {
@@ -556,18 +566,18 @@ impl Cohorts {
 
     /// Opens a streak on `key`: Redis keeps `root`'s field, under
     /// the watchdog registration `generation` whose loss `registration_lost` signals. It starts
-    /// between holders (its first hand-off is being decided). An open streak of `key` is returned
-    /// as it is.
+    /// between holders (its first hand-off is being decided). `None` if a streak is open on `key`
+    /// already.
     pub(crate) fn open_streak(
         &self,
         key: &str,
         root: &str,
         generation: u64,
         registration_lost: &CancellationToken,
-    ) -> Arc<Streak> {
+    ) -> Option<Arc<Streak>> {
         let mut streaks = self.streaks.lock();
-        if let Some(open) = streaks.get(key) {
-            return open.clone();
+        if streaks.contains_key(key) {
+            return None;
         }
         let streak = Arc::new(Streak {
             key: key.to_owned(),
@@ -580,7 +590,7 @@ impl Cohorts {
         let _ = streaks.insert(key.to_owned(), streak.clone());
         let _ = self.open_streaks.fetch_add(1, Ordering::AcqRel);
         let _ = self.streaks_begun.fetch_add(1, Ordering::Relaxed);
-        streak
+        Some(streak)
     }
 
     /// The streak is over: Redis holds nothing for it any more (its last write has its reply).
@@ -928,15 +938,15 @@ impl Claim {
     }
 
     /// Lends the lock to the claimed waiter without Redis, along `streak` (which holds what Redis
-    /// keeps, and is between holders): the waiter holds the lent hold, under the streak's lease.
-    /// `false` when its acquisition is gone: the caller must release the hold lent to it.
+    /// keeps, and was just lent to it: [`Streak::lend_to`]): the waiter holds the lent hold, under
+    /// the streak's lease. `false` when its acquisition is gone: the caller must release the hold
+    /// lent to it.
     pub(crate) fn lend(mut self, streak: &Streak) -> bool {
         self.settled = true;
         let mut state = self.queue_for_passing();
         let _ = self.cohorts.free_handoffs.fetch_add(1, Ordering::Relaxed);
         let listening = state.holder.take().and_then(|holder| holder.listening);
         state.hold(&self.waiter.field, Some(streak.expiry()), listening, true);
-        *streak.phase.lock() = Phase::Held(self.waiter.field.clone());
         self.hand_to_waiter(&mut state, Slot::Lent)
     }
 
@@ -1203,7 +1213,20 @@ mod tests {
 
     /// Opens a streak of `root`'s hold, as the engine does at the first free hand-off.
     fn streak_of(cohorts: &Cohorts, root: &str, registration: &CancellationToken) -> Arc<Streak> {
-        cohorts.open_streak(KEY, root, 1, registration)
+        let streak = cohorts
+            .open_streak(KEY, root, 1, registration)
+            .expect("none open");
+        assert!(
+            cohorts.open_streak(KEY, root, 1, registration).is_none(),
+            "one per key"
+        );
+        streak
+    }
+
+    /// Lends `claim`'s hold along `streak`, as the engine does.
+    fn lend(claim: Claim, streak: &Streak) -> bool {
+        assert!(streak.lend_to(claim.field()), "between holders");
+        claim.lend(streak)
     }
 
     #[test]
@@ -1213,7 +1236,7 @@ mod tests {
         let claim = hand_off(&cohorts, "h");
         assert!(claim.lendable());
         let streak = streak_of(&cohorts, "h", &registration);
-        assert!(claim.lend(&streak), "the waiter takes it");
+        assert!(lend(claim, &streak), "the waiter takes it");
         assert_eq!(tickets[0].step(|| 0), Step::Lent);
         let expiry = tickets[0].take_lent().expect("the streak's lease");
         assert!(streak.is_held_by("a") && !streak.is_held_by("h"));
@@ -1244,7 +1267,7 @@ mod tests {
             "not while its hold is being passed"
         );
         // `a` lends it on: the root stays `h`, and the streak goes on.
-        assert!(hand_off(&cohorts, "a").lend(&streak));
+        assert!(lend(hand_off(&cohorts, "a"), &streak));
         let same = cohorts.streak_on(KEY).expect("one streak per key");
         assert!(Arc::ptr_eq(&same, &streak) && same.is_held_by("b"));
         assert_eq!(cohorts.free_handoffs(), (2, 1));
@@ -1261,9 +1284,10 @@ mod tests {
     fn a_streak_that_is_over_fires_its_lease_for_whoever_is_still_inside() {
         let (cohorts, tickets, registration) = held_by("h", &["a"]);
         let streak = streak_of(&cohorts, "h", &registration);
-        assert!(hand_off(&cohorts, "h").lend(&streak));
+        assert!(lend(hand_off(&cohorts, "h"), &streak));
         let expiry = tickets[0].take_lent().expect("the streak's lease");
         assert!(streak.ending());
+        assert!(!streak.lend_to("b"), "an ending streak is lent to nobody");
         assert!(!streak.ending(), "it ends once");
         assert!(!expiry.is_lost(), "not before it is over");
         cohorts.close_streak(&streak);
@@ -1318,7 +1342,7 @@ mod tests {
         let (expiry, _lost) = watchdog();
         cohorts.held(KEY, KIND, "h", expiry, listening_on(&subscriber));
         let streak = streak_of(&cohorts, "h", &lost);
-        assert!(hand_off(&cohorts, "h").lend(&streak));
+        assert!(lend(hand_off(&cohorts, "h"), &streak));
         let _next = cohorts.join(KEY, KIND, "c", LEASE, true);
         // An unlock on the channel mid-streak (a force unlock elsewhere, say).
         subscriber.dispatch(CHANNEL, b"0");

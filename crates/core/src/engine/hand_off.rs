@@ -120,9 +120,18 @@ pub(super) fn lend_first<K: Kind + ?Sized>(
     if !services.holds.remove_last(key, holder) {
         return Lend::Declined(claim);
     }
-    let streak = services
+    let Some(streak) = services
         .cohorts
-        .open_streak(key, holder, generation, &registration_lost);
+        .open_streak(key, holder, generation, &registration_lost)
+        .filter(|streak| streak.lend_to(claim.field()))
+    else {
+        // Unreachable while the streak's invariants hold (nobody holds a key in Redis while a
+        // streak is open on it); the hold is this owner's again, and passes by script.
+        services
+            .holds
+            .add(key, holder, services.watchdog.timeout(), None);
+        return Lend::Declined(claim);
+    };
     services.telemetry.lent(kind.label(), kind.name(), true);
     let listening = claim.listening();
     services.background.spawn_watch(watch_streak(
@@ -175,8 +184,15 @@ pub(super) async fn release_streak<K: Kind + ?Sized>(
         },
         next => next,
     };
-    // The streak ends here: its registration is given up before the hash changes.
-    let _ = streak.ending();
+    // The streak ends here: its registration is given up before the hash changes. If it is
+    // ending already, its hold was lost meanwhile and its watch unlocks the root's field.
+    if !streak.ending() {
+        if let Next::HandOff(claim) = next {
+            claim.failed();
+        }
+        services.cohorts.released(key, queue, holder, None);
+        return Handed::done(Err(Error::not_owner(kind.subject(), holder)));
+    }
     let _ = services
         .watchdog
         .deregister(kind.renewal(), key, &streak.root);
@@ -202,7 +218,7 @@ fn lend_on<K: Kind + ?Sized>(services: &Services, kind: &K, streak: &Streak, cla
         .watchdog
         .surely_held(kind.renewal(), kind.key(), &streak.root)
         .is_some_and(|(generation, _)| generation == streak.generation);
-    if !(surely_held && lendable(services, kind, &claim)) {
+    if !(surely_held && lendable(services, kind, &claim) && streak.lend_to(claim.field())) {
         return Lend::Declined(claim);
     }
     services.telemetry.lent(kind.label(), kind.name(), false);
@@ -276,7 +292,10 @@ fn watch_streak<K: Kind + ?Sized>(
             }
             // What comes from here on is heard again: mark before looking at Redis.
             if let Some(listening) = listening.as_mut() {
-                listening.mark_now().await;
+                tokio::select! {
+                    () = streak.over() => return,
+                    () = listening.mark_now() => {}
+                }
             }
             let Some(services) = services.upgrade() else {
                 return;
