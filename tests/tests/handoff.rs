@@ -527,12 +527,14 @@ async fn with_hand_off_off_every_release_publishes() {
     next.guard().await.unlock().await.expect("unlocks");
 }
 
-/// Commands Redis ran so far, `INFO` (this count's own) left out.
+/// Commands Redis ran so far, but for `INFO` (this count's own) and `HGET`: the read with which a
+/// streak confirms its first owner's field behind its free hand-offs (a script's own `HGET`s are
+/// counted by its `EVALSHA`).
 async fn commands(redis: &mut MultiplexedConnection) -> u64 {
     command_calls(redis)
         .await
         .iter()
-        .filter(|(command, _)| command.as_str() != "info")
+        .filter(|(command, _)| !matches!(command.as_str(), "info" | "hget"))
         .map(|(_, calls)| calls)
         .sum()
 }
@@ -614,7 +616,7 @@ async fn watchdog_holds_pass_with_no_command_and_redis_keeps_the_first_owners_ho
         assert_eq!(
             commands(&mut redis).await,
             before,
-            "holder {i}: passed with no command at all"
+            "holder {i}: passed with no command but the streak's confirming read"
         );
         assert_eq!(
             hash(&mut redis, name).await,
@@ -1028,6 +1030,71 @@ async fn a_spin_force_unlock_elsewhere_is_heard_and_not_handed_on() {
     after.guard().await.unlock().await.expect("unlocks");
 }
 
+/// An operator's `DEL` (no message at all) while a hold is lent, and another client takes the lock.
+/// Free hand-offs carry such a delete at most to one holder past it (the streak confirmed the
+/// first owner's field after the current holder was lent it), and that holder hears of it within
+/// a round trip of the confirmation that follows its hand-off: it is told, its release says
+/// `LeaseLost`, and the lock is not handed on again.
+#[tokio::test]
+async fn a_silent_delete_reaches_at_most_the_next_holder_which_is_told() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let other = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:silent-delete";
+    let (_, _, holder) = lent(&client, &server, client.lock(name)).await;
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    let mut last = spawn_holder(locking(client.lock(name)));
+    queued(&client, 2).await;
+    let _: () = redis.del(name).await.expect("DEL");
+    let theirs = other
+        .lock(name)
+        .lock()
+        .await
+        .expect("the other client locks");
+    let released = holder.unlock().await;
+    if released.is_ok() {
+        // Lent on: the next holder is told within the confirmation that follows its hand-off.
+        let _ = next.acquired().await;
+        let next = next.guard().await;
+        tokio::time::timeout(Duration::from_secs(1), next.lease_lost())
+            .await
+            .expect("the next holder is told");
+        assert!(matches!(
+            next.unlock().await,
+            Err(rlock_redisson::Error::LeaseLost { .. })
+        ));
+    } else {
+        assert!(
+            matches!(released, Err(rlock_redisson::Error::LeaseLost { .. })),
+            "{released:?}"
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), &mut next.acquired)
+                .await
+                .is_err(),
+            "not handed a lock another client holds"
+        );
+        drop(next);
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut last.acquired)
+            .await
+            .is_err(),
+        "never handed on past one holder"
+    );
+    assert_eq!(
+        hash(&mut redis, name).await.len(),
+        1,
+        "the other client's hold alone"
+    );
+    theirs.unlock().await.expect("the other client unlocks");
+    let _ = last.acquired().await;
+    last.guard().await.unlock().await.expect("unlocks");
+    assert!(!exists(&mut redis, name).await);
+}
+
 /// Two futures of one owner: one holds a lent hold and releases it while the other locks. Whichever
 /// order the two take, the lock is held in Redis while the second one's guard lives.
 #[tokio::test]
@@ -1077,4 +1144,76 @@ async fn after_a_local_force_unlock_the_first_owner_takes_the_lock_afresh() {
         "nothing of the first owner's is left in Redis"
     );
     drop(holder);
+}
+
+/// The server's ids of its subscriber (pub/sub) connections.
+async fn subscriber_ids(redis: &mut MultiplexedConnection) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(redis)
+        .await
+        .expect("CLIENT LIST");
+    list.lines()
+        .filter_map(|line| {
+            line.split(' ')
+                .next()?
+                .strip_prefix("id=")
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// A subscriber connection that stops hearing without being reset (black-holed: what a partition
+/// or a half-open TCP connection does) is declared dead by its keepalive `PING` (Redisson's
+/// `pingConnectionInterval`) and made anew, so that the free hand-offs that relied on it end and
+/// its waiters re-try. Without the keepalive the deaf connection stays, and nothing notices.
+#[tokio::test]
+async fn a_deaf_subscriber_is_declared_dead_by_its_keepalive_and_made_anew() {
+    use rlock_tests::proxy::{Direction, FaultProxy};
+    let server = RedisServer::start();
+    let mut redis = raw(&server).await;
+    for keepalive in [true, false] {
+        let proxy = FaultProxy::start(server.port());
+        let mut config = rlock_redisson::Config::new(proxy.url());
+        config.ping_connection_interval = if keepalive {
+            Duration::from_millis(200)
+        } else {
+            Duration::ZERO
+        };
+        config.command_timeout = Duration::from_millis(300);
+        config.connect_timeout = Duration::from_millis(300);
+        let client = Client::with_config(config).await.expect("connects");
+        let name = format!("handoff:deaf:{keepalive}");
+        let holder = client.lock(&name).lock().await.expect("locks");
+        let waiter = spawn_holder(locking(client.lock(&name)));
+        queued(&client, 1).await;
+        assert!(
+            eventually(Duration::from_secs(5), async || subscriber_ids(&mut redis)
+                .await
+                .len()
+                == 1)
+            .await,
+            "the waiter subscribed"
+        );
+        let before = subscriber_ids(&mut redis).await;
+        proxy.black_hole(Direction::ToClient, true);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        proxy.black_hole(Direction::ToClient, false);
+        let made_anew = eventually(Duration::from_secs(3), async || {
+            let now = subscriber_ids(&mut redis).await;
+            !now.is_empty() && now != before
+        })
+        .await;
+        assert_eq!(made_anew, keepalive, "keepalive {keepalive}");
+        holder.unlock().await.expect("unlocks");
+        waiter
+            .guard()
+            .await
+            .unlock()
+            .await
+            .expect("the waiter got it and unlocks");
+        client.close().await;
+    }
 }

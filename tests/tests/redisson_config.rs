@@ -599,3 +599,20 @@ async fn a_4_7_file_with_a_top_level_acl_user_logs_in() {
     let pttl = pttl_while_held(config, "yaml:acl", &server).await;
     assert!(0 < pttl && pttl <= 3000, "PTTL {pttl}");
 }
+
+/// Redisson's `pingConnectionInterval` is the subscriber's keepalive; 0 turns it off, as in Java.
+#[test]
+fn the_subscriber_keepalive_is_read_and_zero_turns_it_off() {
+    let interval = |extra: &str| {
+        load(&format!(
+            "singleServerConfig:\n  address: \"redis://127.0.0.1:6379\"\n{extra}"
+        ))
+        .ping_connection_interval
+    };
+    assert_eq!(interval(""), Duration::from_secs(30), "Redisson's default");
+    assert_eq!(
+        interval("  pingConnectionInterval: 5000\n"),
+        Duration::from_secs(5)
+    );
+    assert_eq!(interval("  pingConnectionInterval: 0\n"), Duration::ZERO);
+}

@@ -278,6 +278,11 @@ pub(crate) struct Streak {
     /// Every lent holder's lease-lost signal.
     lost: CancellationToken,
     phase: Mutex<Phase>,
+    /// When the last command that Redis answered with the root's field still there was sent.
+    heard_at: Mutex<Instant>,
+    /// When the hold was last lent, and a wake-up for the streak's watch when it is.
+    lent_at: Mutex<Option<Instant>>,
+    lent: Notify,
     /// Wakes acquisitions waiting for the streak to be over.
     over: Notify,
 }
@@ -349,7 +354,32 @@ impl Streak {
             return false;
         }
         *phase = Phase::Held(field.to_owned());
+        *self.lent_at.lock() = Some(Instant::now());
+        self.lent.notify_one();
         true
+    }
+
+    /// Whether Redis confirmed the root's field since the current holder was lent the hold (the
+    /// root, which took it from Redis, needs no confirmation of its own).
+    pub(crate) fn heard_since_lent(&self) -> bool {
+        (*self.lent_at.lock()).is_none_or(|lent_at| self.heard_at() >= lent_at)
+    }
+
+    /// When the root's field should be confirmed in Redis next: `spacing` after the last
+    /// confirmation, but not before a hold was lent since; `None` while nothing was lent since.
+    pub(crate) fn confirm_due(&self, spacing: Duration) -> Option<Instant> {
+        let heard_at = self.heard_at();
+        let lent_at = (*self.lent_at.lock()).filter(|&lent_at| lent_at >= heard_at)?;
+        Some(lent_at.max(heard_at + spacing))
+    }
+
+    /// Completes when the hold is lent next (or was lent since the last call).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits (a wake-up it did not take is kept for the next call).
+    pub(crate) async fn lent(&self) {
+        self.lent.notified().await;
     }
 
     /// The streak's last write goes out (the root's unlock, a script hand-off, the clean-up after a
@@ -361,6 +391,17 @@ impl Streak {
         }
         *phase = Phase::Ending;
         true
+    }
+
+    /// Redis answered a command sent at `sent_at` with the root's field still there.
+    pub(crate) fn heard(&self, sent_at: Instant) {
+        let mut heard_at = self.heard_at.lock();
+        *heard_at = (*heard_at).max(sent_at);
+    }
+
+    /// When Redis last confirmed the root's field (the send time of that command).
+    pub(crate) fn heard_at(&self) -> Instant {
+        *self.heard_at.lock()
     }
 
     /// Whether the streak is ending or over (its last write was decided).
@@ -565,15 +606,16 @@ impl Cohorts {
     }
 
     /// Opens a streak on `key`: Redis keeps `root`'s field, under
-    /// the watchdog registration `generation` whose loss `registration_lost` signals. It starts
-    /// between holders (its first hand-off is being decided). `None` if a streak is open on `key`
-    /// already.
+    /// the watchdog registration `generation` whose loss `registration_lost` signals, and last
+    /// confirmed it by a command sent at `heard_at`. It starts between holders (its first hand-off
+    /// is being decided). `None` if a streak is open on `key` already.
     pub(crate) fn open_streak(
         &self,
         key: &str,
         root: &str,
         generation: u64,
         registration_lost: &CancellationToken,
+        heard_at: Instant,
     ) -> Option<Arc<Streak>> {
         let mut streaks = self.streaks.lock();
         if streaks.contains_key(key) {
@@ -585,6 +627,9 @@ impl Cohorts {
             generation,
             lost: registration_lost.child_token(),
             phase: Mutex::new(Phase::Passing),
+            heard_at: Mutex::new(heard_at),
+            lent_at: Mutex::new(None),
+            lent: Notify::new(),
             over: Notify::new(),
         });
         let _ = streaks.insert(key.to_owned(), streak.clone());

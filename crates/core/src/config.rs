@@ -141,6 +141,13 @@ pub struct Config {
     /// How long a waiter waits for its channel subscription before it falls back to polling.
     /// Default 7.5 s.
     pub subscription_timeout: Duration,
+    /// How often the subscriber connection is sent a `PING` (Redisson's `pingConnectionInterval`);
+    /// zero never. A subscriber sends nothing while its channels do not change, so a connection cut
+    /// without a reset (a partition, a half-open TCP connection) would otherwise stay "live" and
+    /// deaf: unlock messages lost, free hand-offs going on without hearing a force unlock. One that
+    /// does not answer within [`Config::command_timeout`] is declared dead: waiters re-try, and the
+    /// connection is made anew and re-subscribed. In a cluster every node is pinged. Default 30 s.
+    pub ping_connection_interval: Duration,
     /// How long a fair-lock waiter that waits without a limit stays in the queue before it counts as
     /// stale and is purged, should it stop polling (Redisson's `fairLockWaitTimeout`). Default 5 min.
     pub fair_lock_wait_timeout: Duration,
@@ -197,6 +204,7 @@ impl Config {
             retry_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(2),
             subscription_timeout: Duration::from_millis(7500),
+            ping_connection_interval: Duration::from_secs(30),
             fair_lock_wait_timeout: Duration::from_secs(300),
             local_handoff: true,
             local_handoff_limit: 16,
@@ -402,6 +410,7 @@ impl fmt::Debug for Config {
             .field("retry_delay", &self.retry_delay)
             .field("retry_max_delay", &self.retry_max_delay)
             .field("subscription_timeout", &self.subscription_timeout)
+            .field("ping_connection_interval", &self.ping_connection_interval)
             .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .field("local_handoff", &self.local_handoff)
             .field("local_handoff_limit", &self.local_handoff_limit)

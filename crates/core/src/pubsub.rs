@@ -37,6 +37,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, redact};
@@ -350,6 +351,10 @@ impl Subscriber {
             deployment,
             sharded,
             connect_timeout: config.connect_timeout,
+            keepalive: Keepalive {
+                interval: config.ping_connection_interval,
+                timeout: config.command_timeout,
+            },
             url: redact(&config.url),
         };
         drop(runtime.spawn(task.run(shutdown)));
@@ -571,6 +576,32 @@ enum Link {
 }
 
 impl Link {
+    /// A `PING` on the link: on every node that holds subscriptions, for a cluster.
+    fn ping(&self) -> Change {
+        match self {
+            Self::Node(sink) => {
+                let mut sink = sink.clone();
+                Box::pin(async move { sink.ping::<redis::Value>().await.map(drop) })
+            }
+            #[cfg(feature = "cluster")]
+            Self::Cluster { conn, .. } => {
+                use redis::cluster_routing::{
+                    MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo,
+                };
+                let mut conn = conn.clone();
+                let every_node = RoutingInfo::MultiNode((
+                    MultipleNodeRoutingInfo::AllNodes,
+                    Some(ResponsePolicy::AllSucceeded),
+                ));
+                Box::pin(async move {
+                    conn.route_command(redis::cmd("PING"), every_node)
+                        .await
+                        .map(drop)
+                })
+            }
+        }
+    }
+
     fn subscribe(&self, channels: Vec<String>) -> Change {
         self.change(channels, true)
     }
@@ -638,7 +669,21 @@ struct Connection {
     deployment: Deployment,
     sharded: bool,
     connect_timeout: Duration,
+    keepalive: Keepalive,
     url: String,
+}
+
+/// How the subscriber connection is kept honest (Redisson's `pingConnectionInterval`): a
+/// subscriber sends nothing while its channels do not change, so a connection cut without a reset
+/// (a partition, a half-open TCP connection, a proxy that stopped forwarding) would stay "live" and
+/// deaf for good. Every `interval` (zero: never) each link is sent a `PING`; one that is not
+/// answered within `timeout` declares the connection dead: waiters are woken, every channel begins
+/// a new live period (which ends the free hand-offs that relied on it, see [`Listening`]), and the
+/// connection is made anew and re-subscribed.
+#[derive(Clone, Copy, Debug)]
+struct Keepalive {
+    interval: Duration,
+    timeout: Duration,
 }
 
 type Change = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
@@ -718,6 +763,9 @@ impl Connection {
         // Channels the server has confirmed (or that are being subscribed by `change`).
         let mut server: HashSet<String> = HashSet::new();
         let mut change: Option<(Change, Vec<String>)> = None;
+        let Keepalive { interval, timeout } = self.keepalive;
+        let mut next_ping = Instant::now() + interval;
+        let mut ping: Option<Change> = None;
         loop {
             if change.is_none() {
                 change = self.next_change(&link, &mut server);
@@ -758,6 +806,32 @@ impl Connection {
                     self.registry.confirm(&subscribed);
                 }
                 () = self.registry.changed.notified(), if change.is_none() => {}
+                () = tokio::time::sleep_until(next_ping), if ping.is_none() && !interval.is_zero() => {
+                    let pinging = link.ping();
+                    ping = Some(Box::pin(async move {
+                        match tokio::time::timeout(timeout, pinging).await {
+                            Ok(pinged) => pinged,
+                            Err(_) => Err(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))),
+                        }
+                    }));
+                }
+                pinged = async {
+                    match ping.as_mut() {
+                        Some(pending) => pending.await,
+                        None => std::future::pending().await,
+                    }
+                }, if ping.is_some() => {
+                    ping = None;
+                    next_ping = Instant::now() + interval;
+                    if let Err(e) = pinged {
+                        tracing::warn!(
+                            url = %self.url,
+                            error = %e,
+                            "the subscriber connection did not answer PING in time; declaring it dead"
+                        );
+                        return Served::Lost;
+                    }
+                }
             }
         }
     }

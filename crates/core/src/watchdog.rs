@@ -93,6 +93,17 @@ struct Registry {
     registered: Notify,
 }
 
+/// A watchdog registration that is surely held (see [`Watchdog::surely_held`]).
+#[derive(Debug)]
+pub(crate) struct Registration {
+    /// Its generation (see [`Watchdog::lost`]).
+    pub(crate) generation: u64,
+    /// The token its loss cancels.
+    pub(crate) lost: CancellationToken,
+    /// When the last renewal (or acquire) that Redis confirmed was sent.
+    pub(crate) renewed_at: Instant,
+}
+
 /// The client's watchdog.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
@@ -138,20 +149,23 @@ impl Watchdog {
     /// Whether `field`'s watchdog hold of `key` is surely still in Redis: registered, not lost, and
     /// its last confirmed renewal (or its acquire) sent less than the timeout minus one renewal
     /// interval ago, on the clock now, so the key has at least that interval left whatever the
-    /// renewal task is doing. Returns the registration's generation (see [`Watchdog::lost`]) and
-    /// the token its loss cancels.
+    /// renewal task is doing. Returns the registration (see [`Registration`]).
     pub(crate) fn surely_held(
         &self,
         renewal: &'static Renewal,
         key: &str,
         field: &str,
-    ) -> Option<(u64, CancellationToken)> {
+    ) -> Option<Registration> {
         let entries = self.registry.entries.lock();
         let entry = entries.get(&(renewal.name, key.to_owned()))?;
         let sure = !entry.lost.is_cancelled()
             && entry.renewed_at.elapsed() < self.sure_for
             && entry.holders.iter().any(|(f, _)| f == field);
-        sure.then(|| (entry.generation, entry.lost.clone()))
+        sure.then(|| Registration {
+            generation: entry.generation,
+            lost: entry.lost.clone(),
+            renewed_at: entry.renewed_at,
+        })
     }
 
     /// Declares the registration `generation` of `key` lost (the engine learnt that its field is

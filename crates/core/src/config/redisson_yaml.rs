@@ -55,7 +55,6 @@ const NOT_APPLICABLE: &[&str] = &[
     // at the top level.
     "idleConnectionTimeout",
     "pingTimeout",
-    "pingConnectionInterval",
     "keepAlive",
     "tcpKeepAliveCount",
     "tcpKeepAliveIdle",
@@ -180,6 +179,7 @@ struct Servers {
     retry_interval: Option<u64>,
     retry_delay: Option<Tagged<DelayFields>>,
     subscription_timeout: Option<u64>,
+    ping_connection_interval: Option<u64>,
 }
 
 /// The settings Redisson 4.x keeps at the top level of the file and older versions in the server
@@ -743,6 +743,10 @@ fn apply_connection_settings(
     }
     if let Some(timeout) = millis("subscriptionTimeout", servers.subscription_timeout)? {
         config.subscription_timeout = timeout;
+    }
+    // Zero turns the keepalive off, as in Redisson.
+    if let Some(interval) = servers.ping_connection_interval {
+        config.ping_connection_interval = Duration::from_millis(interval);
     }
     if let Some(attempts) = servers.retry_attempts {
         config.retry_attempts = attempts;

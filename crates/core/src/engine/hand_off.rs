@@ -45,6 +45,19 @@ use crate::watchdog::Expiry;
 /// What an acquisition ends in: the hold's token and expiry, or `None` when its wait ran out.
 pub(super) type Acquired<T> = Result<Option<(T, Expiry)>>;
 
+/// How far free hand-offs may carry a delete that publishes nothing (Java's spin or fair force
+/// unlock, an operator's `DEL`, eviction). A lent hold passes on freely only if Redis confirmed the
+/// root's field since its holder was lent it, or less than this long ago; otherwise it goes by
+/// script, which checks the field. After each free hand-off the streak's watch confirms the field
+/// ([`watch_streak`]: one `HGET`, no script, at most one per half of this bound), and a field found
+/// gone ends the streak and tells its holder. So a silent delete reaches, through free hand-offs,
+/// at most the holders lent the hold within this bound of the last confirmation or one holder past
+/// the delete, and each of them hears of it within half this bound and a round trip of being
+/// lent. Ten milliseconds is about a hundred hand-offs on a hot lock, where the time-based rule
+/// keeps hand-offs free while the checks run behind; a holder whose critical section is longer has
+/// its own confirmation back long before it releases.
+pub(super) const HEARD_WITHIN: Duration = Duration::from_millis(10);
+
 /// How a last release that handed off (or tried to) ended.
 pub(super) struct Handed {
     /// What the release returns.
@@ -112,7 +125,7 @@ pub(super) fn lend_first<K: Kind + ?Sized>(
     let registration = lendable(services, &**kind, &claim)
         .then(|| services.watchdog.surely_held(kind.renewal(), key, holder))
         .flatten();
-    let Some((generation, registration_lost)) = registration else {
+    let Some(registration) = registration else {
         return Lend::Declined(claim);
     };
     // Atomic with the holder's own attempts: a re-entry of its on the wire would be counted in
@@ -122,7 +135,13 @@ pub(super) fn lend_first<K: Kind + ?Sized>(
     }
     let Some(streak) = services
         .cohorts
-        .open_streak(key, holder, generation, &registration_lost)
+        .open_streak(
+            key,
+            holder,
+            registration.generation,
+            &registration.lost,
+            registration.renewed_at,
+        )
         .filter(|streak| streak.lend_to(claim.field()))
     else {
         // Unreachable while the streak's invariants hold (nobody holds a key in Redis while a
@@ -214,11 +233,19 @@ pub(super) async fn release_streak<K: Kind + ?Sized>(
 /// Lends the hold of `streak` on to the claimed waiter, where it may (see [`lend_first`]): the
 /// root's registration must be surely held still.
 fn lend_on<K: Kind + ?Sized>(services: &Services, kind: &K, streak: &Streak, claim: Claim) -> Lend {
-    let surely_held = services
+    let registration = services
         .watchdog
         .surely_held(kind.renewal(), kind.key(), &streak.root)
-        .is_some_and(|(generation, _)| generation == streak.generation);
-    if !(surely_held && lendable(services, kind, &claim) && streak.lend_to(claim.field())) {
+        .filter(|registration| registration.generation == streak.generation);
+    if let Some(registration) = &registration {
+        streak.heard(registration.renewed_at);
+    }
+    let heard = streak.heard_since_lent() || streak.heard_at().elapsed() < HEARD_WITHIN;
+    if !(registration.is_some()
+        && heard
+        && lendable(services, kind, &claim)
+        && streak.lend_to(claim.field()))
+    {
         return Lend::Declined(claim);
     }
     services.telemetry.lent(kind.label(), kind.name(), false);
@@ -285,10 +312,20 @@ fn watch_streak<K: Kind + ?Sized>(
     async move {
         let mut listening = listening;
         loop {
+            // After a hand-off, the root's field is confirmed (at most every half bound): a
+            // holder lent a hold that was deleted silently hears of it within a round trip.
+            let confirm = async {
+                match streak.confirm_due(HEARD_WITHIN / 2) {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = streak.over() => return,
                 () = streak.lost() => break,
+                () = streak.lent() => continue,
                 () = changed(listening.as_ref()) => {}
+                () = confirm => {}
             }
             // What comes from here on is heard again: mark before looking at Redis.
             if let Some(listening) = listening.as_mut() {
@@ -304,9 +341,13 @@ fn watch_streak<K: Kind + ?Sized>(
                 return;
             }
             let (key, root) = (kind.key(), &streak.root);
+            let sent_at = Instant::now();
             match count_in_redis(&services, kind.subject(), key, root).await {
                 // Still held: go on watching.
-                Ok(held) if held > 0 => continue,
+                Ok(held) if held > 0 => {
+                    streak.heard(sent_at);
+                    continue;
+                }
                 Ok(_) => tracing::warn!(
                     lock = kind.name(),
                     "a streak's hold was deleted by someone else"
