@@ -1217,3 +1217,79 @@ async fn a_deaf_subscriber_is_declared_dead_by_its_keepalive_and_made_anew() {
         client.close().await;
     }
 }
+
+/// `Lock::unlock(owner)` racing the owner's own last release, which lends the lock to a local waiter
+/// (a misuse: two releases of one hold, from two threads): one of them releases, the other fails
+/// and sends nothing, and the waiter holds a lock that Redis still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_release_racing_a_lending_one_sends_nothing() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let other = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    for round in 0..20 {
+        let name = format!("handoff:double-release:{round}");
+        let first = first_owner(&client, &server, client.lock(&name)).await;
+        let owner = first.owner();
+        let mut next = spawn_holder(locking(client.lock(&name)));
+        queued(&client, 1).await;
+        let lock = client.lock(&name);
+        let (by_guard, by_owner) = tokio::join!(
+            tokio::spawn(first.unlock()),
+            tokio::spawn(async move { lock.unlock(owner).await })
+        );
+        let outcomes = [by_guard.expect("task"), by_owner.expect("task")];
+        assert_eq!(
+            outcomes.iter().filter(|outcome| outcome.is_ok()).count(),
+            1,
+            "round {round}: {outcomes:?}"
+        );
+        let _ = next.acquired().await;
+        let next = next.guard().await;
+        assert!(
+            exists(&mut redis, &name).await,
+            "round {round}: the waiter's lock is held in Redis"
+        );
+        assert!(
+            other.lock(&name).try_lock().await.expect("try").is_none(),
+            "round {round}: nobody else takes it"
+        );
+        assert!(!next.is_lease_lost(), "round {round}");
+        next.unlock().await.expect("unlocks");
+        assert!(!exists(&mut redis, &name).await, "round {round}");
+    }
+}
+
+/// The lent holder takes a multi-lock over the lent lock and another one, for a lease: the lent
+/// lock keeps the streak's watchdog lease (its key's expiry is the streak's to set, which counts on
+/// a whole watchdog lease from its last renewal), the other member gets the multi-lock's.
+#[tokio::test]
+async fn a_multi_lock_lease_does_not_cut_a_lent_holds_expiry() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let (name, second) = ("handoff:multi", "handoff:multi:second");
+    let (_, root_field, holder) = lent(&client, &server, client.lock(name)).await;
+    let multi = rlock_redisson::MultiLock::new([client.lock(name), client.lock(second)])
+        .with_owner(holder.owner());
+    let guard = multi
+        .lock_with_lease(Duration::from_millis(500))
+        .await
+        .expect("the multi-lock locks");
+    let lent_ttl: i64 = redis.pttl(name).await.expect("PTTL");
+    let second_ttl: i64 = redis.pttl(second).await.expect("PTTL");
+    assert!(lent_ttl > 50_000, "the streak's watchdog lease: {lent_ttl}");
+    assert!(
+        (1..=500).contains(&second_ttl),
+        "the multi-lock's lease: {second_ttl}"
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(root_field, "1".to_owned())]),
+        "the lent lock outlived the multi-lock's lease"
+    );
+    assert!(!holder.is_lease_lost());
+    drop(guard);
+    holder.unlock().await.expect("unlocks");
+}

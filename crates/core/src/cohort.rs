@@ -449,6 +449,10 @@ pub(crate) enum Next {
     /// Release for real; `yielding` when local waiters were passed over because of the bound (the
     /// queue yields once the unlock is done, see [`Cohorts::released`]).
     Release { yielding: bool },
+    /// Another release of the same holder is passing the lock on right now (it claimed the head):
+    /// this one has nothing left to release, and must send nothing (an unlock of the holder's field
+    /// would delete a hold that is being lent).
+    AlreadyPassing,
 }
 
 impl Cohorts {
@@ -561,6 +565,9 @@ impl Cohorts {
             return release;
         };
         let mut slot = head.slot.lock();
+        if *slot == Slot::Claimed {
+            return Next::AlreadyPassing;
+        }
         if *slot != Slot::Waiting {
             return release;
         }

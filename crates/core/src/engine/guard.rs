@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use super::hand_off::hold_count;
+use super::hand_off::{held_in_streak, hold_count};
 use super::kind::Kind;
 use super::release::Releasing;
 use std::time::Duration;
@@ -180,6 +180,12 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
     ///
     /// Not cancel safe: if dropped, the expiry may or may not have been set.
     pub(crate) async fn expire(&mut self, lease: Duration) -> Result<()> {
+        // A hold lent along a streak of free hand-offs keeps the streak's watchdog lease, as a
+        // fixed-lease re-entry of it does: the key's expiry is the streak's registration's, which
+        // counts on a whole watchdog lease from its last renewal (see `Watchdog::surely_held`).
+        if held_in_streak(&self.services, self.kind.key(), &self.field).is_some() {
+            return Ok(());
+        }
         let sent_at = Instant::now();
         let _: i64 = self
             .services

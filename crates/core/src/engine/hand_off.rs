@@ -222,7 +222,9 @@ pub(super) async fn release_streak<K: Kind + ?Sized>(
     };
     match next {
         Next::HandOff(claim) => pass(services, kind, from, lease, claim, None, Some(streak)).await,
-        Next::Release { yielding } => {
+        // No other release of the holder can be passing the lock on: the streak says who holds.
+        next @ (Next::Release { .. } | Next::AlreadyPassing) => {
+            let yielding = matches!(next, Next::Release { yielding: true });
             let released =
                 unlock_for_real(services, &**kind, from, lease, None, yielding, Some(streak)).await;
             Handed::done(released)

@@ -89,6 +89,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
             }
             Lend::Declined(claim) => Some(Next::HandOff(claim)),
         },
+        Some(Next::AlreadyPassing) => return Err(Error::not_owner(kind.subject(), field)),
         next => next,
     };
     // The hash changes from here on: renewal stops first.
@@ -111,6 +112,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         Some(Next::Release { yielding }) => {
             hand_off::unlock_for_real(services, &**kind, from, lease, conn, yielding, None).await
         }
+        Some(Next::AlreadyPassing) => Err(Error::not_owner(kind.subject(), field)),
     }
 }
 
