@@ -564,6 +564,21 @@ async fn first_owner<K: rlock_redisson::kind::LockKind<Token = ()>>(
     first.guard().await
 }
 
+/// Waits until Redis confirmed the streak's first owner's field after the last free hand-off
+/// (`confirmed_before` confirmations earlier): a lent hold passes on freely once that confirmation
+/// is back (or within 10 ms of the last one), so a test that counts free hand-offs waits for it
+/// rather than for the clock.
+async fn confirmed(client: &Client, confirmed_before: u64) {
+    assert!(
+        eventually(Duration::from_secs(5), async || client
+            .stats()
+            .streak_confirmations
+            > confirmed_before)
+        .await,
+        "the streak's first owner was confirmed in Redis"
+    );
+}
+
 /// A hold lent by a free hand-off: the first owner (see [`first_owner`]) passes `lock` to another
 /// task's watchdog hold. Returns the first owner, its field (which Redis keeps) and the lent guard.
 async fn lent<K: rlock_redisson::kind::LockKind<Token = ()>>(
@@ -573,12 +588,17 @@ async fn lent<K: rlock_redisson::kind::LockKind<Token = ()>>(
 ) -> (rlock_redisson::Owner, String, Guard) {
     let first = first_owner(client, server, lock.clone()).await;
     let (root, root_field) = (first.owner(), first.field().to_owned());
-    let before = client.stats().free_handoffs;
+    let before = client.stats();
     let mut next = spawn_holder(locking(lock));
     queued(client, 1).await;
     first.unlock().await.expect("first unlocks");
     let _ = next.acquired().await;
-    assert_eq!(client.stats().free_handoffs, before + 1, "passed freely");
+    assert_eq!(
+        client.stats().free_handoffs,
+        before.free_handoffs + 1,
+        "passed freely"
+    );
+    confirmed(client, before.streak_confirmations).await;
     (root, root_field, next.guard().await)
 }
 
@@ -609,6 +629,7 @@ async fn watchdog_holds_pass_with_no_command_and_redis_keeps_the_first_owners_ho
     queued(&client, 3).await;
     let publish = calls(&mut redis, "publish").await;
     let mut before = commands(&mut redis).await;
+    let mut confirmations = client.stats().streak_confirmations;
 
     first.unlock().await.expect("first unlocks");
     for (i, mut waiter) in waiters.into_iter().enumerate() {
@@ -632,6 +653,8 @@ async fn watchdog_holds_pass_with_no_command_and_redis_keeps_the_first_owners_ho
         assert!(lock.is_locked().await.expect("is_locked"));
         assert_ne!(field, root, "holder {i} is another owner");
         if i < 2 {
+            confirmed(&client, confirmations).await;
+            confirmations = client.stats().streak_confirmations;
             // This test's own reads above were commands too.
             before = commands(&mut redis).await;
             guard.unlock().await.expect("unlocks");

@@ -63,6 +63,10 @@ pub struct ClientStats {
     pub free_handoffs: u64,
     /// Streaks of free hand-offs begun (each ends with a script hand-off or a real release).
     pub handoff_streaks: u64,
+    /// Reads (`HGET`) that confirmed a streak's first owner's field in Redis behind its free
+    /// hand-offs, which bound how far a delete that publishes nothing is carried (see the README's
+    /// "What a successful `unlock()` proves").
+    pub streak_confirmations: u64,
 }
 
 impl Client {
@@ -268,6 +272,7 @@ impl Client {
             local_handoffs: self.services.cohorts.handoffs(),
             free_handoffs,
             handoff_streaks,
+            streak_confirmations: self.services.cohorts.confirmations(),
         }
     }
 }

@@ -86,6 +86,8 @@ pub(crate) struct Cohorts {
     handoffs: Arc<AtomicU64>,
     free_handoffs: Arc<AtomicU64>,
     streaks_begun: Arc<AtomicU64>,
+    /// Confirmations of streaks' roots in Redis (see [`Streak::heard`]).
+    confirmations: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Default)]
@@ -720,6 +722,17 @@ impl Cohorts {
             self.free_handoffs.load(Ordering::Relaxed),
             self.streaks_begun.load(Ordering::Relaxed),
         )
+    }
+
+    /// Redis confirmed `streak`'s root by a read sent at `sent_at` (see [`Streak::heard`]).
+    pub(crate) fn confirmed(&self, streak: &Streak, sent_at: Instant) {
+        streak.heard(sent_at);
+        let _ = self.confirmations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times Redis confirmed a streak's root so far.
+    pub(crate) fn confirmations(&self) -> u64 {
+        self.confirmations.load(Ordering::Relaxed)
     }
 
     /// How many queues exist (for tests: idle queues are dropped).

@@ -347,7 +347,7 @@ fn watch_streak<K: Kind + ?Sized>(
             match count_in_redis(&services, kind.subject(), key, root).await {
                 // Still held: go on watching.
                 Ok(held) if held > 0 => {
-                    streak.heard(sent_at);
+                    services.cohorts.confirmed(&streak, sent_at);
                     continue;
                 }
                 Ok(_) => tracing::warn!(
