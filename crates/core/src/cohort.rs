@@ -643,8 +643,12 @@ impl Cohorts {
         });
         let _ = streaks.insert(key.to_owned(), streak.clone());
         let _ = self.open_streaks.fetch_add(1, Ordering::AcqRel);
-        let _ = self.streaks_begun.fetch_add(1, Ordering::Relaxed);
         Some(streak)
+    }
+
+    /// A streak opened by [`Cohorts::open_streak`] lent its first hold (it is counted then).
+    pub(crate) fn began_streak(&self) {
+        let _ = self.streaks_begun.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The streak is over: Redis holds nothing for it any more (its last write has its reply).
@@ -1116,6 +1120,7 @@ mod tests {
         match cohorts.releasing(KEY, KIND, from, LIMIT, WINDOW) {
             Next::HandOff(claim) => claim,
             Next::Release { yielding } => panic!("expected a hand-off, got a release ({yielding})"),
+            Next::AlreadyPassing => panic!("expected a hand-off, got another one in progress"),
         }
     }
 
@@ -1269,6 +1274,21 @@ mod tests {
     }
 
     #[test]
+    fn a_second_release_of_a_holder_that_is_passing_the_lock_finds_nothing_to_release() {
+        let (cohorts, _tickets, _lost) = held_by("h", &["a"]);
+        let claim = hand_off(&cohorts, "h");
+        assert!(matches!(
+            cohorts.releasing(KEY, KIND, "h", LIMIT, WINDOW),
+            Next::AlreadyPassing
+        ));
+        claim.failed();
+        assert!(matches!(
+            cohorts.releasing(KEY, KIND, "h", LIMIT, WINDOW),
+            Next::HandOff(_)
+        ));
+    }
+
+    #[test]
     fn a_waiter_dropped_after_being_passed_the_lock_returns_it() {
         let (cohorts, tickets, _lost) = held_by("h", &["a"]);
         assert!(hand_off(&cohorts, "h").passed(5, Instant::now(), listening()));
@@ -1278,11 +1298,14 @@ mod tests {
 
     /// Opens a streak of `root`'s hold, as the engine does at the first free hand-off.
     fn streak_of(cohorts: &Cohorts, root: &str, registration: &CancellationToken) -> Arc<Streak> {
+        let now = Instant::now();
         let streak = cohorts
-            .open_streak(KEY, root, 1, registration)
+            .open_streak(KEY, root, 1, registration, now)
             .expect("none open");
         assert!(
-            cohorts.open_streak(KEY, root, 1, registration).is_none(),
+            cohorts
+                .open_streak(KEY, root, 1, registration, now)
+                .is_none(),
             "one per key"
         );
         streak
@@ -1302,6 +1325,7 @@ mod tests {
         assert!(claim.lendable());
         let streak = streak_of(&cohorts, "h", &registration);
         assert!(lend(claim, &streak), "the waiter takes it");
+        cohorts.began_streak();
         assert_eq!(tickets[0].step(|| 0), Step::Lent);
         let expiry = tickets[0].take_lent().expect("the streak's lease");
         assert!(streak.is_held_by("a") && !streak.is_held_by("h"));

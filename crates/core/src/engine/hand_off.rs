@@ -128,29 +128,25 @@ pub(super) fn lend_first<K: Kind + ?Sized>(
     let Some(registration) = registration else {
         return Lend::Declined(claim);
     };
-    // Atomic with the holder's own attempts: a re-entry of its on the wire would be counted in
-    // Redis after the hold was lent.
-    if !services.holds.remove_last(key, holder) {
-        return Lend::Declined(claim);
-    }
-    let Some(streak) = services
-        .cohorts
-        .open_streak(
-            key,
-            holder,
-            registration.generation,
-            &registration.lost,
-            registration.renewed_at,
-        )
-        .filter(|streak| streak.lend_to(claim.field()))
-    else {
-        // Unreachable while the streak's invariants hold (nobody holds a key in Redis while a
-        // streak is open on it); the hold is this owner's again, and passes by script.
-        services
-            .holds
-            .add(key, holder, services.watchdog.timeout(), None);
+    // The streak is open before the holder's hold is taken: another release of the same owner
+    // (a misuse, from another thread) that finds the hold gone then finds the streak, and sends
+    // nothing.
+    let Some(streak) = services.cohorts.open_streak(
+        key,
+        holder,
+        registration.generation,
+        &registration.lost,
+        registration.renewed_at,
+    ) else {
         return Lend::Declined(claim);
     };
+    // Atomic with the holder's own attempts: a re-entry of its on the wire would be counted in
+    // Redis after the hold was lent. Another release of it may have taken the hold first.
+    if !services.holds.remove_last(key, holder) || !streak.lend_to(claim.field()) {
+        services.cohorts.close_streak(&streak);
+        return Lend::Declined(claim);
+    }
+    services.cohorts.began_streak();
     services.telemetry.lent(kind.label(), kind.name(), true);
     let listening = claim.listening();
     services.background.spawn_watch(watch_streak(

@@ -92,9 +92,15 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         Some(Next::AlreadyPassing) => return Err(Error::not_owner(kind.subject(), field)),
         next => next,
     };
+    let taken = services.holds.remove(key, field);
+    if taken.is_none() && services.cohorts.streak_on(key).is_some() {
+        // Another release of this owner lent its last hold meanwhile (a misuse: two releases of
+        // one hold at once): nothing of this owner's is left in Redis to release.
+        return Err(Error::not_owner(kind.subject(), field));
+    }
     // The hash changes from here on: renewal stops first.
     let renewing = services.watchdog.deregister(kind.renewal(), key, field);
-    let (lease, conn) = match services.holds.remove(key, field) {
+    let (lease, conn) = match taken {
         Some((lease, conn)) if !renewing => (lease, conn),
         Some((_, conn)) => (services.watchdog.timeout(), conn),
         None => (services.watchdog.timeout(), None),
