@@ -1316,3 +1316,50 @@ async fn a_multi_lock_lease_does_not_cut_a_lent_holds_expiry() {
     drop(guard);
     holder.unlock().await.expect("unlocks");
 }
+
+/// The streak's watch looks at Redis again after its subscriber connection was interrupted (a
+/// message may have been lost meanwhile): a lent hold deleted silently while the connection was
+/// down is found gone, and its holder is told, rather than at the next renewal.
+#[tokio::test]
+async fn a_streak_looks_at_redis_again_after_its_subscriber_reconnects() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:reconnect";
+    let (_, _, holder) = lent(&client, &server, client.lock(name)).await;
+    let _: () = redis.del(name).await.expect("DEL");
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut redis)
+        .await
+        .expect("CLIENT KILL");
+    tokio::time::timeout(Duration::from_secs(5), holder.lease_lost())
+        .await
+        .expect("the holder is told once the channel is live again");
+    assert!(matches!(
+        holder.unlock().await,
+        Err(rlock_redisson::Error::LeaseLost { .. })
+    ));
+}
+
+/// The key of a lent hold is overwritten by a value of another type, and its channel carries a
+/// message: the streak's look at Redis fails (`WRONGTYPE`), and a look that fails ends the streak
+/// as lost, with its holder told, instead of leaving the watch silently.
+#[tokio::test]
+async fn a_streak_whose_look_at_redis_fails_ends_and_tells_its_holder() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:unreadable";
+    let (_, _, holder) = lent(&client, &server, client.lock(name)).await;
+    let _: () = redis.set(name, "not a lock").await.expect("SET");
+    let channel = rlock_tests::redisson::lock_channel(name);
+    let _: i64 = redis.publish(&channel, "0").await.expect("PUBLISH");
+    tokio::time::timeout(Duration::from_secs(5), holder.lease_lost())
+        .await
+        .expect("the holder is told");
+    let _: () = redis.del(name).await.expect("DEL");
+    drop(holder);
+}
