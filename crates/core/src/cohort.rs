@@ -1454,3 +1454,6 @@ mod tests {
         assert_eq!(cohorts.len(), 0);
     }
 }
+
+#[cfg(test)]
+mod model;

@@ -145,6 +145,10 @@ async fn acquire_as<K: Kind>(
                 {
                     return Ok(local);
                 }
+                // A re-entry on the wire keeps the owner's last hold from passing without Redis
+                // meanwhile; marked before the streak is looked at, so that a hold lent from now on
+                // waits for this attempt, and an attempt from now on sees a streak opened before.
+                let _reentering = services.holds.reentering(kind_ref.key(), field);
                 // While a streak of free hand-offs holds the key, only its holder acts on it.
                 if gated_by_streak(services, kind_ref.key(), field) {
                     return Ok(Attempt::Busy(RECHECK));
@@ -298,8 +302,12 @@ impl<K: Kind> Queued<K> {
                 Step::Lent => {
                     acquisition.handed_off();
                     let token = hand_off.passed_freely()?;
-                    let expiry = self.ticket.take_lent()?;
-                    services.holds.add(kind.key(), field, self.lease, None);
+                    // The lend counted the hold already (see `hand_off::count_lent`).
+                    let Some(expiry) = self.ticket.take_lent() else {
+                        // The streak ended before this waiter took the hold up: it holds nothing.
+                        let _ = services.holds.remove(kind.key(), field);
+                        return None;
+                    };
                     return Some(Attempt::Acquired((token, expiry)));
                 }
             }
@@ -396,8 +404,6 @@ async fn attempt_on<K: Kind>(
 ) -> Result<Synced<Attempt<(K::Token, Expiry)>>> {
     let lease_time = lease_time(services, lease);
     let held_before = services.holds.count(kind.key(), field);
-    // A re-entry on the wire keeps the owner's last hold from passing without Redis meanwhile.
-    let _reentering = services.holds.reentering(kind.key(), field);
     let mut undo = Undo::arm(
         services,
         conn,

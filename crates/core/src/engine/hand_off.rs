@@ -147,6 +147,7 @@ pub(super) fn lend_first<K: Kind + ?Sized>(
         return Lend::Declined(claim);
     }
     services.cohorts.began_streak();
+    count_lent(services, key, &claim);
     services.telemetry.lent(kind.label(), kind.name(), true);
     let listening = claim.listening();
     services.background.spawn_watch(watch_streak(
@@ -157,6 +158,13 @@ pub(super) fn lend_first<K: Kind + ?Sized>(
     ));
     let to = claim.field().to_owned();
     Lend::Lent((!claim.lend(&streak)).then_some(to))
+}
+
+/// Counts the hold lent to the claimed waiter as it is lent, before the waiter takes it up: a
+/// re-entry and release by another future of the same owner in between must not find it holding
+/// nothing and end the streak under it.
+fn count_lent(services: &Services, key: &str, claim: &Claim) {
+    services.holds.add(key, claim.field(), claim.lease(), None);
 }
 
 /// The lent holder `holder` released its last hold of `streak` (now between holders): the hold is
@@ -247,6 +255,7 @@ fn lend_on<K: Kind + ?Sized>(services: &Services, kind: &K, streak: &Streak, cla
         return Lend::Declined(claim);
     }
     services.telemetry.lent(kind.label(), kind.name(), false);
+    count_lent(services, kind.key(), &claim);
     let to = claim.field().to_owned();
     Lend::Lent((!claim.lend(streak)).then_some(to))
 }
