@@ -1363,3 +1363,39 @@ async fn a_streak_whose_look_at_redis_fails_ends_and_tells_its_holder() {
     let _: () = redis.del(name).await.expect("DEL");
     drop(holder);
 }
+
+/// Two futures of one owner both wait for the lock, the second for a fixed lease: once the first
+/// has held and released it, nothing is handed from the owner to itself (a hand-off script that
+/// replaced a field by itself deleted the lock), and the second future's hold is in Redis.
+#[tokio::test]
+async fn nothing_is_handed_from_an_owner_to_itself() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let other = client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:same-owner";
+    let blocker = client.lock(name).lock().await.expect("the blocker locks");
+    let mine = client.lock(name).with_owner(rlock_redisson::Owner::new());
+    let mut first = spawn_holder(locking(mine.clone()));
+    queued(&client, 1).await;
+    let mut second = spawn_holder(locking_for_a_lease(mine));
+    queued(&client, 2).await;
+    blocker.unlock().await.expect("the blocker unlocks");
+    let (field, ()) = first.acquired().await;
+    first
+        .guard()
+        .await
+        .unlock()
+        .await
+        .expect("the first future unlocks");
+    let (second_field, ()) = second.acquired().await;
+    assert_eq!(second_field, field, "one owner");
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(field, "1".to_owned())]),
+        "the second future's hold is in Redis"
+    );
+    assert!(other.lock(name).try_lock().await.expect("try").is_none());
+    second.guard().await.unlock().await.expect("unlocks");
+    assert!(!exists(&mut redis, name).await);
+}

@@ -566,6 +566,12 @@ impl Cohorts {
         let Some(head) = state.waiters.front() else {
             return release;
         };
+        // Another future of the releasing owner, queued before the owner held anything: nothing
+        // passes from an owner to itself (a hand-off script would replace the field by itself and
+        // delete the lock); the lock is released, and that future takes it from Redis.
+        if head.field == field {
+            return release;
+        }
         let mut slot = head.slot.lock();
         if *slot == Slot::Claimed {
             return Next::AlreadyPassing;
@@ -1285,6 +1291,15 @@ mod tests {
         assert!(matches!(
             cohorts.releasing(KEY, KIND, "h", LIMIT, WINDOW),
             Next::HandOff(_)
+        ));
+    }
+
+    #[test]
+    fn nothing_passes_from_an_owner_to_itself() {
+        let (cohorts, _tickets, _lost) = held_by("h", &["h"]);
+        assert!(matches!(
+            cohorts.releasing(KEY, KIND, "h", LIMIT, WINDOW),
+            Next::Release { yielding: false }
         ));
     }
 
