@@ -1399,3 +1399,41 @@ async fn nothing_is_handed_from_an_owner_to_itself() {
     second.guard().await.unlock().await.expect("unlocks");
     assert!(!exists(&mut redis, name).await);
 }
+
+/// A re-entry's release finds the owner's field gone from Redis (a delete nobody heard): the
+/// owner's outer hold is told at once, and is not lent on to the next local waiter, which takes
+/// the lock from Redis.
+#[tokio::test]
+async fn a_release_that_finds_the_field_gone_tells_the_outer_hold_which_is_not_lent_on() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:found-gone";
+    let outer = first_owner(&client, &server, client.lock(name)).await;
+    let inner = client
+        .lock(name)
+        .with_owner(outer.owner())
+        .lock()
+        .await
+        .expect("re-enters");
+    let mut next = spawn_holder(locking(client.lock(name)));
+    queued(&client, 1).await;
+    let _: () = redis.del(name).await.expect("DEL");
+    assert!(matches!(
+        inner.unlock().await,
+        Err(rlock_redisson::Error::LeaseLost { .. })
+    ));
+    assert!(outer.is_lease_lost(), "the outer hold is told at once");
+    assert!(matches!(
+        outer.unlock().await,
+        Err(rlock_redisson::Error::LeaseLost { .. })
+    ));
+    let (field, ()) = next.acquired().await;
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(field, "1".to_owned())]),
+        "taken from Redis"
+    );
+    assert_eq!(client.stats().free_handoffs, 0, "nothing was lent");
+    next.guard().await.unlock().await.expect("unlocks");
+}

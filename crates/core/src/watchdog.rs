@@ -183,6 +183,16 @@ impl Watchdog {
         }
     }
 
+    /// Declares the registration of `key` under `renewal` lost (the engine learnt that the field
+    /// its holds count on is gone): its holders' lease-lost token is cancelled and renewal stops.
+    pub(crate) fn lose(&self, renewal: &'static Renewal, key: &str) {
+        let id = (renewal.name, key.to_owned());
+        let removed = self.registry.entries.lock().remove(&id);
+        if let Some(entry) = removed {
+            entry.lose(key, LostBecause::Gone, self.lock_names);
+        }
+    }
+
     /// Registers one hold of `key` (a lock of `kind`) by `field`, acquired by a script sent at
     /// `sent_at`, to be renewed by `renewal`. Returns the token cancelled if the lock is lost.
     pub(crate) fn register(

@@ -110,7 +110,18 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         root: field,
     };
     match next {
-        None => unlock(services, &**kind, field, lease, conn).await,
+        None => {
+            let released = unlock(services, &**kind, field, lease, conn).await;
+            if matches!(released, Err(Error::NotOwner { .. }))
+                && services.holds.count(key, field) > 0
+            {
+                // Redis no longer has the field that this owner's other holds count on (a delete
+                // that nobody heard): they are lost, and are told now rather than at the next
+                // renewal, so that none of them is lent on.
+                services.watchdog.lose(kind.renewal(), key);
+            }
+            released
+        }
         Some(Next::HandOff(claim)) => {
             let handed = hand_off::pass(services, kind, from, lease, claim, conn, None).await;
             finish(services, kind, handed).await
