@@ -1370,8 +1370,7 @@ async fn a_streak_whose_look_at_redis_fails_ends_and_tells_its_holder() {
 #[tokio::test]
 async fn nothing_is_handed_from_an_owner_to_itself() {
     let server = RedisServer::start();
-    let client = client(&server).await;
-    let other = client(&server).await;
+    let (client, other) = (client(&server).await, client(&server).await);
     let mut redis = raw(&server).await;
     let name = "handoff:same-owner";
     let blocker = client.lock(name).lock().await.expect("the blocker locks");
