@@ -1436,3 +1436,64 @@ async fn a_release_that_finds_the_field_gone_tells_the_outer_hold_which_is_not_l
     assert_eq!(client.stats().free_handoffs, 0, "nothing was lent");
     next.guard().await.unlock().await.expect("unlocks");
 }
+
+/// A fair acquisition of one owner waits in the fair lock's queue in Redis while another future of
+/// the owner takes the lock through the spin lock; the fair one then acquires as a re-entry. Its
+/// queue entry does not stay behind: once both release, another owner's fair acquisition takes
+/// the free lock at once instead of waiting for the stale entry's deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_waiter_that_acquires_as_a_re_entry_leaves_the_queue() {
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| {
+        config.fair_lock_wait_timeout = Duration::from_secs(5);
+    })
+    .await;
+    let other = client_with(&server, |_| {}).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:fair-re-entry";
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let blocker = other.lock(name).lock().await.expect("the blocker locks");
+    let owner = rlock_redisson::Owner::new();
+    let fair = tokio::spawn({
+        let lock = client.fair_lock(name).with_owner(owner);
+        async move { lock.try_lock_for(Duration::from_secs(3)).await }
+    });
+    assert!(
+        eventually(Duration::from_secs(5), async || {
+            let queued: usize = redis.llen(&queue).await.expect("LLEN");
+            queued == 1
+        })
+        .await,
+        "the fair waiter queued in Redis"
+    );
+    let spin = tokio::spawn({
+        let lock = client.spin_lock(name).with_owner(owner);
+        async move { lock.lock().await }
+    });
+    blocker.unlock().await.expect("the blocker unlocks");
+    let spin = spin.await.expect("task").expect("the spin lock acquires");
+    let fair = fair.await.expect("task").expect("fair try");
+    let fair = fair.expect("the fair waiter acquires, as a re-entry");
+    assert_eq!(fair.hold_count().await.expect("count"), 2);
+    fair.unlock().await.expect("unlocks");
+    spin.unlock().await.expect("unlocks");
+    assert!(
+        eventually(Duration::from_secs(5), async || {
+            let queued: usize = redis.llen(&queue).await.expect("LLEN");
+            queued == 0
+        })
+        .await,
+        "the queue entry is gone"
+    );
+    let started = Instant::now();
+    let theirs = other
+        .fair_lock(name)
+        .try_lock_for(Duration::from_secs(2))
+        .await
+        .expect("try");
+    assert!(theirs.is_some(), "the free lock is taken");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "at once, not after a stale deadline"
+    );
+}

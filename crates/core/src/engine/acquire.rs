@@ -177,7 +177,16 @@ async fn acquire_as<K: Kind>(
     drop(queued);
     match acquired {
         Ok(Some(acquired)) => {
-            give_up.disarm();
+            // A waiter that queued in Redis (a fair lock's queue) and then acquired as a re-entry
+            // (another future of its owner took the lock meanwhile, through any kind) is still in
+            // that queue: the script re-enters without looking at it. It leaves it in the
+            // background (dropping the armed give-up), or it would block the queue until its
+            // deadline. Any other acquisition left the queue in its own script.
+            if busy.load(Ordering::Relaxed) && services.holds.count(kind.key(), field) > 1 {
+                drop(give_up);
+            } else {
+                give_up.disarm();
+            }
             Ok(Some(acquired))
         }
         Ok(None) => {
