@@ -285,6 +285,8 @@ pub(crate) struct Streak {
     /// When the hold was last lent, and a wake-up for the streak's watch when it is.
     lent_at: Mutex<Option<Instant>>,
     lent: Notify,
+    /// Wakes releases waiting for a confirmation ([`Streak::confirmed_since`]).
+    heard: Notify,
     /// Wakes acquisitions waiting for the streak to be over.
     over: Notify,
 }
@@ -361,18 +363,40 @@ impl Streak {
         true
     }
 
-    /// Whether Redis confirmed the root's field since the current holder was lent the hold (the
-    /// root, which took it from Redis, needs no confirmation of its own).
-    pub(crate) fn heard_since_lent(&self) -> bool {
-        (*self.lent_at.lock()).is_none_or(|lent_at| self.heard_at() >= lent_at)
+    /// When the hold was last lent: a release that lent it returns once Redis confirmed the
+    /// root's field by a read sent at or after this instant ([`Streak::confirmed_since`]).
+    pub(crate) fn lent_at(&self) -> Option<Instant> {
+        *self.lent_at.lock()
     }
 
-    /// When the root's field should be confirmed in Redis next: `spacing` after the last
-    /// confirmation, but not before a hold was lent since; `None` while nothing was lent since.
-    pub(crate) fn confirm_due(&self, spacing: Duration) -> Option<Instant> {
-        let heard_at = self.heard_at();
-        let lent_at = (*self.lent_at.lock()).filter(|&lent_at| lent_at >= heard_at)?;
-        Some(lent_at.max(heard_at + spacing))
+    /// Whether a hold was lent since Redis last confirmed the root's field: a confirmation is due.
+    pub(crate) fn confirmation_due(&self) -> bool {
+        self.lent_at()
+            .is_some_and(|lent_at| lent_at >= self.heard_at())
+    }
+
+    /// Completes with `true` once Redis confirmed the root's field by a read (or the streak's last
+    /// write) sent at or after `since`, and with `false` once the streak's hold is lost first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn confirmed_since(&self, since: Instant) -> bool {
+        loop {
+            let heard = self.heard.notified();
+            tokio::pin!(heard);
+            let _ = heard.as_mut().enable();
+            if self.heard_at() >= since {
+                return true;
+            }
+            if self.lost.is_cancelled() {
+                return false;
+            }
+            tokio::select! {
+                () = heard => {}
+                () = self.lost.cancelled() => {}
+            }
+        }
     }
 
     /// Completes when the hold is lent next (or was lent since the last call).
@@ -397,8 +421,11 @@ impl Streak {
 
     /// Redis answered a command sent at `sent_at` with the root's field still there.
     pub(crate) fn heard(&self, sent_at: Instant) {
-        let mut heard_at = self.heard_at.lock();
-        *heard_at = (*heard_at).max(sent_at);
+        {
+            let mut heard_at = self.heard_at.lock();
+            *heard_at = (*heard_at).max(sent_at);
+        }
+        self.heard.notify_waiters();
     }
 
     /// When Redis last confirmed the root's field (the send time of that command).
@@ -645,6 +672,7 @@ impl Cohorts {
             heard_at: Mutex::new(heard_at),
             lent_at: Mutex::new(None),
             lent: Notify::new(),
+            heard: Notify::new(),
             over: Notify::new(),
         });
         let _ = streaks.insert(key.to_owned(), streak.clone());

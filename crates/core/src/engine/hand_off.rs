@@ -45,19 +45,6 @@ use crate::watchdog::Expiry;
 /// What an acquisition ends in: the hold's token and expiry, or `None` when its wait ran out.
 pub(super) type Acquired<T> = Result<Option<(T, Expiry)>>;
 
-/// How far free hand-offs may carry a delete that publishes nothing (Java's spin or fair force
-/// unlock, an operator's `DEL`, eviction). A lent hold passes on freely only if Redis confirmed the
-/// root's field since its holder was lent it, or less than this long ago; otherwise it goes by
-/// script, which checks the field. After each free hand-off the streak's watch confirms the field
-/// ([`watch_streak`]: one `HGET`, no script, at most one per half of this bound), and a field found
-/// gone ends the streak and tells its holder. So a silent delete reaches, through free hand-offs,
-/// at most the holders lent the hold within this bound of the last confirmation or one holder past
-/// the delete, and each of them hears of it within half this bound and a round trip of being
-/// lent. Ten milliseconds is about a hundred hand-offs on a hot lock, where the time-based rule
-/// keeps hand-offs free while the checks run behind; a holder whose critical section is longer has
-/// its own confirmation back long before it releases.
-pub(super) const HEARD_WITHIN: Duration = Duration::from_millis(10);
-
 /// How a last release that handed off (or tried to) ended.
 pub(super) struct Handed {
     /// What the release returns.
@@ -68,6 +55,32 @@ pub(super) struct Handed {
     /// A hand-off whose outcome is not known yet, settled in the background; it may leave an
     /// orphan too.
     pub(super) settling: Option<Settling>,
+    /// A free hand-off: the release is over once Redis confirmed the streak's root after it
+    /// ([`Lent::confirmed`]).
+    pub(super) lent: Option<Lent>,
+}
+
+/// A hold lent freely: what the lending release still waits for.
+pub(super) struct Lent {
+    /// The streak it was lent along, and when.
+    streak: Arc<Streak>,
+    since: Instant,
+    /// The claimed waiter's field if it is gone: the caller releases the hold lent to it.
+    pub(super) orphan: Option<String>,
+}
+
+impl Lent {
+    /// Whether Redis confirmed the streak's root after the hand-off (or the streak's last write
+    /// did): a lending release returns `Ok` only then, so that its success proves what an unlock's
+    /// does, that nobody had deleted the lock while it was held, not even silently. `false` when
+    /// the streak's hold was lost first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(super) async fn confirmed(&self) -> bool {
+        self.streak.confirmed_since(self.since).await
+    }
 }
 
 /// A hand-off being settled in the background: its orphan, if it leaves one.
@@ -79,6 +92,7 @@ impl Handed {
             released,
             orphan: None,
             settling: None,
+            lent: None,
         }
     }
 }
@@ -93,8 +107,8 @@ pub(super) struct Releaser<'a> {
 
 /// How a free hand-off ended.
 pub(super) enum Lend {
-    /// The lock was lent: the release is over, with the orphan's field if the waiter is gone.
-    Lent(Option<String>),
+    /// The lock was lent: the release waits for the confirmation that follows.
+    Lent(Lent),
     /// Not lent: the claim goes on to a script hand-off.
     Declined(Claim),
 }
@@ -156,8 +170,19 @@ pub(super) fn lend_first<K: Kind + ?Sized>(
         streak.clone(),
         listening,
     ));
+    lent(streak.clone(), claim)
+}
+
+/// Hands the lent hold to the claimed waiter, the streak having been lent to it.
+fn lent(streak: Arc<Streak>, claim: Claim) -> Lend {
+    let since = streak.lent_at().unwrap_or_else(Instant::now);
     let to = claim.field().to_owned();
-    Lend::Lent((!claim.lend(&streak)).then_some(to))
+    let orphan = (!claim.lend(&streak)).then_some(to);
+    Lend::Lent(Lent {
+        streak,
+        since,
+        orphan,
+    })
 }
 
 /// Counts the hold lent to the claimed waiter as it is lent, before the waiter takes it up: a
@@ -190,11 +215,12 @@ pub(super) async fn release_streak<K: Kind + ?Sized>(
     );
     let next = match next {
         Next::HandOff(claim) => match lend_on(services, &**kind, streak, claim) {
-            Lend::Lent(orphan) => {
+            Lend::Lent(lent) => {
                 return Handed {
                     released: Ok(Released::Fully),
-                    orphan,
+                    orphan: None,
                     settling: None,
+                    lent: Some(lent),
                 };
             }
             // The streak's root waits again (for a fixed lease, say): a script cannot pass its own
@@ -238,7 +264,12 @@ pub(super) async fn release_streak<K: Kind + ?Sized>(
 
 /// Lends the hold of `streak` on to the claimed waiter, where it may (see [`lend_first`]): the
 /// root's registration must be surely held still.
-fn lend_on<K: Kind + ?Sized>(services: &Services, kind: &K, streak: &Streak, claim: Claim) -> Lend {
+fn lend_on<K: Kind + ?Sized>(
+    services: &Services,
+    kind: &K,
+    streak: &Arc<Streak>,
+    claim: Claim,
+) -> Lend {
     let registration = services
         .watchdog
         .surely_held(kind.renewal(), kind.key(), &streak.root)
@@ -246,9 +277,7 @@ fn lend_on<K: Kind + ?Sized>(services: &Services, kind: &K, streak: &Streak, cla
     if let Some(registration) = &registration {
         streak.heard(registration.renewed_at);
     }
-    let heard = streak.heard_since_lent() || streak.heard_at().elapsed() < HEARD_WITHIN;
     if !(registration.is_some()
-        && heard
         && lendable(services, kind, &claim)
         && streak.lend_to(claim.field()))
     {
@@ -256,8 +285,7 @@ fn lend_on<K: Kind + ?Sized>(services: &Services, kind: &K, streak: &Streak, cla
     }
     services.telemetry.lent(kind.label(), kind.name(), false);
     count_lent(services, kind.key(), &claim);
-    let to = claim.field().to_owned();
-    Lend::Lent((!claim.lend(streak)).then_some(to))
+    lent(streak.clone(), claim)
 }
 
 /// Unlocks `from.root`'s field for real (after a streak or a declined hand-off): when `yielding`,
@@ -283,6 +311,10 @@ pub(super) async fn unlock_for_real<K: Kind + ?Sized>(
     let sent_at = Instant::now();
     let released = unlock(services, kind, from.root, lease, conn).await;
     if let Some(streak) = streak {
+        // The unlock found the root's field: it confirms the streak up to when it was sent.
+        if released.is_ok() {
+            streak.heard(sent_at);
+        }
         services.cohorts.close_streak(streak);
     }
     // Waiters elsewhere hear the unlock about when its reply comes back, and need half a round
@@ -319,12 +351,12 @@ fn watch_streak<K: Kind + ?Sized>(
     async move {
         let mut listening = listening;
         loop {
-            // After a hand-off, the root's field is confirmed (at most every half bound): a
+            // After a hand-off, the root's field is confirmed (one read at a time, each standing
+            // for every hand-off before it was sent): the lending release waits for it, and a
             // holder lent a hold that was deleted silently hears of it within a round trip.
             let confirm = async {
-                match streak.confirm_due(HEARD_WITHIN / 2) {
-                    Some(due) => tokio::time::sleep_until(due).await,
-                    None => std::future::pending().await,
+                if !streak.confirmation_due() {
+                    std::future::pending::<()>().await;
                 }
             };
             tokio::select! {
@@ -548,16 +580,20 @@ pub(super) async fn pass<K: Kind + ?Sized>(
         Some(pass_conn),
         Reconciles::HandOff,
     );
+    let sent_at = sent.at;
     match latched.await {
         Latched::Seen(reply) => match passed(services, &**kind, from, claim, sent, reply) {
             Reply::Passed(orphan) => {
                 if let Some(streak) = streak {
+                    // The hand-off found the root's field: it confirms the streak up to then.
+                    streak.heard(sent_at);
                     services.cohorts.close_streak(streak);
                 }
                 Handed {
                     released: Ok(Released::Fully),
                     orphan,
                     settling: None,
+                    lent: None,
                 }
             }
             Reply::NotPassed(claim) => Handed::done(unlock_instead(claim, conn).await),
@@ -594,6 +630,7 @@ pub(super) async fn pass<K: Kind + ?Sized>(
                 released: Err(failure),
                 orphan: None,
                 settling: Some(Box::pin(settle_hand_off(hand_off, claim))),
+                lent: None,
             }
         }
     }

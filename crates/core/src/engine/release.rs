@@ -52,7 +52,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
             StreakRelease::Partially => Ok(Released::Partially),
             StreakRelease::Last => {
                 let handed = hand_off::release_streak(services, kind, field, &streak).await;
-                finish(services, kind, handed).await
+                finish(services, kind, field, handed).await
             }
             StreakRelease::NotHolder => {
                 // Nothing of this owner's is in Redis while the streak lasts: a holder the streak
@@ -79,13 +79,14 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     });
     let next = match next {
         Some(Next::HandOff(claim)) => match hand_off::lend_first(services, kind, field, claim) {
-            Lend::Lent(orphan) => {
+            Lend::Lent(lent) => {
                 let handed = Handed {
                     released: Ok(Released::Fully),
-                    orphan,
+                    orphan: None,
                     settling: None,
+                    lent: Some(lent),
                 };
-                return finish(services, kind, handed).await;
+                return finish(services, kind, field, handed).await;
             }
             Lend::Declined(claim) => Some(Next::HandOff(claim)),
         },
@@ -124,7 +125,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
         }
         Some(Next::HandOff(claim)) => {
             let handed = hand_off::pass(services, kind, from, lease, claim, conn, None).await;
-            finish(services, kind, handed).await
+            finish(services, kind, field, handed).await
         }
         Some(Next::Release { yielding }) => {
             hand_off::unlock_for_real(services, &**kind, from, lease, conn, yielding, None).await
@@ -133,12 +134,15 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     }
 }
 
-/// What a release that handed off returns, once a hold passed to a waiter that is gone is released
-/// in turn (to the next waiter, or for real); a hand-off being settled in the background does the
-/// same when it is done.
+/// What a release by `field` that handed off returns, once a hold passed to a waiter that is gone
+/// is released in turn (to the next waiter, or for real), and, for a free hand-off, once Redis
+/// confirmed the streak's root after it: a lending release that cannot be confirmed (the lock was
+/// deleted meanwhile, even silently) fails as a lost lease would. A hand-off being settled in the
+/// background releases its orphan when it is done.
 async fn finish<K: Kind + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
+    field: &str,
     handed: Handed,
 ) -> Result<Released> {
     if let Some(settling) = handed.settling {
@@ -149,8 +153,16 @@ async fn finish<K: Kind + ?Sized>(
             }
         }));
     }
-    if let Some(orphan) = &handed.orphan {
+    let orphan = handed
+        .orphan
+        .or_else(|| handed.lent.as_ref().and_then(|lent| lent.orphan.clone()));
+    if let Some(orphan) = &orphan {
         release_orphan(services, kind, orphan).await;
+    }
+    if let Some(lent) = &handed.lent
+        && !lent.confirmed().await
+    {
+        return Err(Error::not_owner(kind.subject(), field));
     }
     handed.released
 }
