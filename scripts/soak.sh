@@ -10,22 +10,31 @@
 #   CLIENT PAUSE and SIGSTOP of redis-server, restart with AOF, cancellation storms, a holder frozen
 #   past its lease, a slow subscriber, pool exhaustion, a hand-off while Redis is frozen, free
 #   hand-offs while another client force-unlocks the locks and owners that just released try
-#   again (kinds lock and non_reentrant). The
-#   kind-generic ones run once per lock kind, named `<scenario>::<kind>`; the others on the
-#   reentrant lock (kind `lock`). The non-reentrant kinds' cases that the quick suite leaves out
-#   (ignored, for its budget) run here too.
+#   again (kinds lock and non_reentrant); and what users do (kinds lock and mixed, the five kinds
+#   that share a lock's hash mixed on each name): nested re-entries at random depth, two futures
+#   of one owner, rlock's and the emulated Java client's holders, alone
+#   (`re_entries_and_two_futures_of_one_owner`), under force unlocks of every kind by the workers'
+#   own clients and by other clients (`force_unlocks_of_every_kind_local_and_remote`), and under
+#   deletes that publish nothing, an operator's DEL or UNLINK and Java's spin and fair forceUnlock
+#   (`silent_deletes_by_an_operator`). The kind-generic ones run once per lock kind, named
+#   `<scenario>::<kind>`; the others on the reentrant lock (kind `lock`). The non-reentrant kinds'
+#   cases that the quick suite leaves out (ignored, for its budget) run here too.
 # - tests/tests/faults_synchronizers.rs (kind `synchronizers`): the semaphore, the permit-expirable
 #   semaphore, the latch and the multi-lock under kill -9, killed subscribers, CLIENT PAUSE, SIGSTOP
 #   and a lost server, checked by the counting model.
 # - tests/tests/faults_proxy.rs (kind `lock`; `<scenario>::<kind>` for the non-reentrant kinds):
 #   workers reach a single server, a master with a replica (WAIT), a Sentinel setup and a cluster
 #   through fault proxies that lose the replies of scripts that ran, delay replies and reset
-#   connections, while a monitor looks for acquires applied twice; and a Sentinel and a cluster
-#   failover while replies are lost (what a failover may lose: README.md).
+#   connections, while a monitor looks for acquires applied twice; a Sentinel and a cluster
+#   failover while replies are lost (what a failover may lose: README.md); and one worker's
+#   subscriber connection black-holed, deaf, while other clients force-unlock the locks its tasks
+#   pass freely (`a_black_holed_subscriber_under_force_unlocks`).
 # Then the property tests of tests/tests/fuzz.rs run with more cases. --kinds picks among lock,
 # fair, spin, fenced, read, write, rw (readers and writers of one read-write lock), non_reentrant,
-# non_reentrant_fair and synchronizers. At the end the figures of all runs are added up and printed
-# (acquisitions checked, faults injected by kind, overlaps inside and outside signalled lease loss,
+# non_reentrant_fair, mixed (the five kinds sharing a lock's hash on each name) and synchronizers.
+# At the end the figures of all runs are added up and printed
+# (acquisitions checked and how many of them re-entered their owner's hold, faults injected by
+# kind, overlaps inside and outside signalled lease loss,
 # leaked holds, double-applied acquires, panics, local hand-offs (scripts plus free ones), free
 # hand-offs and their streaks as the workers reported them, permits lost to killed holders, holds
 # across a failover, maximum delays), the run time against the budget, and a `failed: NAME` line
@@ -39,7 +48,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-all_kinds=lock,fair,spin,fenced,read,write,rw,non_reentrant,non_reentrant_fair,synchronizers
+all_kinds=lock,fair,spin,fenced,read,write,rw,non_reentrant,non_reentrant_fair,mixed,synchronizers
 minutes=5
 kinds=$all_kinds
 usage="usage: scripts/soak.sh [--minutes N] [--kinds KIND,...]"
@@ -49,7 +58,7 @@ while [ $# -gt 0 ]; do
     --minutes=*) minutes=${1#*=}; shift ;;
     --kinds) kinds=${2:-}; shift 2 || die "--kinds needs a value" ;;
     --kinds=*) kinds=${1#*=}; shift ;;
-    -h | --help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 ($usage)" ;;
     esac
 done

@@ -13,12 +13,14 @@
 //!
 //! [`record`] defines the log format and writer, [`checker`] the proof (its module docs explain the
 //! reasoning: logged intervals inside real holds, a shared monotonic clock, fences from `INCR`),
-//! [`fleet`] the worker processes and fault hooks, and [`monitor`] what a scenario watches in Redis
-//! itself (acquires applied twice, local hand-offs).
+//! [`fleet`] the worker processes and fault hooks, [`monitor`] what a scenario watches in Redis
+//! itself (acquires applied twice, local hand-offs), and [`operator`] what it does to the locks
+//! from outside the fleet (force unlocks by another client, silent deletes).
 
 pub mod checker;
 pub mod fleet;
 pub mod monitor;
+pub mod operator;
 pub mod record;
 
 pub use checker::{
@@ -26,7 +28,8 @@ pub use checker::{
     Summary,
 };
 pub use fleet::{Fleet, Synchronizer, WorkerSpec};
-pub use monitor::{DoubleApplies, local_hand_offs, script_sha1};
+pub use monitor::{Counted, DoubleApplies, local_hand_offs, script_sha1};
+pub use operator::Operator;
 pub use record::{Event, FaultKind, LogWriter, Mode, Record, error_kind, now_ns, read_log};
 
 /// How long a fault scenario runs: `default`, or `$RLOCK_SOAK_SECS` under `scripts/soak.sh` if

@@ -11,8 +11,10 @@
 //!
 //! It also drops a chosen request and cuts its connection, so that the request never ran but its
 //! client cannot know ([`drop_request`](FaultProxy::drop_request)), delays replies
-//! ([`delay_replies`](FaultProxy::delay_replies)), black-holes one direction
-//! ([`black_hole`](FaultProxy::black_hole)), resets every connection
+//! ([`delay_replies`](FaultProxy::delay_replies)), black-holes one direction of every connection
+//! ([`black_hole`](FaultProxy::black_hole)) or of one chosen among the
+//! [`open_connections`](FaultProxy::open_connections), a client's subscriber connection say
+//! ([`black_hole_connection`](FaultProxy::black_hole_connection)), resets every connection
 //! ([`reset`](FaultProxy::reset)) and refuses new ones ([`refuse`](FaultProxy::refuse)).
 //!
 //! # Matching and counting
@@ -341,10 +343,35 @@ struct Shared {
     lost_changed: Notify,
     /// Bumped by every reset; connections watch it.
     resets: watch::Sender<u64>,
-    /// Open connections: id → the reset epoch they were accepted in.
-    open: Mutex<HashMap<u64, u64>>,
+    /// Open connections: id → the reset epoch they were accepted in, and what the handle sees of
+    /// and sets on each.
+    open: Mutex<HashMap<u64, (u64, Arc<ConnFlags>)>>,
     next_id: AtomicU64,
     shutdown: CancellationToken,
+}
+
+/// What the handle sees of, and sets on, one connection.
+#[derive(Debug, Default)]
+struct ConnFlags {
+    /// A subscription command went through it.
+    subscribed: AtomicBool,
+    /// Requests forwarded through it.
+    requests: AtomicUsize,
+    hole_to_server: AtomicBool,
+    hole_to_client: AtomicBool,
+}
+
+/// An open connection through a [`FaultProxy`], as [`FaultProxy::open_connections`] lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenConnection {
+    /// Its id, for [`FaultProxy::black_hole_connection`]: connections are numbered from 0 in the
+    /// order they were accepted.
+    pub id: u64,
+    /// A subscription command (`SUBSCRIBE`, `PSUBSCRIBE`, `SSUBSCRIBE`, or their un-) went through
+    /// it: a client's subscriber connection.
+    pub subscribed: bool,
+    /// Requests forwarded through it so far (subscription commands included).
+    pub requests: usize,
 }
 
 /// One armed lost-reply fault.
@@ -552,6 +579,41 @@ impl FaultProxy {
         flag.store(on, Ordering::SeqCst);
     }
 
+    /// The connections open now, in the order they were accepted.
+    pub fn open_connections(&self) -> Vec<OpenConnection> {
+        let mut open: Vec<OpenConnection> = self
+            .shared
+            .open
+            .lock()
+            .iter()
+            .map(|(&id, (_, flags))| OpenConnection {
+                id,
+                subscribed: flags.subscribed.load(Ordering::SeqCst),
+                requests: flags.requests.load(Ordering::SeqCst),
+            })
+            .collect();
+        open.sort_by_key(|connection| connection.id);
+        open
+    }
+
+    /// Black-holes one direction of the open connection `id` (see
+    /// [`open_connections`](Self::open_connections)) alone, or heals it, as
+    /// [`black_hole`](Self::black_hole) does for every connection: the others go on. Black-holing
+    /// [`Direction::ToClient`] of a subscriber connection makes a deaf subscriber: its client
+    /// believes it listens, and hears nothing. Returns whether the connection is open.
+    pub fn black_hole_connection(&self, id: u64, direction: Direction, on: bool) -> bool {
+        let open = self.shared.open.lock();
+        let Some((_, flags)) = open.get(&id) else {
+            return false;
+        };
+        let flag = match direction {
+            Direction::ToServer => &flags.hole_to_server,
+            Direction::ToClient => &flags.hole_to_client,
+        };
+        flag.store(on, Ordering::SeqCst);
+        true
+    }
+
     /// Closes every open connection now with a TCP reset (`SO_LINGER` 0), both sides, and returns
     /// once they are closed. New connections are still accepted.
     pub fn reset(&self) {
@@ -563,7 +625,12 @@ impl FaultProxy {
         // Block (briefly) so that the caller's next command cannot slip through a connection that
         // has not seen the reset yet.
         let until = std::time::Instant::now() + RESET_WAIT;
-        while self.shared.open.lock().values().any(|&since| since < epoch)
+        while self
+            .shared
+            .open
+            .lock()
+            .values()
+            .any(|(since, _)| *since < epoch)
             && std::time::Instant::now() < until
         {
             thread::sleep(Duration::from_millis(1));
@@ -614,12 +681,16 @@ async fn accept_loop(listener: TcpListener, upstream: u16, shared: Arc<Shared>) 
         // Registered here, before any await, so a reset from now on reaches this connection.
         let resets = shared.resets.subscribe();
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        shared.open.lock().insert(id, *resets.borrow());
+        let flags = Arc::new(ConnFlags::default());
+        shared
+            .open
+            .lock()
+            .insert(id, (*resets.borrow(), Arc::clone(&flags)));
         let open = Open {
             shared: Arc::clone(&shared),
             id,
         };
-        tokio::spawn(handle(client, upstream, open, resets));
+        tokio::spawn(handle(client, upstream, open, resets, flags));
     }
 }
 
@@ -645,7 +716,13 @@ enum End {
     Reset,
 }
 
-async fn handle(client: TcpStream, upstream: u16, open: Open, resets: watch::Receiver<u64>) {
+async fn handle(
+    client: TcpStream,
+    upstream: u16,
+    open: Open,
+    resets: watch::Receiver<u64>,
+    flags: Arc<ConnFlags>,
+) {
     let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else {
         // The node is down: the client sees it as a reset, as it would connecting directly.
         let _ = client.set_zero_linger();
@@ -654,7 +731,7 @@ async fn handle(client: TcpStream, upstream: u16, open: Open, resets: watch::Rec
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let shared = Arc::clone(&open.shared);
-    let end = serve(client, server, &shared, resets).await;
+    let end = serve(client, server, &shared, resets, flags).await;
     // Both sockets are closed by now: a test that saw the count may rely on it.
     drop(open);
     if matches!(end, End::Doomed) {
@@ -674,18 +751,22 @@ struct Conn {
     subscribed: bool,
     /// A dropped-request fault fired: close once what came before it is forwarded.
     cut: bool,
+    /// What the handle sees of it and sets on it.
+    flags: Arc<ConnFlags>,
 }
 
 impl Conn {
     /// Notes a forwarded request (not empty).
     fn request(&mut self, request: &[&[u8]], shared: &Shared) {
         shared.requests.fetch_add(1, Ordering::SeqCst);
+        self.flags.requests.fetch_add(1, Ordering::SeqCst);
         let name = request[0];
         if SUBSCRIPTION_COMMANDS
             .iter()
             .any(|command| command.eq_ignore_ascii_case(name))
         {
             self.subscribed = true;
+            self.flags.subscribed.store(true, Ordering::SeqCst);
             return;
         }
         let doomed = shared.doom(request);
@@ -709,8 +790,12 @@ async fn serve(
     mut server: TcpStream,
     shared: &Shared,
     mut resets: watch::Receiver<u64>,
+    flags: Arc<ConnFlags>,
 ) -> End {
-    let conn = Mutex::new(Conn::default());
+    let conn = Mutex::new(Conn {
+        flags,
+        ..Conn::default()
+    });
     let end = {
         let (client_read, client_write) = client.split();
         let (server_read, server_write) = server.split();
@@ -744,11 +829,12 @@ async fn forward_requests(
             Ok(read) => read,
         };
         buf.extend_from_slice(&chunk[..read]);
-        let hole = shared.hole_to_server.load(Ordering::SeqCst);
         // The due FIFO is appended before the requests are written, so their replies find it.
-        let ready = {
+        let (ready, hole) = {
             let mut conn = conn.lock();
-            split_requests(&buf, hole, shared, &mut conn)
+            let hole = shared.hole_to_server.load(Ordering::SeqCst)
+                || conn.flags.hole_to_server.load(Ordering::SeqCst);
+            (split_requests(&buf, hole, shared, &mut conn), hole)
         };
         if !hole && ready > 0 && to.write_all(&buf[..ready]).await.is_err() {
             return;
@@ -838,11 +924,14 @@ async fn read_replies(
         };
         let at = Instant::now() + shared.delay();
         buf.extend_from_slice(&chunk[..read]);
-        let (ready, doomed) = split_replies(&buf, &mut conn.lock(), shared);
-        if ready > 0
-            && !shared.hole_to_client.load(Ordering::SeqCst)
-            && queue.send(Out::Bytes(at, buf[..ready].to_vec())).is_err()
-        {
+        let (ready, doomed, hole) = {
+            let mut conn = conn.lock();
+            let (ready, doomed) = split_replies(&buf, &mut conn, shared);
+            let hole = shared.hole_to_client.load(Ordering::SeqCst)
+                || conn.flags.hole_to_client.load(Ordering::SeqCst);
+            (ready, doomed, hole)
+        };
+        if ready > 0 && !hole && queue.send(Out::Bytes(at, buf[..ready].to_vec())).is_err() {
             return;
         }
         if doomed {

@@ -27,10 +27,9 @@ use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, eventually, raw};
 use rlock_tests::history::fleet::Kind;
 use rlock_tests::history::{
-    DoubleApplies, Event, FaultKind, Fleet, Report, Summary, WorkerSpec, local_hand_offs, now_ns,
-    publish, scenario_length as length,
+    DoubleApplies, Event, FaultKind, Fleet, Operator, Report, Summary, WorkerSpec, local_hand_offs,
+    now_ns, publish, scenario_length as length,
 };
-use rlock_tests::rlock_object;
 
 const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
 
@@ -159,6 +158,11 @@ over_kinds! {
         #[ignore = "suite budget: the twin kind's case covers it; scripts/soak.sh runs it"]
         non_reentrant: NonReentrant,
     ];
+    // What users do (`Users`): on the reentrant lock, whose holds pass freely in long streaks, and
+    // with the five kinds that share a lock's hash mixed on each name.
+    re_entries_and_two_futures_of_one_owner: [lock: Lock, mixed: Mixed];
+    force_unlocks_of_every_kind_local_and_remote: [lock: Lock, mixed: Mixed];
+    silent_deletes_by_an_operator: [lock: Lock, mixed: Mixed];
 }
 
 /// A scenario's name in the figures, with the kind it ran on.
@@ -955,26 +959,14 @@ fn free_hand_offs_survive_force_unlocks_and_one_shot_tries(kind: Kind) {
     for spec in [&streaking, &streaking, &racing] {
         let _ = fleet.spawn(spec);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    let forcer = runtime.block_on(client_with(&server, |_| {}));
+    let operator = Operator::connect(&server.url());
     let object = kind.object().expect("a lock kind of its own");
-    let started = Instant::now();
-    thread::sleep(Duration::from_millis(300));
-    while started.elapsed() + Duration::from_millis(300) < run {
-        let name = NAMES[fastrand::usize(..NAMES.len())];
-        let forced = rlock_object!(object.rlock(&forcer, name), lock => {
-            runtime.block_on(lock.force_unlock())
-        });
+    now_and_then(Instant::now(), run, &NAMES, |name| {
         // Only a force unlock that found the lock held hit anyone.
-        if forced.expect("force unlock") {
+        if operator.force_unlock(object, name) {
             fleet.record_fault("redis", FaultKind::ForceUnlock);
         }
-        thread::sleep(Duration::from_millis(fastrand::u64(100..300)));
-    }
+    });
     let report = fleet.finish(Duration::from_secs(2));
     let mut summary = report.summary(&scenario(
         "free hand-offs, force unlocks, one-shot tries",
@@ -999,6 +991,209 @@ fn free_hand_offs_survive_force_unlocks_and_one_shot_tries(kind: Kind) {
         report.gave_up > 0,
         "one-shot tries found the lock held: {summary}"
     );
+}
+
+/// Calls `fault` with one of `names` at random every 100–300 ms, from 300 ms into a run of `run`
+/// that started at `started` until 300 ms before its end.
+fn now_and_then(started: Instant, run: Duration, names: &[&str], mut fault: impl FnMut(&str)) {
+    let margin = Duration::from_millis(300);
+    thread::sleep(margin.saturating_sub(started.elapsed()));
+    while started.elapsed() + margin < run {
+        fault(names[fastrand::usize(..names.len())]);
+        thread::sleep(Duration::from_millis(fastrand::u64(100..300)));
+    }
+}
+
+/// The locks of the scenarios of what users do.
+const USERS_NAMES: [&str; 2] = ["users:a", "users:b"];
+
+/// What users do to a lock, as a fleet on one server, with what it watches there. Two processes of
+/// four tasks whose owners take the lock through `kind` (the reentrant lock, or `mixed`: one of the
+/// five kinds that share the lock's hash at random, lock, spin, fair, fenced, non-reentrant) and
+/// re-enter their hold up to three times more, nested, through kinds picked alike (refused where
+/// the kind refuses: a non-reentrant re-entry, a fenced re-entry of a lent hold), make a fifth of
+/// their attempts as two futures of one owner, and try once more after each release; holds of
+/// 2 ms, inside the 10 ms hand-off window, so that locks also pass freely within a process. Beside
+/// them a process of the emulated Java client (Redisson 4.x) of the same kinds, its threads
+/// re-entering as well, and a process whose tasks race in Redis without hand-off. Acquisitions
+/// wait up to a second: a fair waiter barged by the other kinds gives up rather than hold the run
+/// up.
+///
+/// Its zeros, on top of a sound history: no hold count in Redis above what its owner's attempts
+/// could have made (`DoubleApplies::stop_against`: owners re-enter here), and no attempt failed
+/// but as the kinds refuse re-entries.
+struct Users {
+    fleet: Fleet,
+    redis: redis::Connection,
+    doubles: DoubleApplies,
+    hand_offs_before: u64,
+    started: Instant,
+    run: Duration,
+}
+
+impl Users {
+    /// Starts the fleet of `kind` for `run`; its rlock processes also force-unlock a lock through
+    /// their own client after `local_force_unlocks` % of their attempts.
+    fn start(server: &RedisServer, kind: Kind, run: Duration, local_force_unlocks: u8) -> Self {
+        let mut redis = admin(server);
+        let hand_offs_before = local_hand_offs(&mut redis);
+        let mut fleet = Fleet::new(TORTURE, &server.url());
+        let users = WorkerSpec {
+            run_for: run,
+            tasks: 4,
+            hold: Duration::from_millis(2),
+            think: Duration::from_millis(1),
+            wait: Some(Duration::from_secs(1)),
+            kind,
+            reenter_max: 3,
+            join_percent: 20,
+            try_after_release: true,
+            force_unlock_percent: local_force_unlocks,
+            ..WorkerSpec::new(&USERS_NAMES)
+        };
+        let java = WorkerSpec {
+            tasks: 2,
+            join_percent: 0,
+            try_after_release: false,
+            force_unlock_percent: 0,
+            java: true,
+            ..users.clone()
+        };
+        let racing = WorkerSpec {
+            tasks: 2,
+            local_handoff: false,
+            ..users.clone()
+        };
+        let started = Instant::now();
+        for spec in [&users, &users, &java, &racing] {
+            let _ = fleet.spawn(spec);
+        }
+        Self {
+            fleet,
+            doubles: DoubleApplies::watch(admin(server), &USERS_NAMES),
+            redis,
+            hand_offs_before,
+            started,
+            run,
+        }
+    }
+
+    /// Calls `fault` now and then while the fleet runs (see [`now_and_then`]), with the fleet to
+    /// record it in.
+    fn meanwhile(&mut self, mut fault: impl FnMut(&mut Fleet, &str)) {
+        let fleet = &mut self.fleet;
+        now_and_then(self.started, self.run, &USERS_NAMES, |name| {
+            fault(fleet, name)
+        });
+    }
+
+    /// Ends the run: publishes the figures of `scenario` with the double applies and the local
+    /// hand-offs (the hand-off scripts' `HDEL`s, which no other script of these kinds sends, plus
+    /// the free ones the workers report) counted in, and asserts the zeros; returns the history
+    /// and its figures.
+    fn finish(mut self, scenario: &str) -> (Report, Summary) {
+        let report = self.fleet.finish(Duration::from_secs(2));
+        let doubles = self.doubles.stop_against(&report);
+        let mut summary = report.summary(scenario);
+        summary.double_applies = doubles.len();
+        summary.count_hand_offs(local_hand_offs(&mut self.redis) - self.hand_offs_before);
+        publish(&summary);
+        report.assert_sound();
+        assert!(doubles.is_empty(), "acquires applied twice: {doubles:?}");
+        assert!(
+            report.errors.keys().all(|error| error == "reentry_refused"),
+            "attempts failed only as re-entries refused: {:?}",
+            report.errors
+        );
+        (report, summary)
+    }
+}
+
+/// How many faults of `kind` a history recorded.
+fn faults_of(report: &Report, kind: FaultKind) -> usize {
+    report.faults.get(&kind).copied().unwrap_or(0)
+}
+
+/// What users do, and nothing else (see [`Users`]): nested re-entries at random depth, two futures
+/// of one owner, rlock's and Java's holders on each name (with `mixed`, the five kinds that share
+/// the lock's hash), next to free hand-offs and one-shot tries. Holds of one owner are one hold to
+/// the checker, and an owner that believed it re-entered a hold its client no longer had would
+/// overlap the next holder, or be told its lease was lost with no fault to lose it: the history
+/// must be sound with no lease lost, every kind must have refused only what it refuses, and each
+/// of those behaviours must really have happened.
+fn re_entries_and_two_futures_of_one_owner(kind: Kind) {
+    let server = RedisServer::start();
+    let users = Users::start(&server, kind, length(Duration::from_secs(4)), 0);
+    let (report, summary) = users.finish(&scenario("what users do", kind));
+    assert_eq!(report.lease_losses(), 0, "nobody lost a lease: {summary}");
+    assert!(
+        summary.reentered_holds > 0,
+        "owners re-entered their holds: {summary}"
+    );
+    if kind == Kind::Mixed {
+        assert!(
+            report.errors.get("reentry_refused").copied().unwrap_or(0) > 0,
+            "non-reentrant kinds refused re-entries: {summary}"
+        );
+    }
+    assert!(summary.free_hand_offs > 0, "locks passed freely: {summary}");
+    assert!(
+        report.acquired_after("w2", 0),
+        "the Java process held the locks too: {summary}"
+    );
+}
+
+/// What users do (see [`Users`]) while locks are force-unlocked, whoever holds them, by every kind
+/// that shares the lock's hash: by the workers on their own clients (after 3 % of their attempts,
+/// so also mid-streak by a task of the streak's own client), and every 100–300 ms by another
+/// client, rlock's or the emulated Java client's (every such force unlock publishes on the lock's
+/// channel). A force unlock makes an overlap legitimate only where its holder was told its lease
+/// was lost: by the unlock message, by the streak's end, or by its unlock (`LeaseLost`, Java's
+/// `IllegalMonitorStateException`).
+fn force_unlocks_of_every_kind_local_and_remote(kind: Kind) {
+    let server = RedisServer::start();
+    let operator = Operator::connect(&server.url());
+    let mut users = Users::start(&server, kind, length(Duration::from_secs(4)), 3);
+    users.meanwhile(|fleet, name| {
+        if let Some(fault) = operator.any_force_unlock(name) {
+            fleet.record_fault("redis", fault);
+        }
+    });
+    let (report, summary) = users.finish(&scenario("what users do, force unlocks", kind));
+    assert!(
+        faults_of(&report, FaultKind::ForceUnlock) > 0,
+        "other clients' force unlocks found the locks held: {summary}"
+    );
+    assert!(
+        faults_of(&report, FaultKind::LocalForceUnlock) > 0,
+        "the workers' own force unlocks found the locks held: {summary}"
+    );
+    assert!(report.lease_losses() > 0, "holders were told: {summary}");
+}
+
+/// What users do (see [`Users`]) while an operator deletes the locks every 100–300 ms with nothing
+/// published on their channels: `DEL`, `UNLINK`, Java's `RSpinLock` and `RFairLock`
+/// `forceUnlock`. A holder that took its hold from Redis learns it from its unlock or from a
+/// renewal. A streak of free hand-offs hears nothing: it carries the delete only as far as its
+/// confirmations let it (README, "What a successful `unlock()` proves": a lent hold passes on
+/// freely only if Redis confirmed the first owner's field since its holder was lent it, or within
+/// the last 10 ms, and a field found gone fires the holder's `lease_lost()`). The checker allows an
+/// overlap only where a holder was told.
+fn silent_deletes_by_an_operator(kind: Kind) {
+    let server = RedisServer::start();
+    let mut operator = Operator::connect(&server.url());
+    let mut users = Users::start(&server, kind, length(Duration::from_secs(4)), 0);
+    users.meanwhile(|fleet, name| {
+        if let Some(fault) = operator.silent_delete(name) {
+            fleet.record_fault("redis", fault);
+        }
+    });
+    let (report, summary) = users.finish(&scenario("what users do, silent deletes", kind));
+    assert!(
+        faults_of(&report, FaultKind::SilentDelete) > 0,
+        "silent deletes found the locks held: {summary}"
+    );
+    assert!(report.lease_losses() > 0, "holders were told: {summary}");
 }
 
 #[test]

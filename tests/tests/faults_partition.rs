@@ -142,6 +142,7 @@ async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock(kind:
         Kind::Read => cut_off(&proxy, rw.read(), other_rw.write(), cut).await,
         Kind::Write => cut_off(&proxy, rw.write(), other_rw.write(), cut).await,
         Kind::Rw => cut_off(&proxy, rw.write(), other_rw.read(), cut).await,
+        Kind::Mixed => unreachable!("a partition is played kind by kind"),
     };
     if let Some(late) = late {
         panic!(

@@ -13,6 +13,10 @@
 //! `failover_lost_replies_*` kills the locks' master in the middle of that (Sentinel, cluster) and
 //! holds what survives the failover to README.md's "What a failover can lose".
 //!
+//! `a_black_holed_subscriber_under_force_unlocks` makes one worker's subscriber connection deaf
+//! (`FaultProxy::black_hole_connection`) while other clients force-unlock the locks its tasks pass
+//! among themselves.
+//!
 //! The workers contend for reentrant locks; `proxy_faults_single::<kind>` and
 //! `hand_off_replies_lost_single::<kind>` play the same on the non-reentrant kinds (whose acquire
 //! scripts refuse a re-entry) in one topology, the single server: the rest of what those kinds run
@@ -31,11 +35,11 @@ use rlock_tests::RedisServer;
 use rlock_tests::history::fleet::Kind;
 use rlock_tests::history::monitor::LOCK_HAND_OFF;
 use rlock_tests::history::{
-    DoubleApplies, FaultKind, Fleet, Report, Summary, WorkerSpec, local_hand_offs, now_ns, publish,
-    scenario_length, script_sha1,
+    DoubleApplies, FaultKind, Fleet, Operator, Report, Summary, WorkerSpec, local_hand_offs,
+    now_ns, publish, scenario_length, script_sha1,
 };
 use rlock_tests::proxied::{Deployment, Proxied};
-use rlock_tests::proxy::{FaultProxy, Match};
+use rlock_tests::proxy::{Direction, FaultProxy, Match};
 use rlock_tests::topology::{SentinelSetup, connect};
 
 const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
@@ -518,4 +522,103 @@ fn failover_lost_replies_sentinel() {
 #[ignore = "suite budget: it takes about 25 s and the Sentinel failover is in the suite; scripts/soak.sh runs it"]
 fn failover_lost_replies_cluster() {
     failover_lost_replies(Deployment::ReplicatedCluster);
+}
+
+/// A deaf subscriber under force unlocks. One process of four tasks reaches a single server through
+/// a fault proxy and passes two locks among its tasks (watchdog holds of 2 ms: free hand-offs),
+/// next to a process that does the same directly and one whose tasks race in Redis without
+/// hand-off. Again and again the proxy stops forwarding what Redis sends on that process's
+/// subscriber connection alone (`FaultProxy::black_hole_connection`): its client still believes it
+/// listens and hears nothing, its command connections go on. Meanwhile another client force-unlocks
+/// the locks every 100–300 ms through any kind that shares their hash (each such force unlock
+/// publishes on the lock's channel, which the deaf process does not hear).
+///
+/// The client finds a deaf subscriber out by its keepalive (`ping_connection_interval`, here
+/// [`PING`] apart, unanswered within the command timeout) and makes it anew; until then its free
+/// hand-offs rest on its confirmations of the first owner's field (README: "What a successful
+/// `unlock()` proves"). The checker allows an overlap only where a holder was told.
+#[test]
+fn a_black_holed_subscriber_under_force_unlocks() {
+    /// How often the deafened process pings its subscriber connection.
+    const PING: Duration = Duration::from_millis(500);
+    /// How long each deafness lasts at most: past a ping and its command timeout.
+    const DEAF: Duration = Duration::from_millis(1500);
+    let proxied = Proxied::start(Deployment::Single);
+    let master = proxied.master_of(NAMES[0]);
+    let (url, args) = client_args(&proxied, master.url());
+    let run = scenario_length(Duration::from_secs(5));
+    let streaking = WorkerSpec {
+        run_for: run,
+        tasks: 4,
+        hold: Duration::from_millis(2),
+        think: Duration::from_millis(1),
+        command_timeout: Duration::from_millis(300),
+        try_after_release: true,
+        ..WorkerSpec::new(&NAMES)
+    };
+    let mut redis = connect(master);
+    let hand_offs_before = local_hand_offs(&mut redis);
+    let mut fleet = Fleet::new(TORTURE, &master.url());
+    let deafened = fleet.spawn_on(
+        &url,
+        &WorkerSpec {
+            client_args: args,
+            ping_interval: Some(PING),
+            ..streaking.clone()
+        },
+    );
+    let victim = fleet.name(deafened).to_owned();
+    let racing = WorkerSpec {
+        tasks: 2,
+        local_handoff: false,
+        ..streaking.clone()
+    };
+    for spec in [&streaking, &racing] {
+        let _ = fleet.spawn(spec);
+    }
+    let doubles = DoubleApplies::watch(connect(master), &NAMES);
+    let operator = Operator::connect(&master.url());
+    let proxy = proxied.proxy_of(NAMES[0]);
+    let started = Instant::now();
+    let (mut deafnesses, mut remade) = (0, 0);
+    while started.elapsed() + DEAF + Duration::from_millis(600) < run {
+        thread::sleep(Duration::from_millis(300));
+        // Its client has one subscriber connection, made when a task first waits.
+        let Some(subscriber) = proxy.open_connections().into_iter().find(|c| c.subscribed) else {
+            continue;
+        };
+        assert!(proxy.black_hole_connection(subscriber.id, Direction::ToClient, true));
+        fleet.record_fault(&victim, FaultKind::BlackHoledSubscriber);
+        deafnesses += 1;
+        let deaf_until = Instant::now() + DEAF;
+        while Instant::now() < deaf_until {
+            let name = NAMES[fastrand::usize(..NAMES.len())];
+            if let Some(fault) = operator.any_force_unlock(name) {
+                fleet.record_fault("redis", fault);
+            }
+            thread::sleep(Duration::from_millis(fastrand::u64(100..300)));
+        }
+        // Healed, unless the client found it deaf and made another.
+        if !proxy.black_hole_connection(subscriber.id, Direction::ToClient, false) {
+            remade += 1;
+        }
+    }
+    let report = fleet.finish(Duration::from_secs(3));
+    let doubles = doubles.stop();
+    let mut summary = report.summary("black-holed subscriber, force unlocks");
+    summary.double_applies = doubles.len();
+    summary.count_hand_offs(local_hand_offs(&mut redis) - hand_offs_before);
+    publish(&summary);
+    eprintln!(
+        "black-holed subscriber: {deafnesses} connections deafened, {remade} of them found out \
+         and made anew by the client within {DEAF:?}"
+    );
+    report.assert_sound();
+    assert!(doubles.is_empty(), "acquires applied twice: {doubles:?}");
+    assert!(deafnesses > 0, "a subscriber connection was black-holed");
+    assert!(
+        lost(&summary, FaultKind::ForceUnlock) > 0,
+        "force unlocks found the locks held: {summary}"
+    );
+    assert!(summary.free_hand_offs > 0, "locks passed freely: {summary}");
 }

@@ -1,6 +1,7 @@
 //! The fault proxy against a real `redis-server`: it forwards, loses exactly the reply it was told to
-//! (after the command ran, and after the replies before it), delays, black-holes, resets, refuses, and
-//! counts replies right around RESP3 pushes and RESP2 pub/sub messages.
+//! (after the command ran, and after the replies before it), delays, black-holes (every connection or
+//! one chosen), resets, refuses, and counts replies right around RESP3 pushes and RESP2 pub/sub
+//! messages.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -295,6 +296,85 @@ async fn black_holes_and_reset() {
     assert_eq!(
         ping(&mut through(&proxy).await).await.expect("PING"),
         "PONG"
+    );
+}
+
+/// One chosen connection black-holed, a subscriber's: it hears no message, and every other
+/// connection goes on; healed, it hears again. Requests black-holed on another connection alone
+/// do not run.
+#[tokio::test]
+async fn a_black_hole_on_one_connection_leaves_the_others_alone() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let mut publisher = direct(&server).await;
+    let mut subscriber = Raw::connect(&proxy).await;
+    subscriber.send(&[&["SUBSCRIBE", "ch"]]).await;
+    assert!(
+        subscriber
+            .expect_frame("subscribed")
+            .await
+            .contains("subscribe")
+    );
+    let mut conn = through(&proxy).await;
+    ping(&mut conn).await.expect("PING");
+    let open = proxy.open_connections();
+    let [listening, other] = open[..] else {
+        panic!("two connections: {open:?}")
+    };
+    assert!(listening.subscribed && !other.subscribed, "{open:?}");
+    assert_eq!(listening.requests, 1, "its SUBSCRIBE");
+    let publish = async |publisher: &mut MultiplexedConnection, message: &str| {
+        let receivers: i64 = redis::cmd("PUBLISH")
+            .arg("ch")
+            .arg(message)
+            .query_async(publisher)
+            .await
+            .expect("PUBLISH");
+        receivers
+    };
+    let short = Duration::from_millis(300);
+
+    // Deaf: Redis still counts it as subscribed and sends, but nothing reaches it.
+    assert!(proxy.black_hole_connection(listening.id, Direction::ToClient, true));
+    assert_eq!(publish(&mut publisher, "unheard").await, 1);
+    assert!(
+        tokio::time::timeout(short, subscriber.frame())
+            .await
+            .is_err(),
+        "the black-holed subscriber hears nothing"
+    );
+    assert_eq!(
+        ping(&mut conn).await.expect("PING"),
+        "PONG",
+        "the other goes on"
+    );
+    assert!(proxy.black_hole_connection(listening.id, Direction::ToClient, false));
+    assert_eq!(publish(&mut publisher, "heard").await, 1);
+    assert!(
+        subscriber
+            .expect_frame("message")
+            .await
+            .ends_with("heard\r\n")
+    );
+
+    // Requests swallowed on the other connection alone: its INCR never runs.
+    assert!(proxy.black_hole_connection(other.id, Direction::ToServer, true));
+    assert!(
+        tokio::time::timeout(short, incr(&mut conn, "k"))
+            .await
+            .is_err()
+    );
+    assert_eq!(get(&mut direct(&server).await, "k").await, None);
+    assert_eq!(publish(&mut publisher, "still").await, 1);
+    assert!(
+        subscriber
+            .expect_frame("message")
+            .await
+            .ends_with("still\r\n")
+    );
+    assert!(
+        !proxy.black_hole_connection(u64::MAX, Direction::ToClient, true),
+        "no such connection"
     );
 }
 

@@ -4,12 +4,14 @@
 //! rlock-torture work --url URL --process NAME --log FILE --names a,b [--tasks 3] [--run-ms 2000]
 //!                    [--hold-ms 5] [--think-ms 2] [--watchdog-ms 1000] [--command-timeout-ms 300]
 //!                    [--pool-size 4] [--wait-ms W] [--cancel-percent P] [--cancel-within-us 3000]
-//!                    [--kind lock|fair|spin|fenced|read|write|rw|non-reentrant|non-reentrant-fair]
+//!                    [--kind lock|fair|spin|fenced|read|write|rw|non-reentrant|non-reentrant-fair
+//!                           |mixed]
 //!                    [--fair-wait-timeout-ms 5000]
 //!                    [--topology single|master-replica|sentinel|cluster] [--nodes URL,...]
 //!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
 //!                    [--no-local-handoff] [--local-handoff-window-ms MS] [--no-replica-acks]
-//!                    [--steady-hold] [--try-after-release]
+//!                    [--steady-hold] [--try-after-release] [--reenter-max N] [--join-percent P]
+//!                    [--force-unlock-percent P] [--java] [--ping-interval-ms MS]
 //!                    [--synchronizer semaphore|expirable|latch|multi] [--permits 1]
 //!                    [--take-min 1] [--take-max 1] [--lease-ms MS] [--multi-url URL]
 //! rlock-torture summarize FILE...
@@ -33,8 +35,29 @@
 //! it acquires. Had the release passed the lock on to another task (a hand-off, free or by script),
 //! that try must find the lock held: during a streak the client answers it locally, and the
 //! streak's first owner's field in Redis must not let it in.
+//! `--ping-interval-ms` sets the client's `ping_connection_interval`: how soon a subscriber
+//! connection gone deaf is found out.
 //! `--no-replica-acks` turns `check_lock_synced_replicas` off: in a replicated topology, lock writes
 //! then return whether or not a replica acknowledged them (the worker logs which, for failovers).
+//!
+//! What users do besides, each off by default (the checker holds the holds of one owner, which
+//! every lock attempt names in its `Started` record, to be one hold):
+//! - `--kind mixed`: each attempt, and each re-entry, takes one of the five kinds that share the
+//!   lock's hash (lock, spin, fair, fenced, non-reentrant) of its name at random; every hold takes
+//!   the `INCR` fence then.
+//! - `--reenter-max N`: once it holds, the owner re-enters the lock 0..=N times more (a depth picked
+//!   at random), nested, each re-entry an attempt of its own, released innermost first. A refused
+//!   re-entry (`ReentryRefused`: the non-reentrant lock's, a fenced re-entry of a lent hold) is
+//!   logged as failed, and the holder holds on. An owner that re-enters acquires inside its
+//!   `Owner::scope` half the time, else through handles bound to it (`with_owner`).
+//! - `--join-percent P`: P % of attempts are two futures of one owner run at once with
+//!   `tokio::join!`: the same owner, so they re-enter each other's hold.
+//! - `--force-unlock-percent P`: after P % of its attempts, a task force-unlocks a random lock of
+//!   `--names` through its own client, by one of the five kinds that share the hash, whoever holds
+//!   it; one that found the lock held is logged as a fault (`local_force_unlock`).
+//! - `--java`: the attempts are an emulated Redisson client's (`rlock_tests::redisson`, Redisson
+//!   4.x), by its objects of `--kind` (`mixed`: the same five at random), each by a fresh Java
+//!   thread, re-entering on that thread; a hold always takes the `INCR` fence. Single server only.
 //!
 //! With `--synchronizer` the tasks contend for that synchronizer of each name instead, logged as
 //! holds of it (see `Synchronizer`): a semaphore's attempts take `--take-min`..=`--take-max` of its
@@ -52,8 +75,9 @@
 
 use std::io::{BufRead, Read};
 use std::path::PathBuf;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -64,9 +88,13 @@ use rlock_redisson::{
     Client, Config, Error, Guard, Lock, MultiGuard, MultiLock, Owner, PermitExpirableSemaphore,
     PermitId, SemaphorePermits,
 };
-use rlock_tests::history::fleet::{Kind, Synchronizer};
-use rlock_tests::history::{Event, LogWriter, Mode, Summary, error_kind, now_ns};
-use rlock_tests::rlock_object;
+use rlock_tests::history::fleet::{HASH_SHARING, Kind, Synchronizer};
+use rlock_tests::history::{Event, FaultKind, LogWriter, Mode, Summary, error_kind, now_ns};
+use rlock_tests::redisson::{
+    JavaClient, JavaConfig, JavaError, JavaObject, ObjectKind, ReadKind, RedissonVersion, ThreadId,
+    WriteKind,
+};
+use rlock_tests::{java_object, rlock_object};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -177,6 +205,22 @@ struct WorkArgs {
     /// The Redis of a multi-lock's second members.
     #[arg(long)]
     multi_url: Option<String>,
+    /// Once it holds, the owner re-enters the lock up to this many times more, nested.
+    #[arg(long, default_value_t = 0)]
+    reenter_max: u32,
+    /// Percentage of attempts made as two futures of one owner at once.
+    #[arg(long, default_value_t = 0)]
+    join_percent: u8,
+    /// Percentage of attempts after which the task force-unlocks one of the locks on its own
+    /// client.
+    #[arg(long, default_value_t = 0)]
+    force_unlock_percent: u8,
+    /// Attempts by an emulated Redisson (Java) client instead of rlock.
+    #[arg(long)]
+    java: bool,
+    /// The client's `ping_connection_interval` (default: the client's).
+    #[arg(long)]
+    ping_interval_ms: Option<u64>,
 }
 
 /// `--topology`: which [`Config`] constructor the client is built with.
@@ -216,6 +260,31 @@ impl WorkArgs {
             config.local_handoff_window = Duration::from_millis(window);
         }
         config.check_lock_synced_replicas = !self.no_replica_acks;
+        if let Some(interval) = self.ping_interval_ms {
+            config.ping_connection_interval = Duration::from_millis(interval);
+        }
+    }
+
+    /// The emulated Redisson client of `--java` (4.x, which has every kind of the family), with the
+    /// worker's watchdog timeout and fair-lock wait; `None` without `--java`.
+    async fn java_client(&self) -> Result<Option<JavaClient>, String> {
+        if !self.java {
+            return Ok(None);
+        }
+        let lock_kind = self.kind == Kind::Mixed || self.kind.object().is_some();
+        if !matches!(self.topology, TopologyArg::Single)
+            || self.synchronizer.is_some()
+            || !lock_kind
+        {
+            return Err("Java attempts are on a single server, of a lock kind or mixed".to_owned());
+        }
+        let config = JavaConfig {
+            lock_watchdog_timeout: Duration::from_millis(self.watchdog_ms),
+            fair_lock_wait_timeout: Duration::from_millis(self.fair_wait_timeout_ms),
+            ..JavaConfig::default()
+        };
+        let connected = JavaClient::connect_with(&self.url, RedissonVersion::V4, config).await;
+        connected.map(Some).map_err(|e| e.to_string())
     }
 
     /// The client's configuration, before the tunables.
@@ -288,6 +357,10 @@ struct Worker {
     client: Client,
     /// The client of a multi-lock's second members (`--multi-url`).
     second: Option<Client>,
+    /// The emulated Redisson client whose threads make the attempts (`--java`).
+    java: Option<JavaClient>,
+    /// The Java thread ids handed out so far: each attempt takes a fresh one.
+    java_threads: AtomicU64,
     fences: Fences,
     log: Arc<LogWriter>,
 }
@@ -315,8 +388,16 @@ impl Worker {
             );
             return ExitCode::FAILURE;
         }
+        let java = match args.java_client().await {
+            Ok(java) => java,
+            Err(e) => {
+                eprintln!("rlock-torture {}: --java: {e}", args.process);
+                return ExitCode::FAILURE;
+            }
+        };
+        let node_id = java.as_ref().map_or(client.node_id(), JavaClient::id);
         let _ = log.write_now(Event::Ready {
-            node_id: client.node_id().to_owned(),
+            node_id: node_id.to_owned(),
         });
         if !matches!(args.topology, TopologyArg::Single) {
             let _ = log.write_now(Event::ReplicaAcks {
@@ -328,6 +409,8 @@ impl Worker {
             args,
             client,
             second,
+            java,
+            java_threads: AtomicU64::new(0),
             log,
         });
         if let Err(e) = worker.set_up_permits().await {
@@ -362,13 +445,39 @@ impl Worker {
         ExitCode::SUCCESS
     }
 
-    /// Acquires, holds and releases random locks until `deadline`.
+    /// Acquires, holds and releases random locks until `deadline`, force-unlocking one now and
+    /// then with `--force-unlock-percent`.
     async fn task(self: Arc<Self>, task: u32, deadline: Instant) {
-        let mut seq = 0;
+        let seqs = Seqs::default();
         while Instant::now() < deadline {
-            let name = &self.args.names[fastrand::usize(..self.args.names.len())];
-            self.attempt(task, &mut seq, name).await;
+            self.attempt(task, &seqs, self.any_name()).await;
+            if percent(self.args.force_unlock_percent) {
+                self.force_unlock(self.any_name()).await;
+            }
             tokio::time::sleep(jitter(self.args.think_ms)).await;
+        }
+    }
+
+    /// One of `--names`, at random.
+    fn any_name(&self) -> &str {
+        &self.args.names[fastrand::usize(..self.args.names.len())]
+    }
+
+    /// A force unlock of lock `name` through this worker's own client, by one of the kinds that
+    /// share its hash, whoever holds it: logged as a fault if it found the lock held.
+    async fn force_unlock(&self, name: &str) {
+        let object = HASH_SHARING[fastrand::usize(..HASH_SHARING.len())];
+        let forced = rlock_object!(object.rlock(&self.client, name), lock => {
+            lock.force_unlock().await
+        });
+        match forced {
+            Ok(true) => {
+                let _ = self.log.write_now(Event::Fault {
+                    kind: FaultKind::LocalForceUnlock,
+                });
+            }
+            Ok(false) => {}
+            Err(e) => eprintln!("rlock-torture {}: force unlock: {e}", self.args.process),
         }
     }
 
@@ -393,27 +502,86 @@ impl Worker {
         Ok(())
     }
 
-    /// One attempt on lock (or synchronizer) `name` of the worker's kind, numbered after `seq`,
-    /// which is left at the last number used (a try after the release takes one more).
-    async fn attempt(&self, task: u32, seq: &mut u64, name: &str) {
-        let client = &self.client;
-        *seq += 1;
+    /// One attempt on lock (or synchronizer) `name` of the worker's kind by a fresh owner, with
+    /// its re-entries (`--reenter-max`), its one-shot try after the release
+    /// (`--try-after-release`), or as two futures of that owner (`--join-percent`), numbered by
+    /// `seqs`.
+    async fn attempt(&self, task: u32, seqs: &Seqs, name: &str) {
         if let Some(synchronizer) = self.args.synchronizer {
             return self
-                .attempt_synchronizer(task, *seq, name, synchronizer)
+                .attempt_synchronizer(task, seqs.next(), name, synchronizer)
                 .await;
         }
-        if let Some(object) = self.args.kind.object() {
-            let lock = object.rlock(client, name);
-            return rlock_object!(lock, lock => self.attempt_on(task, seq, lock).await);
+        let depth = fastrand::u32(..=self.args.reenter_max);
+        if self.java.is_some() {
+            let thread = self.java_threads.fetch_add(1, Ordering::Relaxed) + 1;
+            let who = Who::Thread(thread);
+            let _ = self
+                .acquire(Acquisition::new(task, seqs, name, who, depth))
+                .await;
+            return;
         }
-        // Both halves of the read-write lock, one at random.
-        let lock = client.read_write_lock(name);
-        if fastrand::bool() {
-            self.attempt_on(task, seq, lock.read()).await;
+        let owner = Owner::new();
+        // As a user who nests acquisitions would: inside the owner's scope, or through handles
+        // bound to it. Without re-entries, bound as ever.
+        let nests = self.args.reenter_max > 0 || self.args.join_percent > 0;
+        let scoped = nests && fastrand::bool();
+        let who = Who::Owner { owner, scoped };
+        let one = || self.acquire(Acquisition::new(task, seqs, name, who, depth));
+        let attempts = async {
+            if percent(self.args.join_percent) {
+                let _ = tokio::join!(one(), one());
+            } else {
+                let _ = one().await;
+            }
+        };
+        if scoped {
+            Owner::scope(owner, attempts).await;
         } else {
-            self.attempt_on(task, seq, lock.write()).await;
+            attempts.await;
         }
+    }
+
+    /// The Redisson object of the next acquisition: the worker's kind's, or for `mixed` one of
+    /// [`HASH_SHARING`] at random; `None` for `rw` (either half at random).
+    fn next_object(&self) -> Option<&'static dyn ObjectKind> {
+        match self.args.kind {
+            Kind::Mixed => Some(HASH_SHARING[fastrand::usize(..HASH_SHARING.len())]),
+            kind => kind.object(),
+        }
+    }
+
+    /// One acquisition as `at` says, held (with its re-entries inside) and released; resolves to
+    /// whether it held. Boxed: a hold's re-entries are acquisitions too, of any kind.
+    fn acquire<'a>(
+        &'a self,
+        at: Acquisition<'a>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let object = self.next_object();
+            match (at.who, object, &self.java) {
+                (Who::Thread(thread), Some(object), Some(java)) => {
+                    self.attempt_java(at, object, java, thread).await
+                }
+                (Who::Owner { .. }, Some(object), _) => {
+                    let interface = object.interface();
+                    rlock_object!(object.rlock(&self.client, at.name), lock => {
+                        self.attempt_on(at, lock, interface).await
+                    })
+                }
+                (Who::Owner { .. }, None, _) => {
+                    // Both halves of the read-write lock, one at random.
+                    let lock = self.client.read_write_lock(at.name);
+                    if fastrand::bool() {
+                        self.attempt_on(at, lock.read(), ReadKind.interface()).await
+                    } else {
+                        self.attempt_on(at, lock.write(), WriteKind.interface())
+                            .await
+                    }
+                }
+                (Who::Thread(_), _, _) => unreachable!("checked when the worker started"),
+            }
+        })
     }
 
     /// One attempt on synchronizer `name`.
@@ -433,6 +601,8 @@ impl Worker {
             wait_ms: self.args.wait_ms,
             mode: Mode::Exclusive,
             permits,
+            owner: None,
+            kind: None,
         };
         match synchronizer {
             Synchronizer::Semaphore => {
@@ -443,7 +613,7 @@ impl Worker {
                         None => semaphore.acquire(take).await.map(Some),
                     }
                 };
-                self.attempt_with(exclusive(take), taken).await;
+                self.attempt_with(exclusive(take), taken, None).await;
             }
             Synchronizer::Expirable => {
                 let semaphore = self.client.permit_expirable_semaphore(name);
@@ -456,13 +626,13 @@ impl Worker {
                         Some(wait) => semaphore.try_acquire_many(take, wait, lease).await?,
                         None => Some(semaphore.acquire_many(take, lease).await?),
                     };
-                    Ok(ids.map(|ids| ExpirablePermits {
+                    Ok::<_, Error>(ids.map(|ids| ExpirablePermits {
                         semaphore: semaphore.clone(),
                         ids,
                         until,
                     }))
                 };
-                self.attempt_with(exclusive(take), taken).await;
+                self.attempt_with(exclusive(take), taken, None).await;
             }
             Synchronizer::Latch => {
                 let latch = self.client.count_down_latch(name);
@@ -476,7 +646,7 @@ impl Worker {
                     mode: Mode::Read,
                     ..exclusive(1)
                 };
-                self.attempt_with(waiting, opened).await;
+                self.attempt_with(waiting, opened, None).await;
             }
             Synchronizer::Multi => {
                 let second = self
@@ -490,23 +660,28 @@ impl Worker {
                         Some(wait) => multi.try_lock_for(wait).await?,
                         None => Some(multi.lock().await?),
                     };
-                    Ok(guard.map(|guard| MultiHold {
+                    Ok::<_, Error>(guard.map(|guard| MultiHold {
                         field: format!("{}:{}", self.client.node_id(), guard.owner().id()),
                         guard,
                     }))
                 };
-                self.attempt_with(exclusive(1), taken).await;
+                self.attempt_with(exclusive(1), taken, None).await;
             }
         }
     }
 
     /// Logs an attempt, runs `acquire` (dropping it at random, as `--cancel-percent` says), logs its
-    /// outcome and holds what it took; returns whether it held (and released).
-    async fn attempt_with<H: Held>(
+    /// outcome and holds what it took, with the re-entry `inside` it if any; returns whether it
+    /// held (and released).
+    async fn attempt_with<H: Held, E>(
         &self,
         attempted: Attempted<'_>,
-        acquire: impl Future<Output = Result<Option<H>, Error>>,
-    ) -> bool {
+        acquire: impl Future<Output = Result<Option<H>, E>>,
+        inside: Option<Acquisition<'_>>,
+    ) -> bool
+    where
+        Failure: From<E>,
+    {
         let Attempted {
             task,
             seq,
@@ -514,6 +689,8 @@ impl Worker {
             wait_ms,
             mode,
             permits,
+            owner,
+            kind,
         } = attempted;
         let log = |at_ns, event| {
             let _ = self.log.write(at_ns, event);
@@ -527,17 +704,20 @@ impl Worker {
                 wait_ms,
                 mode,
                 permits,
+                owner,
+                kind,
             },
         );
         let outcome = self.maybe_cancelled(acquire).await;
         let returned_at = now_ns();
         match outcome {
             Some(Ok(Some(held))) => {
-                self.hold_with(task, seq, name, held, returned_at).await;
+                let hold = (task, seq, name, returned_at);
+                self.hold_with(hold, held, inside).await;
                 return true;
             }
             Some(Ok(None)) => log(returned_at, Event::GaveUp { task, seq }),
-            Some(Err(e)) => self.failed(task, seq, returned_at, &e).await,
+            Some(Err(e)) => self.failed(task, seq, returned_at, &e.into()).await,
             None => log(returned_at, Event::Cancelled { task, seq }),
         }
         false
@@ -563,23 +743,32 @@ impl Worker {
         }
     }
 
-    /// Logs a failed attempt, then pauses: Redis is in trouble, do not spin.
-    async fn failed(&self, task: u32, seq: u64, at_ns: u64, e: &Error) {
+    /// Logs a failed attempt, then pauses (Redis is in trouble, do not spin), unless it was a
+    /// refused re-entry: its holder holds on.
+    async fn failed(&self, task: u32, seq: u64, at_ns: u64, e: &Failure) {
         let _ = self.log.write(
             at_ns,
             Event::Failed {
                 task,
                 seq,
-                error: error_kind(e).to_owned(),
+                error: e.kind().to_owned(),
                 message: e.to_string(),
             },
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        if e.kind() != "reentry_refused" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
-    /// The critical section: fence in, hold (stopping early if it may be lost), fence out, give it
-    /// back.
-    async fn hold_with<H: Held>(&self, task: u32, seq: u64, name: &str, held: H, acquired_at: u64) {
+    /// The critical section of attempt `(task, seq)` on `name`, acquired at `acquired_at`: fence
+    /// in; hold (stopping early if it may be lost), or make the re-entry `inside` it, which holds
+    /// in its stead; fence out; give it back.
+    async fn hold_with<H: Held>(
+        &self,
+        (task, seq, name, acquired_at): (u32, u64, &str, u64),
+        held: H,
+        inside: Option<Acquisition<'_>>,
+    ) {
         let fence = held.fence_in(&self.fences, name).await;
         let _ = self.log.write(
             acquired_at,
@@ -590,9 +779,15 @@ impl Worker {
                 field: held.field(),
             },
         );
-        tokio::select! {
-            () = tokio::time::sleep(self.hold_time()) => {}
-            () = held.ends() => {}
+        let reentered = match inside {
+            Some(inside) => self.acquire(inside).await,
+            None => false,
+        };
+        if !reentered {
+            tokio::select! {
+                () = tokio::time::sleep(self.hold_time()) => {}
+                () = held.ends() => {}
+            }
         }
         let fence_after = held.fence_out(&self.fences, name).await;
         let released_at = now_ns();
@@ -607,13 +802,15 @@ impl Worker {
             },
         );
         let lost_before = held.is_lost();
-        let releasing = Instant::now();
         let released = held.release().await;
-        let unlock_ms = u64::try_from(releasing.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // From `released_at`, rounded up: the unlock surely returned by `released_at + unlock_ms`.
+        let unlock_ms = (now_ns() - released_at).div_ceil(1_000_000);
         let (lease_lost, unlock_error) = match &released {
             Ok(found_lost) => (lost_before || *found_lost, None),
-            Err(e @ Error::LeaseLost { .. }) => (true, Some(error_kind(e).to_owned())),
-            Err(e) => (lost_before, Some(error_kind(e).to_owned())),
+            Err(e) => (
+                lost_before || e.kind() == "lease_lost",
+                Some(e.kind().to_owned()),
+            ),
         };
         let _ = self.log.write(
             released_at,
@@ -628,14 +825,29 @@ impl Worker {
         );
     }
 
-    /// One attempt on `lock` as attempt `seq`, and with `--try-after-release` one one-shot try by
-    /// the same owner right after its hold is released, as attempt `seq + 1` (`seq` then moves on).
-    async fn attempt_on<K: Logged>(&self, task: u32, seq: &mut u64, lock: Lock<K>) {
-        let first = *seq;
-        // A fresh owner, as an unbound handle would use, but known in advance: a fair-lock waiter
-        // looks for it in the queue.
-        let owner = Owner::new();
-        let lock = lock.with_owner(owner);
+    /// One acquisition through `lock` as `at` says, as an attempt of its own; and with
+    /// `--try-after-release`, unless it is a re-entry, one one-shot try by the same owner right
+    /// after its hold is released, as another. Returns whether the first held.
+    async fn attempt_on<K: Logged>(
+        &self,
+        at: Acquisition<'_>,
+        lock: Lock<K>,
+        interface: &'static str,
+    ) -> bool {
+        let Who::Owner { owner, scoped } = at.who else {
+            unreachable!("an rlock acquisition has an rlock owner")
+        };
+        // The owner is known in advance (a fair-lock waiter looks for it in the queue): the
+        // handle is bound to it, or the acquisition runs inside its scope.
+        let lock = if scoped { lock } else { lock.with_owner(owner) };
+        let field = format!(
+            "{}:{}{}",
+            self.client.node_id(),
+            owner.id(),
+            K::FIELD_SUFFIX
+        );
+        let seq = at.seqs.next();
+        let (task, mixed) = (at.task, self.args.kind == Kind::Mixed);
         let acquire = async {
             let mut acquire = pin!(async {
                 let wait = self.args.wait_ms.map(Duration::from_millis);
@@ -646,42 +858,147 @@ impl Worker {
                     (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
                 }
             });
-            let queue_entry = format!("{}:{}", self.client.node_id(), owner.id());
+            // Where barging kinds share the lock, its queue promises no order: nobody logs it.
             let outcome = tokio::select! {
                 biased;
                 outcome = &mut acquire => outcome,
-                () = K::queued(&lock, &queue_entry) => {
-                    let _ = self.log.write(now_ns(), Event::Queued { task, seq: first });
+                () = K::queued(&lock, &field), if !mixed => {
+                    let _ = self.log.write(now_ns(), Event::Queued { task, seq });
                     acquire.await
                 }
             };
-            outcome.map(|guard| guard.map(|guard| LockHold { lock: &lock, guard }))
+            outcome.map(|guard| guard.map(|guard| LockHold::new(&lock, guard, mixed)))
         };
         let attempted = Attempted {
             task,
-            seq: first,
+            seq,
             name: lock.name(),
             wait_ms: self.args.wait_ms,
             mode: K::MODE,
             permits: 1,
+            owner: Some(field.clone()),
+            kind: Some(interface.to_owned()),
         };
-        if !self.attempt_with(attempted, acquire).await || !self.args.try_after_release {
-            return;
+        if !self.attempt_with(attempted, acquire, at.inside()).await {
+            return false;
         }
-        *seq += 1;
+        if at.reentry || !self.args.try_after_release {
+            return true;
+        }
         let attempted = Attempted {
             task,
-            seq: *seq,
+            seq: at.seqs.next(),
             name: lock.name(),
             wait_ms: Some(0),
             mode: K::MODE,
             permits: 1,
+            owner: Some(field),
+            kind: Some(interface.to_owned()),
         };
         let tried = async {
             let guard = lock.try_lock().await?;
-            Ok(guard.map(|guard| LockHold { lock: &lock, guard }))
+            Ok::<_, Error>(guard.map(|guard| LockHold::new(&lock, guard, mixed)))
         };
-        let _ = self.attempt_with(attempted, tried).await;
+        let _ = self.attempt_with(attempted, tried, None).await;
+        true
+    }
+
+    /// One acquisition through `object` of the emulated Java client, by `thread`, as `at` says, as
+    /// an attempt of its own; returns whether it held. A refused re-entry fails with
+    /// `IllegalMonitorStateException`, logged as `reentry_refused`.
+    async fn attempt_java(
+        &self,
+        at: Acquisition<'_>,
+        kind: &dyn ObjectKind,
+        java: &JavaClient,
+        thread: ThreadId,
+    ) -> bool {
+        let object = kind.java(java, at.name);
+        let field = java.lock_name(thread);
+        let wait = self.args.wait_ms.map(Duration::from_millis);
+        let lease = self.args.lease_ms.map(Duration::from_millis);
+        let acquire = async {
+            // The non-reentrant objects throw a `JavaError` already, the others a `RedisError`.
+            let acquired = java_object!(&object, lock => as_java(match (wait, lease) {
+                (Some(wait), lease) => lock.try_lock_for(thread, wait, lease).await,
+                (None, Some(lease)) => lock.lock_with_lease(thread, lease).await.map(|()| true),
+                (None, None) => lock.lock(thread).await.map(|()| true),
+            }))?;
+            Ok::<_, JavaError>(acquired.then(|| JavaHold {
+                object: object.clone(),
+                thread,
+                field: field.clone(),
+            }))
+        };
+        let attempted = Attempted {
+            task: at.task,
+            seq: at.seqs.next(),
+            name: at.name,
+            wait_ms: self.args.wait_ms,
+            mode: Mode::Exclusive,
+            permits: 1,
+            owner: Some(field.clone()),
+            kind: Some(format!("java {}", kind.interface())),
+        };
+        self.attempt_with(attempted, acquire, at.inside()).await
+    }
+}
+
+/// The attempt numbers of one task, shared by the futures of its attempts (two futures of one
+/// owner, re-entries).
+#[derive(Default)]
+struct Seqs(AtomicU64);
+
+impl Seqs {
+    /// The next attempt's number.
+    fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// Who acquires.
+#[derive(Clone, Copy)]
+enum Who {
+    /// An rlock owner: through handles bound to it, or (`scoped`) inside its `Owner::scope`.
+    Owner { owner: Owner, scoped: bool },
+    /// A thread of the emulated Java client (`--java`).
+    Thread(ThreadId),
+}
+
+/// One acquisition of a lock by an owner, with the re-entries it makes once it holds.
+#[derive(Clone, Copy)]
+struct Acquisition<'a> {
+    task: u32,
+    seqs: &'a Seqs,
+    name: &'a str,
+    who: Who,
+    /// How many re-entries it makes inside its hold, nested.
+    depth: u32,
+    /// It is itself a re-entry.
+    reentry: bool,
+}
+
+impl<'a> Acquisition<'a> {
+    /// A first acquisition of `name` by `who`, to be re-entered `depth` times.
+    fn new(task: u32, seqs: &'a Seqs, name: &'a str, who: Who, depth: u32) -> Self {
+        Self {
+            task,
+            seqs,
+            name,
+            who,
+            depth,
+            reentry: false,
+        }
+    }
+
+    /// The re-entry made inside its hold, if any: the same owner on the same name.
+    fn inside(self) -> Option<Self> {
+        let depth = self.depth.checked_sub(1)?;
+        Some(Self {
+            depth,
+            reentry: true,
+            ..self
+        })
     }
 }
 
@@ -693,6 +1010,63 @@ struct Attempted<'a> {
     wait_ms: Option<u64>,
     mode: Mode,
     permits: u32,
+    /// The hash field of its owner, for a lock.
+    owner: Option<String>,
+    /// The Redisson object it goes through, for a lock.
+    kind: Option<String>,
+}
+
+/// Why an attempt or a release failed: rlock's error, or the emulated Java client's.
+#[derive(Debug)]
+enum Failure {
+    Rlock(Error),
+    Java(JavaError),
+}
+
+impl Failure {
+    /// The kind of error, as the history counts it (see [`error_kind`]); a Java
+    /// `IllegalMonitorStateException` from an acquisition is a refused re-entry.
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Rlock(e) => error_kind(e),
+            Self::Java(JavaError::IllegalMonitorState(_)) => "reentry_refused",
+            Self::Java(JavaError::Redis(_)) => "backend",
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Self::Rlock(e)
+    }
+}
+
+impl From<JavaError> for Failure {
+    fn from(e: JavaError) -> Self {
+        Self::Java(e)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Rlock(e) => e.fmt(f),
+            Self::Java(e) => e.fmt(f),
+        }
+    }
+}
+
+/// What an emulated Java object's call threw, as a [`JavaError`] (a `RedisError`, or already one).
+fn as_java<T, E>(result: Result<T, E>) -> Result<T, JavaError>
+where
+    JavaError: From<E>,
+{
+    result.map_err(JavaError::from)
+}
+
+/// Whether this one of a percentage of cases happens.
+fn percent(percent: u8) -> bool {
+    fastrand::u8(..100) < percent
 }
 
 /// What an attempt took, and how it is given back.
@@ -722,13 +1096,25 @@ trait Held {
     }
 
     /// Gives it back; `Ok(true)` when that found it lost already.
-    async fn release(self) -> Result<bool, Error>;
+    async fn release(self) -> Result<bool, Failure>;
 }
 
 /// A lock's hold.
 struct LockHold<'a, K: LockKind> {
     lock: &'a Lock<K>,
     guard: Guard<K::Token>,
+    /// Its fences are the `INCR` counter's whatever its kind's: other kinds share the name.
+    shared_fence: bool,
+}
+
+impl<'a, K: LockKind> LockHold<'a, K> {
+    fn new(lock: &'a Lock<K>, guard: Guard<K::Token>, shared_fence: bool) -> Self {
+        Self {
+            lock,
+            guard,
+            shared_fence,
+        }
+    }
 }
 
 impl<K: Logged> Held for LockHold<'_, K> {
@@ -736,11 +1122,17 @@ impl<K: Logged> Held for LockHold<'_, K> {
         self.guard.field().to_owned()
     }
 
-    async fn fence_in(&self, fences: &Fences, _: &str) -> Option<i64> {
+    async fn fence_in(&self, fences: &Fences, name: &str) -> Option<i64> {
+        if self.shared_fence {
+            return fences.incr(name).await;
+        }
         K::fence_in(fences, self.lock, self.guard.token()).await
     }
 
-    async fn fence_out(&self, fences: &Fences, _: &str) -> Option<i64> {
+    async fn fence_out(&self, fences: &Fences, name: &str) -> Option<i64> {
+        if self.shared_fence {
+            return fences.get(name).await;
+        }
         K::fence_out(fences, self.lock).await
     }
 
@@ -752,8 +1144,30 @@ impl<K: Logged> Held for LockHold<'_, K> {
         self.guard.is_lease_lost()
     }
 
-    async fn release(self) -> Result<bool, Error> {
-        self.guard.unlock().await.map(|()| false)
+    async fn release(self) -> Result<bool, Failure> {
+        self.guard.unlock().await?;
+        Ok(false)
+    }
+}
+
+/// A hold of the emulated Java client's thread.
+struct JavaHold {
+    object: JavaObject,
+    thread: ThreadId,
+    field: String,
+}
+
+impl Held for JavaHold {
+    fn field(&self) -> String {
+        self.field.clone()
+    }
+
+    /// Java's `unlock()`: `IllegalMonitorStateException` (here `None`) when the thread held nothing
+    /// any more: its hold was lost.
+    async fn release(self) -> Result<bool, Failure> {
+        let thread = self.thread;
+        let released = java_object!(&self.object, lock => lock.unlock(thread).await);
+        Ok(released.map_err(JavaError::from)?.is_none())
     }
 }
 
@@ -762,8 +1176,9 @@ impl Held for SemaphorePermits {
         format!("{} permits", self.permits())
     }
 
-    async fn release(self) -> Result<bool, Error> {
-        SemaphorePermits::release(self).await.map(|()| false)
+    async fn release(self) -> Result<bool, Failure> {
+        SemaphorePermits::release(self).await?;
+        Ok(false)
     }
 }
 
@@ -791,7 +1206,7 @@ impl Held for ExpirablePermits {
     /// by id can be sent again, as an application would after a lost reply (rlock reports it, as
     /// Redisson does, without sending it again): then none means they were released by the try
     /// whose reply was lost, unless their lease may have run out meanwhile.
-    async fn release(self) -> Result<bool, Error> {
+    async fn release(self) -> Result<bool, Failure> {
         let mut tries = 0;
         loop {
             tries += 1;
@@ -803,7 +1218,7 @@ impl Held for ExpirablePermits {
                 Err(e) if tries < RELEASE_TRIES && e.is_transient() => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -821,7 +1236,7 @@ impl Held for Opened {
         "open".to_owned()
     }
 
-    async fn release(self) -> Result<bool, Error> {
+    async fn release(self) -> Result<bool, Failure> {
         Ok(false)
     }
 }
@@ -845,8 +1260,9 @@ impl Held for MultiHold {
         self.guard.is_lease_lost()
     }
 
-    async fn release(self) -> Result<bool, Error> {
-        self.guard.unlock().await.map(|()| false)
+    async fn release(self) -> Result<bool, Failure> {
+        self.guard.unlock().await?;
+        Ok(false)
     }
 }
 
@@ -855,6 +1271,9 @@ impl Held for MultiHold {
 trait Logged: LockKind + Sized {
     /// The mode its holds are logged with.
     const MODE: Mode = Mode::Exclusive;
+
+    /// What its hash field adds to its owner's `<client id>:<owner id>`.
+    const FIELD_SUFFIX: &'static str = "";
 
     /// The fence taken first thing inside a hold: by default `INCR <name>:fence`, one counter for
     /// every kind and side on a name.
@@ -877,7 +1296,9 @@ trait Logged: LockKind + Sized {
 impl Logged for kind::Reentrant {}
 impl Logged for kind::NonReentrant {}
 impl Logged for kind::Spin {}
-impl Logged for kind::Write {}
+impl Logged for kind::Write {
+    const FIELD_SUFFIX: &'static str = ":write";
+}
 
 impl Logged for kind::Read {
     const MODE: Mode = Mode::Read;
@@ -1050,6 +1471,10 @@ fn render(total: &Summary) -> String {
     row("worker processes", total.processes.to_string());
     row("acquisition attempts", total.attempts.to_string());
     row("acquisitions checked", total.acquisitions.to_string());
+    row(
+        "  of which re-entered by their owner (nested, two futures)",
+        total.reentered_holds.to_string(),
+    );
     row("bounded waits that ran out", total.gave_up.to_string());
     for (kind, n) in &total.errors {
         row(&format!("attempts failed: {kind}"), n.to_string());

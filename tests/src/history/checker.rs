@@ -23,6 +23,18 @@
 //! was not lost). Two logged intervals of one lock that overlap therefore prove that Redis let two
 //! owners hold it at once.
 //!
+//! # Owners
+//!
+//! An attempt on a lock names its owner (`owner` of `Started`: the hash field it holds under). The
+//! holds of one owner are one hold, as Redis counts them under one field: a nested re-entry, or two
+//! futures of one owner that re-enter each other's hold. They never exclude each other, their
+//! permits count once, a hold nested inside an earlier one of its owner is part of it for the order
+//! of holds, and where the owner was told that one of them was lost, all that overlapped it were
+//! (a re-entry whose release said nothing, inside a hold whose unlock then reports the loss, as a
+//! Redisson thread learns it from its last unlock). Holds of different owners are checked as
+//! always, so an owner that believed it re-entered a hold its client had given up still overlaps
+//! whoever held the lock meanwhile.
+//!
 //! # Why the comparison is sound across processes
 //!
 //! All timestamps come from `CLOCK_MONOTONIC` of one machine, which every process reads alike and
@@ -186,13 +198,25 @@ pub struct Hold {
     /// Acquired before a failover and held past it, acknowledged by a replica: Redis must still
     /// have it afterwards (see the module docs).
     pub kept_by_failover: bool,
+    /// The hash field of its owner (`Started`'s `owner`): holds of one owner are one hold.
+    pub owner: Option<String>,
+    /// When its unlock had returned at the latest (`Released`'s `unlock_ms` after it left;
+    /// `u64::MAX` if it never did: its holder was killed): until then Redis may still count it.
+    pub unlocked_ns: u64,
+    /// Its owner was told that the hold it is part of was lost, through this hold or another of
+    /// its holds that overlapped it (they are one hold: see the module docs, "Owners").
+    pub owner_told: bool,
 }
 
 impl Hold {
     /// Whether this hold and `other` may not be held at once on a lock with `permits` permits: read
     /// holds share with each other only, exclusive ones share while their permits add up to at most
-    /// the lock's.
+    /// the lock's. Holds of one owner never exclude each other: they are one hold, re-entered (a
+    /// nested acquisition, or two futures of one owner), as Redis counts them under one field.
     pub fn excludes(&self, other: &Hold, permits: u32) -> bool {
+        if self.is_same_owner(other) {
+            return false;
+        }
         match (self.mode, other.mode) {
             (Mode::Read, Mode::Read) => false,
             (Mode::Exclusive, Mode::Exclusive) => self.permits + other.permits > permits,
@@ -200,12 +224,23 @@ impl Hold {
         }
     }
 
+    /// Whether `other` is a hold of this hold's owner.
+    pub fn is_same_owner(&self, other: &Hold) -> bool {
+        self.owner.is_some() && self.owner == other.owner
+    }
+
+    /// Whether its holder was told its lease was lost: by this hold, or by the owner's hold it is
+    /// part of.
+    pub fn is_told(&self) -> bool {
+        self.lease_lost || self.owner_told
+    }
+
     /// The permits this hold counts against its lock's: an exclusive hold's own; none for a read
     /// hold, nor for a hold told its lease was lost (Redis took its permits back when the lease ran
     /// out: the known unsafe window).
     fn permits_held(&self) -> u32 {
         match self.mode {
-            Mode::Exclusive if !self.lease_lost => self.permits,
+            Mode::Exclusive if !self.is_told() => self.permits,
             Mode::Exclusive | Mode::Read => 0,
         }
     }
@@ -424,6 +459,30 @@ impl Report {
         self.holds.values().map(Vec::len).sum()
     }
 
+    /// Holds acquired while their owner held the lock already: nested re-entries, and the later
+    /// of two futures of one owner. Each is checked as part of its owner's hold.
+    pub fn reentered_holds(&self) -> usize {
+        self.holds
+            .values()
+            .map(|holds| {
+                // In acquisition order: until when each owner held so far.
+                let mut held_until: HashMap<&str, u64> = HashMap::new();
+                holds
+                    .iter()
+                    .filter(|hold| {
+                        let Some(owner) = hold.owner.as_deref() else {
+                            return false;
+                        };
+                        let until = held_until.entry(owner).or_insert(0);
+                        let inside = hold.acquired_ns < *until;
+                        *until = (*until).max(hold.end_ns);
+                        inside
+                    })
+                    .count()
+            })
+            .sum()
+    }
+
     /// Holds kept by a failover: checked to have stayed exclusive.
     pub fn failover_kept(&self) -> usize {
         self.holds
@@ -449,7 +508,7 @@ impl Report {
             .holds
             .values()
             .flatten()
-            .filter(|h| h.lease_lost)
+            .filter(|h| h.is_told())
             .map(|h| &h.id)
             .collect();
         self.unsafe_windows
@@ -551,6 +610,7 @@ impl Report {
             processes: self.processes.len(),
             attempts: self.attempts,
             acquisitions: self.acquisitions(),
+            reentered_holds: self.reentered_holds(),
             gave_up: self.gave_up,
             errors: self.errors.clone(),
             faults,
@@ -605,6 +665,11 @@ pub struct Summary {
     pub attempts: usize,
     /// Confirmed holds checked.
     pub acquisitions: usize,
+    /// Of those, holds acquired while their owner held the lock already (nested re-entries, the
+    /// later of two futures of one owner), checked as part of its hold (absent from older
+    /// summaries).
+    #[serde(default)]
+    pub reentered_holds: usize,
     /// Bounded waits that ran out.
     pub gave_up: usize,
     /// Failed attempts by error kind.
@@ -686,6 +751,7 @@ impl Summary {
         self.processes += other.processes;
         self.attempts += other.attempts;
         self.acquisitions += other.acquisitions;
+        self.reentered_holds += other.reentered_holds;
         self.gave_up += other.gave_up;
         for (kind, n) in &other.errors {
             *self.errors.entry(kind.clone()).or_default() += n;
@@ -733,6 +799,7 @@ struct Attempt {
     wait_ms: Option<u64>,
     mode: Mode,
     permits: u32,
+    owner: Option<String>,
     queued: Option<u64>,
     acquired: Option<(u64, Option<i64>)>,
     releasing: Option<(u64, Option<i64>)>,
@@ -784,6 +851,7 @@ impl<'a> Checker<'a> {
         let mut queues = self.queues(&attempts);
         for (name, mut holds) in self.holds(&attempts) {
             holds.sort_by_key(|h| (h.acquired_ns, h.end_ns));
+            tell_owners(&mut holds);
             let permits = self.permits.get(&name).copied().unwrap_or(1);
             self.check_fences_unique(&name, &holds);
             self.sweep(&name, &holds, permits);
@@ -868,6 +936,7 @@ impl<'a> Checker<'a> {
                     wait_ms,
                     mode,
                     permits,
+                    owner,
                     ..
                 } => {
                     let fresh = attempt.started.is_none();
@@ -876,6 +945,7 @@ impl<'a> Checker<'a> {
                     attempt.wait_ms = *wait_ms;
                     attempt.mode = *mode;
                     attempt.permits = *permits;
+                    attempt.owner.clone_from(owner);
                     report.attempts += 1;
                     fresh
                 }
@@ -993,6 +1063,13 @@ impl<'a> Checker<'a> {
                 lease_lost,
                 mode: attempt.mode,
                 permits: attempt.permits,
+                owner: attempt.owner.clone(),
+                unlocked_ns: if crashed {
+                    u64::MAX
+                } else {
+                    attempt.ended.unwrap_or(u64::MAX)
+                },
+                owner_told: false,
             });
         }
         holds
@@ -1082,7 +1159,7 @@ impl<'a> Checker<'a> {
                 .iter()
                 .any(|o| o.permits_held() > 0 && o.excludes(hold, permits));
             open.push(hold);
-            let held: u32 = open.iter().map(|h| h.permits_held()).sum();
+            let held = permits_taken(&open);
             if held > permits && hold.permits_held() > 0 && !paired {
                 self.report.permit_excesses.push(PermitExcess {
                     name: name.to_owned(),
@@ -1149,8 +1226,7 @@ impl<'a> Checker<'a> {
         // `first` held the lock already (it was acquired first, or its fence was taken first): one
         // kept by a failover must still have been held in Redis, whatever its holder was told.
         let lost_acknowledged = first.kept_by_failover;
-        let known =
-            !lost_acknowledged && (first.lease_lost || second.is_some_and(|s| s.lease_lost));
+        let known = !lost_acknowledged && (first.is_told() || second.is_some_and(Hold::is_told));
         let list = if known {
             &mut self.report.unsafe_windows
         } else {
@@ -1178,9 +1254,23 @@ impl<'a> Checker<'a> {
     }
 
     /// For consecutive holds that do not overlap: the fences must grow with the clock, and a waiter
-    /// that was already waiting when the lock was released counts as a hand-off.
+    /// that was already waiting when the lock was released counts as a hand-off. A hold nested
+    /// inside an earlier hold of its owner is part of that one: the next hold follows the outer.
     fn check_order_and_handoffs(&mut self, name: &str, holds: &[Hold]) {
-        for pair in holds.windows(2) {
+        let mut outer_end: HashMap<&str, u64> = HashMap::new();
+        let outermost: Vec<&Hold> = holds
+            .iter()
+            .filter(|hold| {
+                let Some(owner) = hold.owner.as_deref() else {
+                    return true;
+                };
+                // Sorted by acquisition: every earlier hold of the owner was acquired no later.
+                let end = outer_end.get(owner).copied();
+                let _ = outer_end.insert(owner, end.unwrap_or(0).max(hold.end_ns));
+                end.is_none_or(|end| end < hold.end_ns)
+            })
+            .collect();
+        for pair in outermost.windows(2) {
             let (previous, next) = (&pair[0], &pair[1]);
             if previous.end_ns > next.acquired_ns {
                 continue; // an overlap, reported already
@@ -1230,6 +1320,57 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// Marks [`Hold::owner_told`] in `holds` (of one lock, in acquisition order): the holds of one owner
+/// that overlap one another, directly or through others of its holds, are one hold, told lost if
+/// any of them was (a re-entry released without a word inside a hold whose unlock then reports the
+/// loss, say).
+fn tell_owners(holds: &mut [Hold]) {
+    // Per owner: its hold of the moment, as the indices of its parts and its end so far.
+    let mut current: HashMap<String, (Vec<usize>, u64)> = HashMap::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, hold) in holds.iter().enumerate() {
+        let Some(owner) = hold.owner.clone() else {
+            continue;
+        };
+        match current.get_mut(&owner) {
+            Some((parts, end)) if hold.acquired_ns < *end => {
+                parts.push(i);
+                *end = (*end).max(hold.end_ns);
+            }
+            _ => {
+                if let Some((parts, _)) = current.insert(owner, (vec![i], hold.end_ns)) {
+                    groups.push(parts);
+                }
+            }
+        }
+    }
+    groups.extend(current.into_values().map(|(parts, _)| parts));
+    for parts in groups {
+        if parts.len() > 1 && parts.iter().any(|&i| holds[i].lease_lost) {
+            for i in parts {
+                holds[i].owner_told = true;
+            }
+        }
+    }
+}
+
+/// The permits `holds` take from their lock ([`Hold::permits_held`]), each owner's once: the holds
+/// of one owner are one hold.
+fn permits_taken(holds: &[&Hold]) -> u32 {
+    let mut owners: HashMap<&str, u32> = HashMap::new();
+    let mut taken = 0;
+    for hold in holds {
+        match hold.owner.as_deref() {
+            Some(owner) => {
+                let most = owners.entry(owner).or_default();
+                *most = (*most).max(hold.permits_held());
+            }
+            None => taken += hold.permits_held(),
+        }
+    }
+    taken + owners.values().sum::<u32>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1240,6 +1381,7 @@ mod tests {
         mode: Mode,
         permits: u32,
         wait_ms: Option<u64>,
+        owner: Option<&'static str>,
     }
 
     /// A plain lock, waiting for ever.
@@ -1247,7 +1389,16 @@ mod tests {
         mode: Mode::Exclusive,
         permits: 1,
         wait_ms: None,
+        owner: None,
     };
+
+    /// A plain lock, by the owner whose hash field is `owner`.
+    const fn owned(owner: &'static str) -> Ask {
+        Ask {
+            owner: Some(owner),
+            ..LOCK
+        }
+    }
 
     const READ: Ask = Ask {
         mode: Mode::Read,
@@ -1291,6 +1442,8 @@ mod tests {
                     wait_ms: ask.wait_ms,
                     mode: ask.mode,
                     permits: ask.permits,
+                    owner: ask.owner.map(str::to_owned),
+                    kind: None,
                 },
             );
             seq
@@ -1676,6 +1829,96 @@ mod tests {
     /// The processes of some attempts.
     fn processes(ids: &[AttemptId]) -> Vec<&str> {
         ids.iter().map(|a| a.process.as_str()).collect()
+    }
+
+    #[test]
+    fn holds_of_one_owner_are_one_hold() {
+        let mut s = Script::default();
+        // Owner c:1 holds from 1 to 30 ms and re-enters from 5 to 10; its second future holds from
+        // 2 to 35. Their fences move each other's: one hold.
+        let _ = s.hold_as("w1", "a", [0, 1, 30], owned("c:1"), [1, 3], false);
+        let _ = s.hold_as("w1", "a", [0, 2, 35], owned("c:1"), [2, 3], false);
+        let _ = s.hold_as("w1", "a", [4, 5, 10], owned("c:1"), [3, 3], false);
+        // c:2 waited from 3 ms for the whole of it.
+        let _ = s.hold_as("w2", "a", [3, 36, 40], owned("c:2"), [4, 4], false);
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(report.acquisitions(), 4);
+        assert_eq!(
+            report.reentered_holds(),
+            2,
+            "the second future and the re-entry"
+        );
+        assert_eq!(report.summary("").reentered_holds, 2);
+        let [handoff] = &report.handoffs[..] else {
+            panic!("one hand-off: {:?}", report.handoffs)
+        };
+        assert_eq!(
+            (handoff.from.seq, handoff.gap_ns),
+            (2, MS),
+            "from the last of c:1's holds to leave"
+        );
+
+        // Another owner inside it overlaps every hold of c:1 it met, nested or not.
+        let mut s = Script::default();
+        let _ = s.hold_as("w1", "a", [0, 1, 30], owned("c:1"), [1, 3], false);
+        let _ = s.hold_as("w1", "a", [4, 5, 10], owned("c:1"), [2, 3], false);
+        let _ = s.hold_as("w3", "a", [0, 6, 8], owned("c:3"), [3, 3], false);
+        let report = s.check();
+        assert_eq!(
+            collisions(&report.overlaps),
+            [
+                ("w1", Mode::Exclusive, Some("w3"), Some(Mode::Exclusive)),
+                ("w1", Mode::Exclusive, Some("w3"), Some(Mode::Exclusive)),
+            ]
+        );
+        assert!(
+            report
+                .overlaps
+                .iter()
+                .all(|o| o.evidence.clock && o.evidence.fence)
+        );
+        assert!(report.permit_excesses.is_empty());
+
+        // Told through its outer hold, c:1's re-entry was told too: a known window, not an overlap.
+        let mut s = Script::default();
+        let _ = s.hold_as("w1", "a", [0, 1, 30], owned("c:1"), [1, 3], true);
+        let _ = s.hold_as("w1", "a", [4, 5, 10], owned("c:1"), [2, 3], false);
+        let _ = s.hold_as("w3", "a", [0, 6, 8], owned("c:3"), [3, 3], false);
+        let report = s.check();
+        report.assert_sound();
+        assert_eq!(report.unsafe_windows.len(), 2);
+        assert_eq!(
+            (report.lease_losses(), report.unsafe_window_holds()),
+            (1, 2)
+        );
+        // ...but not a later hold of c:1's, once the told one was over.
+        let _ = s.hold_as("w1", "a", [31, 32, 40], owned("c:1"), [4, 5], false);
+        let _ = s.hold_as("w3", "a", [33, 34, 35], owned("c:3"), [5, 5], false);
+        assert_eq!(s.check().overlaps.len(), 1);
+
+        // Without owners (older logs), holds of one process are as foreign as any.
+        let mut s = Script::default();
+        let _ = s.hold("w1", "a", [0, 1, 30], 1, 2, false);
+        let _ = s.hold("w1", "a", [4, 5, 10], 2, 2, false);
+        assert_eq!(s.check().overlaps.len(), 1);
+    }
+
+    #[test]
+    fn one_owner_takes_its_permits_once() {
+        let mut s = Script::default();
+        s.declare("s", 2);
+        // c:1 holds one permit twice over (re-entered), c:2 the other: full, not overfull.
+        let _ = s.hold_as("w1", "s", [0, 1, 30], owned("c:1"), [1, 3], false);
+        let _ = s.hold_as("w1", "s", [0, 2, 20], owned("c:1"), [2, 3], false);
+        let _ = s.hold_as("w2", "s", [0, 3, 25], owned("c:2"), [3, 3], false);
+        s.check().assert_sound();
+        // A third owner overfills it.
+        let _ = s.hold_as("w3", "s", [0, 4, 5], owned("c:3"), [4, 4], false);
+        let [excess] = &s.check().permit_excesses[..] else {
+            panic!("one excess")
+        };
+        assert_eq!((excess.held, excess.holds.len()), (3, 4));
     }
 
     #[test]

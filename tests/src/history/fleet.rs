@@ -47,7 +47,22 @@ pub enum Kind {
     /// `client.non_reentrant_fair_lock(name)`, Redisson's `RNonReentrantFairLock`: the fair lock's
     /// queue, so its waiters too log when they are seen queued, for the FIFO check.
     NonReentrantFair,
+    /// The kinds that share the lock's hash, mixed on one name: each attempt (and each re-entry)
+    /// takes the lock, spin, fair, fenced or non-reentrant lock of its name at random (see
+    /// [`HASH_SHARING`]). Every hold takes the `INCR` fence (a fenced lock's token is its own
+    /// counter), and nobody logs being queued: barging kinds make the fair lock's queue no promise.
+    Mixed,
 }
+
+/// The kinds whose holds live in the one hash of a lock name, and exclude each other there: the
+/// reentrant, spin, fair, fenced and non-reentrant lock (rlock's and Redisson's alike).
+pub const HASH_SHARING: [&dyn ObjectKind; 5] = [
+    &ReentrantKind,
+    &SpinKind,
+    &FairKind,
+    &FencedKind,
+    &NonReentrantKind,
+];
 
 impl Kind {
     /// The name on the command line.
@@ -59,7 +74,7 @@ impl Kind {
     }
 
     /// The Redisson object a worker contends for, whose [`ObjectKind`] makes its rlock handle;
-    /// `None` for [`Kind::Rw`], which takes either half at random.
+    /// `None` for [`Kind::Rw`] and [`Kind::Mixed`], which pick one at random for each attempt.
     pub fn object(self) -> Option<&'static dyn ObjectKind> {
         Some(match self {
             Self::Lock => &ReentrantKind,
@@ -68,7 +83,7 @@ impl Kind {
             Self::Fenced => &FencedKind,
             Self::Read => &ReadKind,
             Self::Write => &WriteKind,
-            Self::Rw => return None,
+            Self::Rw | Self::Mixed => return None,
             Self::NonReentrant => &NonReentrantKind,
             Self::NonReentrantFair => &NonReentrantFairKind,
         })
@@ -178,6 +193,22 @@ pub struct WorkerSpec {
     pub lease: Option<Duration>,
     /// The second Redis of a multi-lock's members (its names are checked for leftovers there too).
     pub multi_url: Option<String>,
+    /// Once it holds, an owner re-enters the lock up to this many times more, nested (a depth
+    /// picked at random from 0), each re-entry an attempt of its own, released innermost first
+    /// (`--reenter-max`).
+    pub reenter_max: u32,
+    /// Percentage of attempts made as two futures of one owner, run at once with `tokio::join!`
+    /// (`--join-percent`).
+    pub join_percent: u8,
+    /// Percentage of attempts after which the task force-unlocks one of its locks through its own
+    /// client, by a kind picked among [`HASH_SHARING`] (`--force-unlock-percent`).
+    pub force_unlock_percent: u8,
+    /// The attempts are an emulated Redisson (Java) client's, of `kind`'s Java objects, each by a
+    /// fresh Java thread (`--java`).
+    pub java: bool,
+    /// How often the client pings its subscriber connection (`ping_connection_interval`; `None`:
+    /// the client's default, 30 s).
+    pub ping_interval: Option<Duration>,
 }
 
 impl WorkerSpec {
@@ -210,6 +241,11 @@ impl WorkerSpec {
             take: 1..=1,
             lease: None,
             multi_url: None,
+            reenter_max: 0,
+            join_percent: 0,
+            force_unlock_percent: 0,
+            java: false,
+            ping_interval: None,
         }
     }
 
@@ -261,6 +297,24 @@ impl WorkerSpec {
         }
         if !self.replica_acks {
             args.push("--no-replica-acks".to_owned());
+        }
+        if self.reenter_max > 0 {
+            args.extend(["--reenter-max".to_owned(), self.reenter_max.to_string()]);
+        }
+        if self.join_percent > 0 {
+            args.extend(["--join-percent".to_owned(), self.join_percent.to_string()]);
+        }
+        if self.force_unlock_percent > 0 {
+            args.extend([
+                "--force-unlock-percent".to_owned(),
+                self.force_unlock_percent.to_string(),
+            ]);
+        }
+        if self.java {
+            args.push("--java".to_owned());
+        }
+        if let Some(interval) = self.ping_interval {
+            args.extend(["--ping-interval-ms".to_owned(), ms(interval)]);
         }
         args.extend(self.client_args.iter().cloned());
         if let Some(synchronizer) = self.synchronizer {

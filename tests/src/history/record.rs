@@ -69,6 +69,18 @@ pub enum Event {
         /// logs from before permits existed. Read holds take none.
         #[serde(default = "one_permit", skip_serializing_if = "is_one_permit")]
         permits: u32,
+        /// The hash field its owner holds the lock under (`<client id>:<owner id>`, Redisson's
+        /// `<uuid>:<thread id>`), for an attempt on a lock: attempts of one owner re-enter each
+        /// other's holds (nested re-entries, two futures of one owner), so their holds are one hold
+        /// to the checker. `None` for synchronizers, which have no owner, and in logs from before
+        /// owners were logged (every attempt then its own owner).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
+        /// The Redisson object it went through, for an attempt on a lock (`RLock`, `RSpinLock`,
+        /// ...; `java RLock` for the emulated Java client's): where kinds mix on a name, which one
+        /// held. `None` for synchronizers and in older logs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
     },
     /// The attempt's first try found the lock busy and left it in the lock's wait queue (a fair
     /// lock). `at_ns` is taken when that try returned, so the attempt was queued by then. A lock with
@@ -118,7 +130,9 @@ pub enum Event {
         lease_lost: bool,
         /// The unlock's error, if it failed.
         unlock_error: Option<String>,
-        /// How long the unlock took.
+        /// How long the unlock took: from `at_ns` until it returned, in whole milliseconds rounded
+        /// up, so that it surely returned by `at_ns + unlock_ms` (in older logs, the unlock call
+        /// alone, rounded down).
         unlock_ms: u64,
     },
     /// The attempt was cancelled on purpose (its future dropped) before it acquired.
@@ -281,6 +295,16 @@ pub enum FaultKind {
     /// Another client's `force_unlock` (Redisson's `forceUnlock`: the lock key deleted, an unlock
     /// message published), whoever held the lock.
     ForceUnlock,
+    /// A worker's `force_unlock` on its own client (any kind sharing the lock's hash), whoever held
+    /// the lock: one of its own tasks, mid-streak perhaps, or another client. Recorded by the worker.
+    LocalForceUnlock,
+    /// The lock key deleted with nothing published on the lock's channel: an operator's `DEL` or
+    /// `UNLINK`, Java's `RSpinLock.forceUnlock` (a bare `DEL`) or `RFairLock.forceUnlock` (which
+    /// wakes the head of its queue on the head's own channel only).
+    SilentDelete,
+    /// A fault proxy stopped forwarding one direction of one connection, a worker's subscriber
+    /// connection: it hears no message while its client believes it listens.
+    BlackHoledSubscriber,
 }
 
 impl FaultKind {
@@ -303,6 +327,9 @@ impl FaultKind {
             Self::ConnectionReset => "connection reset (proxy)",
             Self::Failover => "failover (master killed)",
             Self::ForceUnlock => "force unlock by another client",
+            Self::LocalForceUnlock => "force unlock by a worker's own client",
+            Self::SilentDelete => "silent delete (DEL, UNLINK, Java's spin/fair forceUnlock)",
+            Self::BlackHoledSubscriber => "black-holed subscriber connection (proxy)",
         }
     }
 }
@@ -448,10 +475,19 @@ mod tests {
     fn older_lines_read_as_exclusive_single_permit_attempts_and_new_fields_appear_only_when_set() {
         let old = r#"{"process":"w1","at_ns":1,"event":"started","task":0,"seq":1,"name":"a","wait_ms":null}"#;
         let record: Record = serde_json::from_str(old).expect("parses");
-        let Event::Started { mode, permits, .. } = record.event else {
+        let Event::Started {
+            mode,
+            permits,
+            ref owner,
+            ..
+        } = record.event
+        else {
             panic!("a start: {record:?}")
         };
-        assert_eq!((mode, permits), (Mode::Exclusive, 1));
+        assert_eq!(
+            (mode, permits, owner.as_deref()),
+            (Mode::Exclusive, 1, None)
+        );
         assert_eq!(serde_json::to_string(&record).expect("serializes"), old);
 
         for (event, line) in [
@@ -463,6 +499,8 @@ mod tests {
                     wait_ms: Some(5),
                     mode: Mode::Read,
                     permits: 1,
+                    owner: None,
+                    kind: None,
                 },
                 r#""event":"started","task":0,"seq":1,"name":"rw","wait_ms":5,"mode":"read"}"#,
             ),
@@ -474,8 +512,23 @@ mod tests {
                     wait_ms: None,
                     mode: Mode::Exclusive,
                     permits: 2,
+                    owner: None,
+                    kind: None,
                 },
                 r#""event":"started","task":0,"seq":1,"name":"s","wait_ms":null,"permits":2}"#,
+            ),
+            (
+                Event::Started {
+                    task: 0,
+                    seq: 2,
+                    name: "l".into(),
+                    wait_ms: None,
+                    mode: Mode::Exclusive,
+                    permits: 1,
+                    owner: Some("c:7".into()),
+                    kind: Some("RLock".into()),
+                },
+                r#""event":"started","task":0,"seq":2,"name":"l","wait_ms":null,"owner":"c:7","kind":"RLock"}"#,
             ),
             (
                 Event::Queued { task: 0, seq: 1 },

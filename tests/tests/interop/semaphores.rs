@@ -160,6 +160,8 @@ impl Worker {
                 wait_ms: timed.then(|| u64::try_from(PATIENCE.as_millis()).expect("ms")),
                 mode: Mode::Exclusive,
                 permits,
+                owner: None,
+                kind: None,
             });
             let taken = if timed {
                 self.semaphore.try_acquire_for(permits, PATIENCE).await
