@@ -64,9 +64,9 @@
 //!      hears of it through its lease-lost signal (which property 2 checks is still due);
 //!    - a hold lent freely after a force unlock deleted the streak's root field while client 1 had
 //!      not heard of it on the channel (a delete without a message, or its message still on its
-//!      way) is excused: docs/protocol.md §2.10 invariant 5 bounds that window in time (the root
-//!      confirmed within 10 ms or since the hold was lent; `Watchdog::surely_held`'s window for the
-//!      first lend), and the model has no clock, so it lets every such lend happen.
+//!      way) is excused: docs/protocol.md §2.10 invariant 5 tells every such holder (the lending
+//!      release waits for Redis to confirm the root's field after the hand-off, and a field found
+//!      gone ends the streak and fires its token), which property 2 checks is still due.
 //! 2. **Nobody is left believing without a teller.** Every guard of client 1 whose lease-lost
 //!    signal has not fired, and whose hold is not in Redis (its owner's field, or the streak root's
 //!    for a hold of a streak), is one that client 1 is still bound to tell: a hold of the open
@@ -94,9 +94,9 @@
 //! # What is not modelled
 //!
 //! - Time. A waiter may retry, the watch may read the root's field, at any moment, and the clock's
-//!   parts of the lend conditions (the root confirmed within 10 ms or since the hold was lent,
-//!   `surely_held`'s window) are taken as met, which lets more hand-offs be free than the client
-//!   would. Yields after a real release (a fairness delay) are left out, as are the streak's window
+//!   part of the lend conditions (`surely_held`'s window) is taken as met, which lets more
+//!   hand-offs be free than the client would. The lending release's wait for a confirmation is
+//!   not a step of its own: the releaser stops believing when its release starts. Yields after a real release (a fairness delay) are left out, as are the streak's window
 //!   and lease expiries: a key never expires, and a registration is lost only when a renewal finds
 //!   its fields gone.
 //! - Messages are all `0`, on one channel that stays live (no interruption, no new live period).
@@ -1494,7 +1494,6 @@ impl World {
         let registration = self
             .surely_held(root)
             .filter(|&(generation, _)| u64::from(generation) == streak.generation);
-        // `heard`: its clock's part is taken as met (see the module's docs).
         if !(registration.is_some() && self.lendable(&claim) && streak.lend_to(claim.field())) {
             return Err(claim);
         }
