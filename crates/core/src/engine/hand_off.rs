@@ -15,8 +15,13 @@
 //! - A release by the holder goes through [`Streak::release`] under the same lock as a re-entry;
 //!   its last one lends the hold on ([`lend_on`]), passes the root's field by script, or unlocks it
 //!   ([`release_streak`]); the streak is over only once that write has its reply.
+//! - A release that lends the hold returns once Redis confirmed the root's field after the
+//!   hand-off ([`Lent::confirmed`]): the watch reads it behind every free hand-off, one read at a
+//!   time standing for every hand-off before it was sent, so a delete that publishes nothing is
+//!   told to every holder it reaches and a successful release proves what an unlock does.
 //! - The streak's watch ([`watch_streak`]) ends it when its registration is lost, or when a message
-//!   on the lock's channel and Redis say the root's field is gone: every holder inside is told,
+//!   on the lock's channel (or a read behind a hand-off) and Redis say the root's field is gone:
+//!   every holder inside is told,
 //!   and the root's field is unlocked in Redis (it may still be there after a loss declared early or
 //!   a local force unlock) before anyone else of this client acts on the key.
 
