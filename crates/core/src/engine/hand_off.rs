@@ -355,12 +355,15 @@ fn watch_streak<K: Kind + ?Sized>(
     let services = Arc::downgrade(services);
     async move {
         let mut listening = listening;
+        // Looks at Redis that failed in a row, the last one to be made again.
+        let mut retry: u32 = 0;
         loop {
             // After a hand-off, the root's field is confirmed (one read at a time, each standing
             // for every hand-off before it was sent): the lending release waits for it, and a
             // holder lent a hold that was deleted silently hears of it within a round trip.
+            let again = retry > 0;
             let confirm = async {
-                if !streak.confirmation_due() {
+                if !again && !streak.confirmation_due() {
                     std::future::pending::<()>().await;
                 }
             };
@@ -389,6 +392,7 @@ fn watch_streak<K: Kind + ?Sized>(
             match count_in_redis(&services, kind.subject(), key, root).await {
                 // Still held: go on watching.
                 Ok(held) if held > 0 => {
+                    retry = 0;
                     services.cohorts.confirmed(&streak, sent_at);
                     continue;
                 }
@@ -396,10 +400,21 @@ fn watch_streak<K: Kind + ?Sized>(
                     lock = kind.name(),
                     "a streak's hold was deleted by someone else"
                 ),
+                // Redis out of reach for now (a restart, a failover): look again soon. The
+                // registration's loss ends the streak if Redis stays away for a whole lease.
+                Err(e) if e.is_transient() => {
+                    tracing::debug!(lock = kind.name(), error = %e, "a streak's look at Redis failed; again");
+                    retry = retry.saturating_add(1);
+                    tokio::select! {
+                        () = streak.over() => return,
+                        () = tokio::time::sleep(services.config.retry_backoff(retry)) => {}
+                    }
+                    continue;
+                }
                 Err(e) => tracing::warn!(
                     lock = kind.name(),
                     error = %e,
-                    "could not tell whether a streak's hold is still there; ending the streak"
+                    "Redis refused to say whether a streak's hold is still there; ending the streak"
                 ),
             }
             break;
