@@ -3,8 +3,9 @@
 -- (`redisson_lock__channel:{name}`; each waiter listens on `<base>:<field>`), KEYS[5] unlock latch
 -- ARGV[1] unlock message "0", ARGV[2] lease in ms re-applied while still held, ARGV[3] owner field,
 -- ARGV[4] now (epoch ms), ARGV[5] publish command, ARGV[6] latch TTL in ms
--- Returns 1 when released (or when the lock was already gone: Redisson reports success there and
--- wakes the queue head), 0 when still held, nil when not the owner.
+-- Returns 1 when released, 0 when still held, nil when not the owner, and nil when the lock was
+-- already gone (it still wakes the queue head there, as Redisson does; Redisson reports success,
+-- rlock a lost hold: docs/protocol.md §6.7, §12).
 local replayed = redis.call('get', KEYS[5])
 if replayed then
     return tonumber(replayed)
@@ -12,8 +13,8 @@ end
 purge_stale(KEYS[2], KEYS[3], tonumber(ARGV[4]))
 if redis.call('exists', KEYS[1]) == 0 then
     notify_head(KEYS[2], KEYS[4], ARGV[5], ARGV[1])
-    redis.call('set', KEYS[5], 1, 'px', ARGV[6])
-    return 1
+    redis.call('set', KEYS[5], 'nil', 'px', ARGV[6])
+    return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
