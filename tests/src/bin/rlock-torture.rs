@@ -56,7 +56,8 @@
 //!   `--names` through its own client, by one of the five kinds that share the hash, whoever holds
 //!   it; one that found the lock held is logged as a fault (`local_force_unlock`).
 //! - `--java`: the attempts are an emulated Redisson client's (`rlock_tests::redisson`, Redisson
-//!   4.x), by its objects of `--kind` (`mixed`: the same five at random), each by a fresh Java
+//!   4.x), by its objects of `--kind` (`mixed`: the same at random, but the fair lock, whose Java
+//!   unlock of a lock that no longer exists succeeds: `JAVA_HASH_SHARING`), each by a fresh Java
 //!   thread, re-entering on that thread; a hold always takes the `INCR` fence. Single server only.
 //!
 //! With `--synchronizer` the tasks contend for that synchronizer of each name instead, logged as
@@ -88,7 +89,7 @@ use rlock_redisson::{
     Client, Config, Error, Guard, Lock, MultiGuard, MultiLock, Owner, PermitExpirableSemaphore,
     PermitId, SemaphorePermits,
 };
-use rlock_tests::history::fleet::{HASH_SHARING, Kind, Synchronizer};
+use rlock_tests::history::fleet::{HASH_SHARING, JAVA_HASH_SHARING, Kind, Synchronizer};
 use rlock_tests::history::{Event, FaultKind, LogWriter, Mode, Summary, error_kind, now_ns};
 use rlock_tests::redisson::{
     JavaClient, JavaConfig, JavaError, JavaObject, ObjectKind, ReadKind, RedissonVersion, ThreadId,
@@ -546,6 +547,9 @@ impl Worker {
     /// [`HASH_SHARING`] at random; `None` for `rw` (either half at random).
     fn next_object(&self) -> Option<&'static dyn ObjectKind> {
         match self.args.kind {
+            Kind::Mixed if self.args.java => {
+                Some(JAVA_HASH_SHARING[fastrand::usize(..JAVA_HASH_SHARING.len())])
+            }
             Kind::Mixed => Some(HASH_SHARING[fastrand::usize(..HASH_SHARING.len())]),
             kind => kind.object(),
         }

@@ -64,6 +64,13 @@ pub const HASH_SHARING: [&dyn ObjectKind; 5] = [
     &NonReentrantKind,
 ];
 
+/// [`HASH_SHARING`] as an emulated Redisson client mixes them: without the fair lock, whose unlock
+/// of a lock that no longer exists succeeds in Redisson (docs/protocol.md §6.7), so a Java fair
+/// holder whose lock was force-unlocked is never told, and its history could not be checked for
+/// overlaps outside signalled lease loss (rlock's fair unlock reports the lost hold).
+pub const JAVA_HASH_SHARING: [&dyn ObjectKind; 4] =
+    [&ReentrantKind, &SpinKind, &FencedKind, &NonReentrantKind];
+
 impl Kind {
     /// The name on the command line.
     pub fn name(self) -> String {
