@@ -1136,7 +1136,12 @@ fn re_entries_and_two_futures_of_one_owner(kind: Kind) {
             "non-reentrant kinds refused re-entries: {summary}"
         );
     }
-    assert!(summary.free_hand_offs > 0, "locks passed freely: {summary}");
+    // With one kind, tasks queue locally behind each other and the lock passes freely; mixed
+    // kinds mostly barge (only the lock and the non-reentrant lock queue locally), so a short run
+    // on a loaded machine may see no free hand-off at all.
+    if kind == Kind::Lock {
+        assert!(summary.free_hand_offs > 0, "locks passed freely: {summary}");
+    }
     assert!(
         report.acquired_after("w2", 0),
         "the Java process held the locks too: {summary}"
