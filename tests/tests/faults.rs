@@ -1179,11 +1179,11 @@ fn force_unlocks_of_every_kind_local_and_remote(kind: Kind) {
 /// What users do (see [`Users`]) while an operator deletes the locks every 100–300 ms with nothing
 /// published on their channels: `DEL`, `UNLINK`, Java's `RSpinLock` and `RFairLock`
 /// `forceUnlock`. A holder that took its hold from Redis learns it from its unlock or from a
-/// renewal. A streak of free hand-offs hears nothing: it carries the delete only as far as its
-/// confirmations let it (README, "What a successful `unlock()` proves": a lent hold passes on
-/// freely only if Redis confirmed the first owner's field since its holder was lent it, or within
-/// the last 10 ms, and a field found gone fires the holder's `lease_lost()`). The checker allows an
-/// overlap only where a holder was told.
+/// renewal. A streak of free hand-offs hears nothing, but a release that lends the hold returns
+/// only once Redis confirmed the first owner's field after the hand-off (README, "What a
+/// successful `unlock()` proves"): a field found gone fails it with `LeaseLost` and fires the
+/// `lease_lost()` of every holder lent the hold since. The checker allows an overlap only where a
+/// holder was told.
 fn silent_deletes_by_an_operator(kind: Kind) {
     let server = RedisServer::start();
     let mut operator = Operator::connect(&server.url());
