@@ -92,6 +92,16 @@ impl Lent {
 pub(super) type Settling = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
 
 impl Handed {
+    /// A free hand-off: released once its confirmation comes (see [`Lent::confirmed`]).
+    pub(super) fn lent(lent: Lent) -> Self {
+        Self {
+            released: Ok(Released::Fully),
+            orphan: None,
+            settling: None,
+            lent: Some(lent),
+        }
+    }
+
     fn done(released: Result<Released>) -> Self {
         Self {
             released,
@@ -220,14 +230,7 @@ pub(super) async fn release_streak<K: Kind + ?Sized>(
     );
     let next = match next {
         Next::HandOff(claim) => match lend_on(services, &**kind, streak, claim) {
-            Lend::Lent(lent) => {
-                return Handed {
-                    released: Ok(Released::Fully),
-                    orphan: None,
-                    settling: None,
-                    lent: Some(lent),
-                };
-            }
+            Lend::Lent(lent) => return Handed::lent(lent),
             // The streak's root waits again (for a fixed lease, say): a script cannot pass its own
             // field to it. The streak ends with a real release, and it tries as usual.
             Lend::Declined(claim) if claim.field() == streak.root => {

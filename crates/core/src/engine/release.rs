@@ -79,15 +79,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
     });
     let next = match next {
         Some(Next::HandOff(claim)) => match hand_off::lend_first(services, kind, field, claim) {
-            Lend::Lent(lent) => {
-                let handed = Handed {
-                    released: Ok(Released::Fully),
-                    orphan: None,
-                    settling: None,
-                    lent: Some(lent),
-                };
-                return finish(services, kind, field, handed).await;
-            }
+            Lend::Lent(lent) => return finish(services, kind, field, Handed::lent(lent)).await,
             Lend::Declined(claim) => Some(Next::HandOff(claim)),
         },
         Some(Next::AlreadyPassing) => return Err(Error::not_owner(kind.subject(), field)),
