@@ -4,18 +4,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::count_down_latch::CountDownLatch;
 use crate::error::{Operation, Result, Subject};
-use crate::expirable_semaphore::PermitExpirableSemaphore;
-use crate::fair_lock::{Fair, FairLock};
-use crate::fenced_lock::{Fenced, FencedLock};
-use crate::lock::Lock;
-use crate::non_reentrant::{NonReentrant, NonReentrantFairLock, NonReentrantLock};
-use crate::reentrant::Reentrant;
-use crate::rw_lock::ReadWriteLock;
-use crate::semaphore::Semaphore;
+use crate::locks::fair_lock::{Fair, FairLock};
+use crate::locks::fenced_lock::{Fenced, FencedLock};
+use crate::locks::lock::Lock;
+use crate::locks::non_reentrant::{NonReentrant, NonReentrantFairLock, NonReentrantLock};
+use crate::locks::reentrant::Reentrant;
+use crate::locks::rw_lock::ReadWriteLock;
+use crate::locks::spin_lock::{Spin, SpinBackoff, SpinLock};
 use crate::services::Services;
-use crate::spin_lock::{Spin, SpinBackoff, SpinLock};
+use crate::synchronizers::count_down_latch::CountDownLatch;
+use crate::synchronizers::expirable_semaphore::PermitExpirableSemaphore;
+use crate::synchronizers::semaphore::Semaphore;
 
 /// A connection to one Redis, shared by every lock made from it. Cheap to clone.
 ///

@@ -20,29 +20,18 @@ mod client;
 mod cohort;
 mod config;
 mod connection;
-mod count_down_latch;
 mod credentials;
 mod engine;
 mod error;
-mod expirable_semaphore;
-mod fair_lock;
-mod fenced_lock;
-mod listener;
-mod lock;
-mod lock_kind;
-mod multi_lock;
+mod locks;
 mod name_mapper;
 mod names;
-mod non_reentrant;
 mod owner;
 mod pubsub;
 mod reconciling;
-mod reentrant;
-mod rw_lock;
 mod scripts;
-mod semaphore;
 mod services;
-mod spin_lock;
+mod synchronizers;
 mod telemetry;
 mod wake;
 mod watchdog;
@@ -53,23 +42,23 @@ pub use redis;
 
 pub use client::{Client, ClientStats};
 pub use config::{Config, ProxiedCluster, ShardedPubSub, Topology};
-pub use count_down_latch::CountDownLatch;
 pub use credentials::{Credentials, CredentialsProvider, ProviderError};
 pub use engine::Guard;
 pub use error::{Error, Operation, Result};
-pub use expirable_semaphore::{PermitExpirableSemaphore, PermitId};
-pub use fair_lock::{FairLock, QueuedWaiter};
-pub use fenced_lock::{FencedGuard, FencedLock};
-pub use listener::ChannelListener;
-pub use lock::{Holder, Lock, LockGuard, RemainingTtl};
+pub use locks::fair_lock::{FairLock, QueuedWaiter};
+pub use locks::fenced_lock::{FencedGuard, FencedLock};
+pub use locks::listener::ChannelListener;
+pub use locks::lock::{Holder, Lock, LockGuard, RemainingTtl};
 #[allow(deprecated)]
-pub use multi_lock::{AnyLock, MultiGuard, MultiLock, RedLock};
+pub use locks::multi_lock::{AnyLock, MultiGuard, MultiLock, RedLock};
+pub use locks::non_reentrant::{NonReentrantFairLock, NonReentrantLock};
+pub use locks::rw_lock::{ReadLock, ReadWriteLock, WriteLock};
+pub use locks::spin_lock::{SpinBackoff, SpinLock};
 pub use name_mapper::NameMapper;
-pub use non_reentrant::{NonReentrantFairLock, NonReentrantLock};
 pub use owner::Owner;
-pub use rw_lock::{ReadLock, ReadWriteLock, WriteLock};
-pub use semaphore::{Semaphore, SemaphorePermits};
-pub use spin_lock::{SpinBackoff, SpinLock};
+pub use synchronizers::count_down_latch::CountDownLatch;
+pub use synchronizers::expirable_semaphore::{PermitExpirableSemaphore, PermitId};
+pub use synchronizers::semaphore::{Semaphore, SemaphorePermits};
 
 #[doc = include_str!("redisson_api.md")]
 pub mod redisson_api {}
@@ -77,11 +66,11 @@ pub mod redisson_api {}
 /// The lock kinds: the type parameter of [`Lock`], one per Redisson lock object. Their contents
 /// are private; the [`Client`] method that makes a handle chooses its kind.
 pub mod kind {
-    pub use crate::fair_lock::{Fair, FairQueue};
-    pub use crate::fenced_lock::Fenced;
-    pub use crate::lock_kind::LockKind;
-    pub use crate::non_reentrant::{NonReentrant, NonReentrantFair, Twin};
-    pub use crate::reentrant::Reentrant;
-    pub use crate::rw_lock::{Read, Write};
-    pub use crate::spin_lock::Spin;
+    pub use crate::locks::fair_lock::{Fair, FairQueue};
+    pub use crate::locks::fenced_lock::Fenced;
+    pub use crate::locks::lock_kind::LockKind;
+    pub use crate::locks::non_reentrant::{NonReentrant, NonReentrantFair, Twin};
+    pub use crate::locks::reentrant::Reentrant;
+    pub use crate::locks::rw_lock::{Read, Write};
+    pub use crate::locks::spin_lock::Spin;
 }

@@ -11,11 +11,12 @@ use redis::{ErrorKind, RedisResult, Script, ServerErrorKind, Value};
 
 /// A script of `lua/`, embedded at build time: `static ACQUIRE: LazyLock<Script> = lua!("x.lua");`.
 /// Each kind declares its own scripts next to its code. Several files are concatenated, so scripts
-/// can share a prelude of Lua functions (Redis scripts cannot include each other).
+/// can share a prelude of Lua functions (Redis scripts cannot include each other). The path is the
+/// crate's, not the invoking file's: kinds live in folders of their own.
 macro_rules! lua {
     ($($file:literal),+) => {
         ::std::sync::LazyLock::new(|| {
-            ::redis::Script::new(concat!($(include_str!(concat!("../lua/", $file))),+))
+            ::redis::Script::new(concat!($(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file))),+))
         })
     };
 }

@@ -516,7 +516,7 @@ fn source_files_import_each_other_one_way() {
         "{graph:?}"
     );
     assert!(
-        graph["lock.rs"]
+        graph["locks/lock.rs"]
             .keys()
             .any(|dep| dep.starts_with("engine/")),
         "{graph:?}"

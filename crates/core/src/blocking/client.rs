@@ -9,7 +9,7 @@ use super::synchronizers::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::kind::LockKind;
-use crate::spin_lock::SpinBackoff;
+use crate::locks::spin_lock::SpinBackoff;
 
 /// The blocking counterpart of [`crate::Client`].
 #[derive(Clone)]

@@ -7,10 +7,10 @@ use std::time::Duration;
 use super::runtime::{Runtime, block_on, release_dropped};
 use crate::error::Result;
 use crate::kind::LockKind;
-use crate::lock::RemainingTtl;
+use crate::locks::lock::RemainingTtl;
+use crate::locks::reentrant::Reentrant;
+use crate::locks::rw_lock::{Read, Write};
 use crate::owner::Owner;
-use crate::reentrant::Reentrant;
-use crate::rw_lock::{Read, Write};
 
 /// The blocking counterpart of [`crate::ReadWriteLock`].
 #[derive(Clone, Debug)]

@@ -24,9 +24,9 @@ use redis::{RedisError, Script, Value};
 
 use crate::engine::{Attempt, HandOff, Kind, Wait};
 use crate::error::{Error, Result};
-use crate::fair_lock::{Fair, FairQueue};
-use crate::lock::Lock;
-use crate::reentrant::Reentrant;
+use crate::locks::fair_lock::{Fair, FairQueue};
+use crate::locks::lock::Lock;
+use crate::locks::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
 use crate::services::Services;
 use crate::wake::WakeRule;

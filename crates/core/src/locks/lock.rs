@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use crate::engine::{self, Guard, Lease, Wait};
 use crate::error::{Error, Operation, Result};
-use crate::lock_kind::LockKind;
+use crate::locks::lock_kind::LockKind;
+use crate::locks::reentrant::Reentrant;
 use crate::owner::Owner;
-use crate::reentrant::Reentrant;
 use crate::services::Services;
 
 /// How long a lock has left, as Redis' `PTTL` tells it.

@@ -16,10 +16,10 @@ use redis::{Script, Value};
 
 use crate::engine::{Attempt, Kind, Wait};
 use crate::error::{Operation, Result};
-use crate::lock::Lock;
-use crate::lock_kind::LockKind;
+use crate::locks::lock::Lock;
+use crate::locks::lock_kind::LockKind;
+use crate::locks::reentrant::{self, UNLOCK_MESSAGE};
 use crate::names;
-use crate::reentrant::{self, UNLOCK_MESSAGE};
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;

@@ -32,8 +32,8 @@ use crate::engine::{self, Attempt, Object, RECHECK, Replicas, Undo, Wait};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
-use crate::semaphore::TRY_SET_PERMITS;
 use crate::services::Services;
+use crate::synchronizers::semaphore::TRY_SET_PERMITS;
 use crate::telemetry::Reconciles;
 use crate::wake::WakeRule;
 

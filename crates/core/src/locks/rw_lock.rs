@@ -18,9 +18,9 @@ use redis::{Script, Value};
 
 use crate::engine::{Attempt, HandOff, Kind, Wait};
 use crate::error::{Error, Result};
-use crate::lock::Lock;
+use crate::locks::lock::Lock;
+use crate::locks::reentrant::{self, UNLOCK_MESSAGE};
 use crate::names;
-use crate::reentrant::{self, UNLOCK_MESSAGE};
 use crate::scripts::{ScriptCall, lua};
 use crate::services::Services;
 use crate::wake::WakeRule;

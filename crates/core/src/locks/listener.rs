@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::lock::Lock;
-use crate::lock_kind::LockKind;
+use crate::locks::lock::Lock;
+use crate::locks::lock_kind::LockKind;
 use crate::pubsub::{Registry, Subscription};
 
 /// A subscription to the channel a lock's waiters are woken on, counting the messages it receives

@@ -33,8 +33,8 @@ use tokio::time::Instant;
 
 use crate::engine::{Guard, Lease, Wait};
 use crate::error::{Error, Result};
-use crate::lock::Lock;
-use crate::lock_kind::LockKind;
+use crate::locks::lock::Lock;
+use crate::locks::lock_kind::LockKind;
 use crate::owner::Owner;
 
 /// The wait per member when a multi-lock waits forever: 1.5 s times the number of members, as in

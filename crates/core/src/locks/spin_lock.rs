@@ -13,7 +13,7 @@ use std::time::Duration;
 use redis::{Script, Value};
 
 use crate::engine::{Attempt, Kind, Wait};
-use crate::reentrant::Reentrant;
+use crate::locks::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
@@ -66,7 +66,7 @@ impl Default for SpinBackoff {
 /// # Ok(())
 /// # }
 /// ```
-pub type SpinLock = crate::lock::Lock<Spin>;
+pub type SpinLock = crate::locks::lock::Lock<Spin>;
 
 /// The spin lock's kind (Redisson's `RSpinLock`): the type parameter of
 /// [`SpinLock`](crate::SpinLock).

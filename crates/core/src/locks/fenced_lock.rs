@@ -13,9 +13,9 @@ use redis::{Script, Value};
 
 use crate::engine::{Attempt, HandOff, Kind, Wait};
 use crate::error::{Error, Operation, Result};
-use crate::lock::Lock;
+use crate::locks::lock::Lock;
+use crate::locks::reentrant::Reentrant;
 use crate::names;
-use crate::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
