@@ -8,38 +8,38 @@
 //! between two tasks of one client still leaves Redis in between (unlock, publish, a new race).
 //! This module keeps that traffic local:
 //!
-//! - **One queue per (client, lock, kind).** Tasks of this client that want the lock line up in FIFO
-//!   order; only the queue's head talks to Redis (tries, subscribes, waits). A newcomer that finds
-//!   waiters, or a local holder, queues behind them instead of sending a doomed try. Re-entry by a
-//!   holder and one-shot tries (`try_lock()`) do not queue.
+//! - **One queue per (client, lock, kind).** Tasks of this client that want the lock line up in
+//!   FIFO order; only the queue's head talks to Redis (tries, subscribes, waits). A newcomer that
+//!   finds waiters, or a local holder, queues behind them instead of sending a doomed try. Re-entry
+//!   by a holder and one-shot tries (`try_lock()`) do not queue.
 //! - **While a local task holds the lock**, the head does not try either: it waits for the holder's
 //!   release, a message on the lock's channel, or the holder's lease to be lost.
 //! - **Hand-off.** A holder releasing its last hold while the head waits (not while it has a try on
 //!   the wire) claims the head ([`Next::HandOff`]) and passes the lock to it in one script: the
-//!   owner's field is replaced by the head's, the lease re-applied, nothing published. To Redis, and
-//!   to a Java client, the lock stays held: the hash is Redisson's at every instant.
+//!   owner's field is replaced by the head's, the lease re-applied, nothing published. To Redis,
+//!   and to a Java client, the lock stays held: the hash is Redisson's at every instant.
 //! - **Free hand-off.** Where nothing in Redis must change per acquisition (the kind's
-//!   [`HandOff::passed_freely`]), and both the releasing hold and the head's are watchdog holds, the
-//!   lock passes with no command at all: the queue *lends* the hold. Redis keeps the hash of the
-//!   owner that took the lock from Redis (the streak's *root*), renewed by the watchdog as before;
-//!   every local holder of the streak shares one lease-lost signal. The streak is one object per
-//!   lock key, whatever the kind ([`Streak`], found by [`Cohorts::streak_on`]), which says who holds
-//!   the lent hold: the lent holder's re-entries are counted there, every other local owner, the
-//!   root included, holds nothing and sends nothing for the key until the streak is over (the root's
-//!   field in Redis is not its own any more). A script hand-off or the real release that ends the
-//!   streak names the root's field; [`Streak`]'s docs give its invariants. A hold may be lent only if the client has
-//!   listened on the lock's channel since before Redis gave it, and nothing was published there
-//!   since ([`Listening`]): whoever deletes the lock publishes an unlock, so a force unlock
-//!   elsewhere, heard or still on its way, sends the next hand-off to the script, which checks the
-//!   field. The engine adds that the root's hash is known held (a renewal confirmed recently
-//!   enough, on the clock), and watches the channel during the streak to tell its holder at once
-//!   when the root's field is gone.
-//! - **The bound.** After [`Config::local_handoff_limit`] hand-offs in a row, or once the streak has
-//!   lasted [`Config::local_handoff_window`], the holder releases for real (unlock and publish), and
-//!   the queue *yields*: its head does not try again before one more round trip (as long as the unlock
-//!   took) has passed after the unlock's reply, nor before the unlock message has come back to this
-//!   client (or a second round trip has passed), so that waiters of other clients, woken by the
-//!   same message, get their try to Redis first.
+//!   [`HandOff::passed_freely`]), and both the releasing hold and the head's are watchdog holds,
+//!   the lock passes with no command at all: the queue *lends* the hold. Redis keeps the hash of
+//!   the owner that took the lock from Redis (the streak's *root*), renewed by the watchdog as
+//!   before; every local holder of the streak shares one lease-lost signal. The streak is one
+//!   object per lock key, whatever the kind ([`Streak`], found by [`Cohorts::streak_on`]), which
+//!   says who holds the lent hold: the lent holder's re-entries are counted there, every other
+//!   local owner, the root included, holds nothing and sends nothing for the key until the streak
+//!   is over (the root's field in Redis is not its own any more). A script hand-off or the real
+//!   release that ends the streak names the root's field; [`Streak`]'s docs give its invariants. A
+//!   hold may be lent only if the client has listened on the lock's channel since before Redis gave
+//!   it, and nothing was published there since ([`Listening`]): whoever deletes the lock publishes
+//!   an unlock, so a force unlock elsewhere, heard or still on its way, sends the next hand-off to
+//!   the script, which checks the field. The engine adds that the root's hash is known held (a
+//!   renewal confirmed recently enough, on the clock), and watches the channel during the streak to
+//!   tell its holder at once when the root's field is gone.
+//! - **The bound.** After [`Config::local_handoff_limit`] hand-offs in a row, or once the streak
+//!   has lasted [`Config::local_handoff_window`], the holder releases for real (unlock and
+//!   publish), and the queue *yields*: its head does not try again before one more round trip (as
+//!   long as the unlock took) has passed after the unlock's reply, nor before the unlock message
+//!   has come back to this client (or a second round trip has passed), so that waiters of other
+//!   clients, woken by the same message, get their try to Redis first.
 //!
 //! Seen from Redis and from a Java client, a streak is one hold of the root's field, for the streak
 //! plus its last holder's critical section.
@@ -64,8 +64,8 @@ use tokio_util::sync::CancellationToken;
 use crate::pubsub::Listening;
 use crate::watchdog::Expiry;
 
-/// A queue's identity: the lock's key and the kind's queue name. Kinds sharing a key (a reentrant and
-/// a fenced lock of one name) queue apart: a hold passes only between holders of one kind.
+/// A queue's identity: the lock's key and the kind's queue name. Kinds sharing a key (a reentrant
+/// and a fenced lock of one name) queue apart: a hold passes only between holders of one kind.
 type QueueId = (String, &'static str);
 
 /// The queues by kind, then by key, so that looking one up borrows the caller's key: every lock and
@@ -100,7 +100,7 @@ struct State {
     /// FIFO; the front is the head, the only waiter that talks to Redis.
     waiters: VecDeque<Arc<Waiter>>,
     /// The local owner that holds the lock, as far as this client knows.
-    holder: Option<Holder>,
+    occupant: Option<Occupant>,
     /// Hand-offs since the lock last came from Redis, and when it did.
     streak: u32,
     streak_since: Option<Instant>,
@@ -110,7 +110,7 @@ struct State {
 
 impl State {
     fn is_idle(&self) -> bool {
-        self.waiters.is_empty() && self.holder.is_none()
+        self.waiters.is_empty() && self.occupant.is_none()
     }
 
     /// Wakes the head, if any.
@@ -141,7 +141,7 @@ impl State {
         listening: Option<Listening>,
         handed_off: bool,
     ) {
-        self.holder = Some(Holder {
+        self.occupant = Some(Occupant {
             field: field.to_owned(),
             expiry,
             listening,
@@ -154,8 +154,10 @@ impl State {
     }
 }
 
+/// The local owner that holds a queue's lock, as far as this client knows (the public
+/// [`Holder`](crate::Holder) is what Redis says about any holder).
 #[derive(Debug)]
-struct Holder {
+struct Occupant {
     field: String,
     /// `None` between a hand-off and the new owner taking it up (its lease was just applied).
     expiry: Option<Expiry>,
@@ -167,7 +169,7 @@ struct Holder {
     listening: Option<Listening>,
 }
 
-impl Holder {
+impl Occupant {
     /// The holder's lease, unless it is known lost.
     fn live_expiry(&self) -> Option<Option<&Expiry>> {
         match &self.expiry {
@@ -222,7 +224,8 @@ struct Waiter {
 enum Slot {
     /// Queued. The head may be between tries.
     Waiting,
-    /// The head has a try on the wire: no hand-off to it now (its try would re-enter the passed hold).
+    /// The head has a try on the wire: no hand-off to it now (its try would re-enter the passed
+    /// hold).
     Trying,
     /// A holder is handing the lock to it (the script is on the wire).
     Claimed,
@@ -243,8 +246,8 @@ pub(crate) enum Step {
     Lent,
     /// A holder is handing the lock to it: wait for [`Ticket::settled`].
     Claimed,
-    /// A local owner holds the lock and its lease is not known lost: wait for a nudge, at most until
-    /// the lease's end (`None`: a watchdog lease, whose loss nudges).
+    /// A local owner holds the lock and its lease is not known lost: wait for a nudge, at most
+    /// until the lease's end (`None`: a watchdog lease, whose loss nudges).
     Held(Option<Instant>),
     /// The lock was released after a streak: wait for its message, at most this long.
     Yield(Duration),
@@ -254,9 +257,9 @@ pub(crate) enum Step {
 
 /// A streak of free hand-offs on one lock key: the one place that says who holds a lent hold.
 ///
-/// From its first free hand-off until it ends, Redis keeps the field of the owner that took the lock
-/// from Redis (the *root*), and the streak holds the root's watchdog registration, which keeps that
-/// field renewed. The lock passes between this client's owners without Redis. Its invariants:
+/// From its first free hand-off until it ends, Redis keeps the field of the owner that took the
+/// lock from Redis (the *root*), and the streak holds the root's watchdog registration, which keeps
+/// that field renewed. The lock passes between this client's owners without Redis. Its invariants:
 ///
 /// - **One holder.** At most one local owner holds the lent hold ([`Phase::Held`]); re-entries by
 ///   that owner, of any kind that shares the lock's hash, are counted by this client and answered
@@ -327,7 +330,8 @@ impl Streak {
         matches!(&*self.phase.lock(), Phase::Held(holder) if holder == field)
     }
 
-    /// Counts a re-entry by `field` (with `count`, under the streak's lock) if it holds the lent hold.
+    /// Counts a re-entry by `field` (with `count`, under the streak's lock) if it holds the lent
+    /// hold.
     pub(crate) fn reenter(&self, field: &str, count: impl FnOnce()) -> bool {
         let phase = self.phase.lock();
         let holds = matches!(&*phase, Phase::Held(holder) if holder == field);
@@ -485,13 +489,13 @@ pub(crate) enum Next {
 }
 
 impl Cohorts {
-    fn queue(&self, key: &str, kind: &'static str) -> Option<Arc<Queue>> {
-        self.queues.lock().get(kind)?.get(key).cloned()
+    fn queue(&self, key: &str, label: &'static str) -> Option<Arc<Queue>> {
+        self.queues.lock().get(label)?.get(key).cloned()
     }
 
     /// The queue of `key` and `kind`, created if there is none.
-    fn queue_or_new(queues: &mut Queues, key: &str, kind: &'static str) -> Arc<Queue> {
-        let of_kind = queues.entry(kind).or_default();
+    fn queue_or_new(queues: &mut Queues, key: &str, label: &'static str) -> Arc<Queue> {
+        let of_kind = queues.entry(label).or_default();
         match of_kind.get(key) {
             Some(queue) => queue.clone(),
             None => of_kind.entry(key.to_owned()).or_default().clone(),
@@ -499,27 +503,28 @@ impl Cohorts {
     }
 
     /// Drops the queue of `key` and `kind` if nobody waits in it and nobody holds.
-    fn forget_if_idle(&self, key: &str, kind: &'static str) {
+    fn forget_if_idle(&self, key: &str, label: &'static str) {
         let mut queues = self.queues.lock();
-        if let Some(of_kind) = queues.get_mut(kind)
+        if let Some(of_kind) = queues.get_mut(label)
             && of_kind.get(key).is_some_and(|q| q.state.lock().is_idle())
         {
             let _ = of_kind.remove(key);
         }
     }
 
-    /// Puts `field` (an owner that holds nothing yet) at the back of the queue of lock `key` of kind
+    /// Puts `field` (an owner that holds nothing yet) at the back of the queue of lock `key` of
+    /// kind
     /// `kind`; `lease` is what a hold passed to it is given.
     /// `renewed` when that lease is the watchdog's.
     pub(crate) fn join(
         &self,
         key: &str,
-        kind: &'static str,
+        label: &'static str,
         field: &str,
         lease: Duration,
         renewed: bool,
     ) -> Ticket {
-        let id = (key.to_owned(), kind);
+        let id = (key.to_owned(), label);
         let waiter = Arc::new(Waiter {
             field: field.to_owned(),
             lease,
@@ -528,11 +533,11 @@ impl Cohorts {
             slot: Mutex::new(Slot::Waiting),
         });
         let mut queues = self.queues.lock();
-        let queue = Self::queue_or_new(&mut queues, key, kind);
+        let queue = Self::queue_or_new(&mut queues, key, label);
         let behind = {
             let mut state = queue.state.lock();
             state.waiters.push_back(waiter.clone());
-            state.waiters.len() > 1 || state.holder.is_some()
+            state.waiters.len() > 1 || state.occupant.is_some()
         };
         drop(queues);
         Ticket {
@@ -549,13 +554,13 @@ impl Cohorts {
     pub(crate) fn held(
         &self,
         key: &str,
-        kind: &'static str,
+        label: &'static str,
         field: &str,
         expiry: Expiry,
         listening: Option<Listening>,
     ) {
         let mut queues = self.queues.lock();
-        let queue = Self::queue_or_new(&mut queues, key, kind);
+        let queue = Self::queue_or_new(&mut queues, key, label);
         queue
             .state
             .lock()
@@ -563,10 +568,10 @@ impl Cohorts {
     }
 
     /// `field` took up a lock passed to it, with this lease.
-    pub(crate) fn took_over(&self, key: &str, kind: &'static str, field: &str, expiry: Expiry) {
-        if let Some(queue) = self.queue(key, kind) {
+    pub(crate) fn took_over(&self, key: &str, label: &'static str, field: &str, expiry: Expiry) {
+        if let Some(queue) = self.queue(key, label) {
             let mut state = queue.state.lock();
-            if let Some(holder) = state.holder.as_mut().filter(|h| h.field == field) {
+            if let Some(holder) = state.occupant.as_mut().filter(|h| h.field == field) {
                 holder.expiry = Some(expiry);
             }
         }
@@ -577,17 +582,17 @@ impl Cohorts {
     pub(crate) fn releasing(
         &self,
         key: &str,
-        kind: &'static str,
+        label: &'static str,
         field: &str,
         limit: u32,
         window: Duration,
     ) -> Next {
         let release = Next::Release { yielding: false };
-        let Some(queue) = self.queue(key, kind) else {
+        let Some(queue) = self.queue(key, label) else {
             return release;
         };
         let state = queue.state.lock();
-        if state.holder.as_ref().is_none_or(|h| h.field != field) {
+        if state.occupant.as_ref().is_none_or(|h| h.field != field) {
             return release;
         }
         let Some(head) = state.waiters.front() else {
@@ -606,11 +611,11 @@ impl Cohorts {
         if *slot != Slot::Waiting {
             return release;
         }
-        // A free hand-off needs a live watchdog hold on both sides, and the lock's channel unchanged
-        // since the hold came from Redis: nobody unlocked it (a message ends a streak's free
-        // hand-offs).
+        // A free hand-off needs a live watchdog hold on both sides, and the lock's channel
+        // unchanged since the hold came from Redis: nobody unlocked it (a message ends a streak's
+        // free hand-offs).
         let lendable = head.renewed
-            && state.holder.as_ref().is_some_and(|holder| {
+            && state.occupant.as_ref().is_some_and(|holder| {
                 holder.listening.as_ref().is_some_and(Listening::unchanged)
                     && holder.expiry.as_ref().is_some_and(|expiry| {
                         matches!(expiry, Expiry::Watchdog(_)) && !expiry.is_lost()
@@ -629,7 +634,7 @@ impl Cohorts {
         drop(state);
         Next::HandOff(Claim {
             cohorts: self.clone(),
-            id: (key.to_owned(), kind),
+            id: (key.to_owned(), label),
             queue,
             waiter: head,
             lendable,
@@ -715,28 +720,29 @@ impl Cohorts {
         }
     }
 
-    /// `field` released the lock for real (or lost it): the head may try, after `yielding` if given.
+    /// `field` released the lock for real (or lost it): the head may try, after `yielding` if
+    /// given.
     pub(crate) fn released(
         &self,
         key: &str,
-        kind: &'static str,
+        label: &'static str,
         field: &str,
         yielding: Option<Yield>,
     ) {
-        let Some(queue) = self.queue(key, kind) else {
+        let Some(queue) = self.queue(key, label) else {
             return;
         };
         {
             let mut state = queue.state.lock();
-            if state.holder.as_ref().is_some_and(|h| h.field == field) {
-                state.holder = None;
+            if state.occupant.as_ref().is_some_and(|h| h.field == field) {
+                state.occupant = None;
                 state.streak = 0;
                 state.streak_since = None;
                 state.yielding = yielding;
                 state.nudge_head();
             }
         }
-        self.forget_if_idle(key, kind);
+        self.forget_if_idle(key, label);
     }
 
     /// How many waiters all queues hold.
@@ -784,8 +790,8 @@ impl Cohorts {
     }
 }
 
-/// One waiter's place in a queue. Dropping it leaves the queue (cancel safe); a lock passed to it and
-/// not taken up is the caller's to release (see [`Ticket::abandon`]).
+/// One waiter's place in a queue. Dropping it leaves the queue (cancel safe); a lock passed to it
+/// and not taken up is the caller's to release (see [`Ticket::abandon`]).
 #[derive(Debug)]
 pub(crate) struct Ticket {
     cohorts: Cohorts,
@@ -846,7 +852,7 @@ impl Ticket {
             Slot::Claimed => return Step::Claimed,
             Slot::Waiting | Slot::Trying | Slot::Abandoned => {}
         }
-        if let Some(expiry) = state.holder.as_ref().and_then(Holder::live_expiry) {
+        if let Some(expiry) = state.occupant.as_ref().and_then(Occupant::live_expiry) {
             let until = match expiry {
                 Some(Expiry::At(at)) => Some(*at),
                 _ => None,
@@ -907,9 +913,9 @@ impl Ticket {
             .queue
             .state
             .lock()
-            .holder
+            .occupant
             .as_ref()
-            .and_then(Holder::live_expiry)
+            .and_then(Occupant::live_expiry)
             .flatten()
             .cloned();
         match lease {
@@ -969,7 +975,7 @@ impl Ticket {
         let state = self.queue.state.lock();
         *self.waiter.slot.lock() = Slot::Abandoned;
         state
-            .holder
+            .occupant
             .as_ref()
             .filter(|holder| holder.field == self.waiter.field)
             .and_then(|holder| holder.expiry.clone())
@@ -1006,7 +1012,7 @@ impl Claim {
     pub(crate) fn listening(&self) -> Option<Listening> {
         let state = self.queue.state.lock();
         state
-            .holder
+            .occupant
             .as_ref()
             .and_then(|holder| holder.listening.as_ref())
             .map(Listening::follow)
@@ -1048,7 +1054,7 @@ impl Claim {
         self.settled = true;
         let mut state = self.queue_for_passing();
         let _ = self.cohorts.free_handoffs.fetch_add(1, Ordering::Relaxed);
-        let listening = state.holder.take().and_then(|holder| holder.listening);
+        let listening = state.occupant.take().and_then(|holder| holder.listening);
         state.hold(&self.waiter.field, Some(streak.expiry()), listening, true);
         self.hand_to_waiter(&mut state, Slot::Lent)
     }

@@ -1,14 +1,14 @@
 //! Reconciliations in flight, by lock key and owner field: an owner does not act on a lock while a
 //! reconciliation of its own holds there may still run.
 //!
-//! An acquire whose reply is lost is undone by a script sent after it (see
-//! [`crate::engine`]): the undo removes one hold of the owner's field if the field has more holds
-//! than before the acquire. That count cannot tell the hold the lost acquire added from one the same
-//! owner took since on another connection, so an undo that runs late (behind a stuck connection, or
-//! re-sent on a new one) would take away a legitimate hold: the owner would work in its critical
-//! section with the lock free for anyone. So while an undo of `(key, field)` may still run, that
-//! owner's next acquire, release or local hand-off to it waits (see [`Reconciling::settled`]) until
-//! the undo's reply has been seen, or until it gave up because what it undoes has expired anyway.
+//! An acquire whose reply is lost is undone by a script sent after it (see [`crate::engine`]): the
+//! undo removes one hold of the owner's field if the field has more holds than before the acquire.
+//! That count cannot tell the hold the lost acquire added from one the same owner took since on
+//! another connection, so an undo that runs late (behind a stuck connection, or re-sent on a new
+//! one) would take away a legitimate hold: the owner would work in its critical section with the
+//! lock free for anyone. So while an undo of `(key, field)` may still run, that owner's next
+//! acquire, release or local hand-off to it waits (see [`Reconciling::settled`]) until the undo's
+//! reply has been seen, or until it gave up because what it undoes has expired anyway.
 //!
 //! The same holds for an unlock or a local hand-off whose reply is lost after every re-send (a late
 //! copy could release or pass a hold the owner took since: they go on being re-sent in the
@@ -35,8 +35,8 @@ pub(crate) struct Reconciling {
 }
 
 impl Reconciling {
-    /// Registers a reconciliation of `field`'s holds of `key` that may still run, until the returned
-    /// [`Reconciliation`] is dropped.
+    /// Registers a reconciliation of `field`'s holds of `key` that may still run, until the
+    /// returned [`Reconciliation`] is dropped.
     pub(crate) fn begin(self: &Arc<Self>, key: &str, field: &str) -> Reconciliation {
         {
             let mut pending = self.pending.lock();
@@ -80,7 +80,7 @@ impl Reconciling {
 
     /// Waits until nothing of `field`'s on `key` is in flight, then registers one, in one step: for
     /// the acquire attempts of an owner that must run one at a time (see
-    /// `Kind::refuses_reentry`). Dropped before it registered, it leaves nothing behind.
+    /// `LockWire::refuses_reentry`). Dropped before it registered, it leaves nothing behind.
     ///
     /// # Cancel safety
     ///

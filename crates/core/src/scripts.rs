@@ -16,7 +16,11 @@ use redis::{ErrorKind, RedisResult, Script, ServerErrorKind, Value};
 macro_rules! lua {
     ($($file:literal),+) => {
         ::std::sync::LazyLock::new(|| {
-            ::redis::Script::new(concat!($(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file))),+))
+            ::redis::Script::new(concat!($(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/lua/",
+                $file
+            ))),+))
         })
     };
 }

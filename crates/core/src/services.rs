@@ -44,7 +44,7 @@ pub struct Services {
     /// Local wait queues and hand-off of the exclusive kinds.
     pub(crate) cohorts: Cohorts,
     /// Unlock latches whose replies are in hand, deleted in batches.
-    pub(crate) latches: Latches,
+    pub(crate) latches: SpentLatches,
     /// Where releases and undos run after their caller has gone.
     pub(crate) background: Background,
     /// Metric handles of acquisitions and holds.
@@ -61,8 +61,8 @@ impl std::fmt::Debug for Services {
 }
 
 impl Services {
-    /// Connects and starts the subscriber and the watchdog. Fails fast (with a `PING`) when Redis is
-    /// unreachable, and when it refuses what locks need (see [`connection::probe::probe`]).
+    /// Connects and starts the subscriber and the watchdog. Fails fast (with a `PING`) when Redis
+    /// is unreachable, and when it refuses what locks need (see [`connection::probe::probe`]).
     ///
     /// # Cancel safety
     ///
@@ -120,7 +120,7 @@ impl Services {
             reconciling: Arc::default(),
             releasing: Arc::default(),
             cohorts: Cohorts::default(),
-            latches: Latches::default(),
+            latches: SpentLatches::default(),
             background: Background::new(runtime),
             telemetry,
             _shutdown: guard,
@@ -134,7 +134,8 @@ impl Services {
 }
 
 /// Spawns the work that must finish even when its caller is gone (a dropped guard's release, a
-/// cancelled acquire's undo), on the client's runtime, tracked so [`Client::close`] can wait for it.
+/// cancelled acquire's undo), on the client's runtime, tracked so [`Client::close`] can wait for
+/// it.
 ///
 /// Nothing cancels that work but the runtime shutting down (a program returning from `main`, a
 /// blocking client dropped) before it ran: then a hold stays in Redis until its lease runs out.
@@ -217,9 +218,10 @@ impl Drop for Unfinished {
 }
 
 /// What this client has seen confirmed of each (key, field)'s holds: how many, the lease of the
-/// latest and the connection it was taken on. The count tells an undo what the owner held before the
-/// acquire it undoes; the lease is what a partial release re-applies, as Redisson re-applies the lease
-/// its holds were taken with; the release goes out on the connection (a pool checkout less per lock).
+/// latest and the connection it was taken on. The count tells an undo what the owner held before
+/// the acquire it undoes; the lease is what a partial release re-applies, as Redisson re-applies
+/// the lease its holds were taken with; the release goes out on the connection (a pool checkout
+/// less per lock).
 ///
 /// Keyed by key, then field, so that looking one up borrows the caller's strings: every lock and
 /// unlock asks. Hashed with foldhash (randomly seeded, as is `std`'s SipHash), as are the other
@@ -365,11 +367,11 @@ impl Drop for Reentering<'_> {
 const LATCH_BATCH_DELAY: Duration = Duration::from_millis(100);
 
 /// Unlock latches whose replies are in hand, deleted together a moment later (one `DEL` per slot
-/// where a command may not cross slots).
-/// Deleting each one on its own, as Redisson does, costs a command, a task and a wake-up per unlock;
-/// nothing reads a latch after its reply was seen, and each also expires by itself.
+/// where a command may not cross slots). Deleting each one on its own, as Redisson does, costs a
+/// command, a task and a wake-up per unlock; nothing reads a latch after its reply was seen, and
+/// each also expires by itself.
 #[derive(Debug, Default)]
-pub(crate) struct Latches(Arc<Mutex<Vec<String>>>);
+pub(crate) struct SpentLatches(Arc<Mutex<Vec<String>>>);
 
 impl Services {
     /// Deletes an unlock latch once its reply is in hand (best effort, in the background, batched).

@@ -31,7 +31,8 @@ use tracing::{Instrument, Span};
 use crate::error::{Operation, Result};
 
 /// What kind of object an acquisition, a hold or a lost lease belongs to: the `kind` label, which
-/// each kind names itself ([`Kind::label`](crate::engine::Kind::label)): `lock`, `fair_lock`,
+/// each kind names itself ([`LockWire::label`](crate::engine::LockWire::label)): `lock`,
+/// `fair_lock`,
 /// `semaphore`, ... (the README's "Observability" section lists them).
 pub(crate) type KindLabel = &'static str;
 

@@ -18,15 +18,15 @@
 //! |---|---|---|
 //! | [`WakeRule::OneOrAll`] (locks) | `0` / `1` | wake one / wake every armed waiter |
 //! | [`WakeRule::Permits`] (semaphores) | `n` | wake up to `n` armed waiters |
-//! | [`WakeRule::Latch`] (count-down latch) | `0` / `1` | open (every waiter passes) / close |
+//! | [`WakeRule::CountDown`] (count-down latch) | `0` / `1` | open (every waiter passes) / close |
 //!
 //! Anything else is ignored, as Java ignores it.
 //!
 //! An open latch lets through every waiter that was armed before it opened. A waiter that arms
 //! while it is already open does not pass on that opening: it armed after it, so its own retry (the
 //! latch's count) already tells whether the count is still zero; if the count went up again since,
-//! the opening is stale for it and it waits for the next one. Java's reclosable latch instead lets it
-//! through and its `while count > 0` loop spins until the closing message arrives.
+//! the opening is stale for it and it waits for the next one. Java's reclosable latch instead lets
+//! it through and its `while count > 0` loop spins until the closing message arrives.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -41,7 +41,7 @@ pub enum WakeRule {
     Permits,
     /// Count-down latch channels: `0` opens the latch (every waiter passes until it closes), `1`
     /// closes it.
-    Latch,
+    CountDown,
 }
 
 impl WakeRule {
@@ -58,8 +58,8 @@ impl WakeRule {
             (Self::OneOrAll, 0) => wakeups.wake(1),
             (Self::OneOrAll, 1) => wakeups.wake_all(),
             (Self::Permits, n) if n > 0 => wakeups.wake(usize::try_from(n).unwrap_or(usize::MAX)),
-            (Self::Latch, 0) => wakeups.open(),
-            (Self::Latch, 1) => wakeups.close(),
+            (Self::CountDown, 0) => wakeups.open(),
+            (Self::CountDown, 1) => wakeups.close(),
             _ => return false,
         }
         true
@@ -144,7 +144,8 @@ impl Wakeups {
         self.is_open() && self.openings.load(Ordering::Acquire) != openings
     }
 
-    /// Gives a wake-up back (a woken waiter left before it could use it), so the next waiter gets it.
+    /// Gives a wake-up back (a woken waiter left before it could use it), so the next waiter gets
+    /// it.
     fn pass_on(&self) {
         self.banked.add_permits(1);
     }
@@ -210,8 +211,9 @@ impl Drop for Armed<'_> {
     }
 }
 
-/// A wake-up in hand. A waiter that retries with it calls [`Turn::used`]; dropped unused (the waiter
-/// was cancelled or failed before it could retry), it passes the wake-up on to the next waiter.
+/// A wake-up in hand. A waiter that retries with it calls [`Turn::used`]; dropped unused (the
+/// waiter was cancelled or failed before it could retry), it passes the wake-up on to the next
+/// waiter.
 #[derive(Debug)]
 #[must_use = "dropping a turn passes it on"]
 pub(crate) struct Turn<'a>(Option<&'a Wakeups>);
@@ -291,7 +293,7 @@ mod tests {
         }
         assert!(!WakeRule::Permits.apply(b"0", &wakeups));
         assert!(!WakeRule::Permits.apply(b"-3", &wakeups));
-        assert!(!WakeRule::Latch.apply(b"2", &wakeups));
+        assert!(!WakeRule::CountDown.apply(b"2", &wakeups));
         settle().await;
         assert_eq!(count(&woken), 0);
     }
@@ -353,10 +355,11 @@ mod tests {
     async fn a_latch_opens_for_everyone_until_closed() {
         let wakeups = Arc::new(Wakeups::default());
         let woken = sleepers(&wakeups, 3).await;
-        assert!(WakeRule::Latch.apply(b"0", &wakeups));
+        assert!(WakeRule::CountDown.apply(b"0", &wakeups));
         settle().await;
         assert_eq!(count(&woken), 3);
-        // A waiter armed while it was open waits for the next opening (its own retry saw the count).
+        // A waiter armed while it was open waits for the next opening (its own retry saw the
+        // count).
         let late = wakeups.arm();
         assert!(
             tokio::time::timeout(Duration::from_millis(1), wakeups.arm().woken())
@@ -364,16 +367,16 @@ mod tests {
                 .is_err(),
             "an opening before arming does not let a waiter through"
         );
-        assert!(WakeRule::Latch.apply(b"0", &wakeups));
+        assert!(WakeRule::CountDown.apply(b"0", &wakeups));
         tokio::time::timeout(Duration::from_millis(1), late.woken())
             .await
             .expect("a new opening does")
             .used();
         assert_eq!(wakeups.banked.available_permits(), 0, "nothing left banked");
-        assert!(WakeRule::Latch.apply(b"1", &wakeups));
+        assert!(WakeRule::CountDown.apply(b"1", &wakeups));
         let later = sleepers(&wakeups, 2).await;
         assert_eq!(count(&later), 0, "a closed latch holds waiters");
-        assert!(WakeRule::Latch.apply(b"0", &wakeups));
+        assert!(WakeRule::CountDown.apply(b"0", &wakeups));
         settle().await;
         assert_eq!(count(&later), 2);
     }

@@ -11,14 +11,15 @@
 //! still in it.
 //!
 //! Unlike Redisson, a loss is never silent. A lock is declared lost, and its holders' lease-lost
-//! token cancelled, when a renewal finds the field gone, or when no renewal has been confirmed for a
-//! whole watchdog timeout (Redis unreachable: by then the key has expired; the signal comes a few
-//! milliseconds early, so that it reaches the holder before anyone else can take the lock). Failed renewals are
-//! retried after [`Config::retry_delay`] rather than a whole interval later.
+//! token cancelled, when a renewal finds the field gone, or when no renewal has been confirmed for
+//! a whole watchdog timeout (Redis unreachable: by then the key has expired; the signal comes a few
+//! milliseconds early, so that it reaches the holder before anyone else can take the lock). Failed
+//! renewals are retried after [`Config::retry_delay`] rather than a whole interval later.
 //!
 //! Unlock deregisters *before* it sends the unlock script, so no renewal is scheduled after an
-//! unlock; a renewal already in flight checks the field and is harmless. Each registration carries a
-//! generation number, so the reply to an old renewal never cancels a newer registration of the key.
+//! unlock; a renewal already in flight checks the field and is harmless. Each registration carries
+//! a generation number, so the reply to an old renewal never cancels a newer registration of the
+//! key.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -51,8 +52,8 @@ pub struct Renewal {
 }
 
 /// How much before its lease ends a lock without a confirmed renewal is declared lost: the timer
-/// that tells the holder fires on a millisecond tick and behind other tasks, while Redis expires the
-/// key (and a waiter elsewhere may take it) right at the end of the lease.
+/// that tells the holder fires on a millisecond tick and behind other tasks, while Redis expires
+/// the key (and a waiter elsewhere may take it) right at the end of the lease.
 const LOSS_MARGIN: Duration = Duration::from_millis(5);
 
 /// Registrations are per (renewal, key); the fields that hold the key are inside the entry.
@@ -82,8 +83,10 @@ impl Entry {
     }
 }
 
+/// Every hold the watchdog renews, by lock key and field, and the generation the next
+/// registration takes.
 #[derive(Debug, Default)]
-struct Registry {
+struct Watched {
     /// Hashed with foldhash, as every map a lock and unlock looks in (see [`Holds`]).
     ///
     /// [`Holds`]: crate::services::Holds
@@ -107,7 +110,7 @@ pub(crate) struct Registration {
 /// The client's watchdog.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
-    registry: Arc<Registry>,
+    watched: Arc<Watched>,
     timeout: Duration,
     /// How long after its last confirmed renewal was sent a hold counts as surely held (see
     /// [`Watchdog::surely_held`]).
@@ -124,9 +127,9 @@ impl Watchdog {
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> Self {
-        let registry = Arc::new(Registry::default());
+        let watched = Arc::new(Watched::default());
         let task = Renewer {
-            registry: registry.clone(),
+            watched: watched.clone(),
             commands,
             timeout: config.watchdog_timeout,
             interval: config.renewal_interval(),
@@ -137,7 +140,7 @@ impl Watchdog {
         };
         drop(runtime.spawn(task.run(shutdown)));
         Self {
-            registry,
+            watched,
             timeout: config.watchdog_timeout,
             sure_for: config
                 .watchdog_timeout
@@ -156,7 +159,7 @@ impl Watchdog {
         key: &str,
         field: &str,
     ) -> Option<Registration> {
-        let entries = self.registry.entries.lock();
+        let entries = self.watched.entries.lock();
         let entry = entries.get(&(renewal.name, key.to_owned()))?;
         let sure = !entry.lost.is_cancelled()
             && entry.renewed_at.elapsed() < self.sure_for
@@ -172,7 +175,7 @@ impl Watchdog {
     /// gone): its holders' lease-lost token is cancelled and renewal stops. A newer registration of
     /// the key is left alone.
     pub(crate) fn lost(&self, renewal: &'static Renewal, key: &str, generation: u64) {
-        let mut entries = self.registry.entries.lock();
+        let mut entries = self.watched.entries.lock();
         let id = (renewal.name, key.to_owned());
         if entries
             .get(&id)
@@ -187,7 +190,7 @@ impl Watchdog {
     /// its holds count on is gone): its holders' lease-lost token is cancelled and renewal stops.
     pub(crate) fn lose(&self, renewal: &'static Renewal, key: &str) {
         let id = (renewal.name, key.to_owned());
-        let removed = self.registry.entries.lock().remove(&id);
+        let removed = self.watched.entries.lock().remove(&id);
         if let Some(entry) = removed {
             entry.lose(key, LostBecause::Gone, self.lock_names);
         }
@@ -203,12 +206,12 @@ impl Watchdog {
         field: &str,
         sent_at: Instant,
     ) -> CancellationToken {
-        let mut entries = self.registry.entries.lock();
+        let mut entries = self.watched.entries.lock();
         let first = entries.is_empty();
         let entry = entries
             .entry((renewal.name, key.to_owned()))
             .or_insert_with(|| {
-                let mut next = self.registry.next_generation.lock();
+                let mut next = self.watched.next_generation.lock();
                 *next += 1;
                 Entry {
                     generation: *next,
@@ -229,7 +232,7 @@ impl Watchdog {
         let lost = entry.lost.clone();
         drop(entries);
         if first {
-            self.registry.registered.notify_one();
+            self.watched.registered.notify_one();
         }
         lost
     }
@@ -238,7 +241,7 @@ impl Watchdog {
     /// whether `key` is still renewed under `renewal` (other holds of it remain here), i.e. whether
     /// its lease should stay the watchdog timeout.
     pub(crate) fn deregister(&self, renewal: &'static Renewal, key: &str, field: &str) -> bool {
-        let mut entries = self.registry.entries.lock();
+        let mut entries = self.watched.entries.lock();
         let id = (renewal.name, key.to_owned());
         let Some(entry) = entries.get_mut(&id) else {
             return false;
@@ -259,7 +262,7 @@ impl Watchdog {
     /// Stops renewing `key` under every renewal and tells its holders the lock is gone (after a
     /// force unlock).
     pub(crate) fn forget(&self, key: &str) {
-        self.registry.entries.lock().retain(|(_, k), entry| {
+        self.watched.entries.lock().retain(|(_, k), entry| {
             let keep = k != key;
             if !keep {
                 entry.lost.cancel();
@@ -275,12 +278,12 @@ impl Watchdog {
 
     /// How many locks are being renewed.
     pub(crate) fn lock_count(&self) -> usize {
-        self.registry.entries.lock().len()
+        self.watched.entries.lock().len()
     }
 }
 
 struct Renewer {
-    registry: Arc<Registry>,
+    watched: Arc<Watched>,
     commands: Commands,
     timeout: Duration,
     interval: Duration,
@@ -295,11 +298,11 @@ impl Renewer {
     async fn run(self, shutdown: CancellationToken) {
         let mut delay = self.interval;
         loop {
-            if self.registry.entries.lock().is_empty() {
-                let registered = self.registry.registered.notified();
+            if self.watched.entries.lock().is_empty() {
+                let registered = self.watched.registered.notified();
                 tokio::pin!(registered);
                 let _ = registered.as_mut().enable();
-                if self.registry.entries.lock().is_empty() {
+                if self.watched.entries.lock().is_empty() {
                     tokio::select! {
                         () = shutdown.cancelled() => return,
                         () = registered => {}
@@ -319,13 +322,13 @@ impl Renewer {
     }
 
     /// Runs `work` while declaring each lock lost the moment its lease ends without a confirmed
-    /// renewal: waiting for a slow renewal round (or sleeping until the next one) must not delay the
-    /// signal past the point where another client can take the lock.
+    /// renewal: waiting for a slow renewal round (or sleeping until the next one) must not delay
+    /// the signal past the point where another client can take the lock.
     async fn watching_leases<T>(&self, work: impl Future<Output = T>) -> T {
         tokio::pin!(work);
         loop {
             let lease_end = self
-                .registry
+                .watched
                 .entries
                 .lock()
                 .values()
@@ -340,14 +343,14 @@ impl Renewer {
         }
     }
 
-    /// Renews every registered lock; returns false if some batch failed and needs a quick retry.
-    /// A batch holds locks of one renewal script and, where a script may not cross slots (a cluster,
+    /// Renews every registered lock; returns false if some batch failed and needs a quick retry. A
+    /// batch holds locks of one renewal script and, where a script may not cross slots (a cluster,
     /// reached as one or behind a proxy), of one slot.
     async fn renew_all(&self) -> bool {
         let started = Instant::now();
         let mut locks = 0;
         let mut batches: HashMap<(&'static str, Option<Slot>), Vec<Renewing>> = HashMap::new();
-        for ((name, key), entry) in self.registry.entries.lock().iter() {
+        for ((name, key), entry) in self.watched.entries.lock().iter() {
             let slot = self.commands.batch_slot(key);
             batches.entry((name, slot)).or_default().push(Renewing {
                 renewal: entry.renewal,
@@ -405,7 +408,7 @@ impl Renewer {
                 return false;
             }
         };
-        let mut entries = self.registry.entries.lock();
+        let mut entries = self.watched.entries.lock();
         for (lock, flag) in batch.iter().zip(flags) {
             let id = (renewal.name, lock.key.clone());
             let Some(entry) = entries
@@ -438,12 +441,12 @@ impl Renewer {
             .saturating_sub(LOSS_MARGIN.min(self.timeout / 10))
     }
 
-    /// Declares lost every lock whose last confirmed renewal was sent a whole lease ago. The renewal
-    /// ran after it was sent, so Redis expires the key no earlier than this: the holder hears of the
-    /// loss before anyone else can acquire.
+    /// Declares lost every lock whose last confirmed renewal was sent a whole lease ago. The
+    /// renewal ran after it was sent, so Redis expires the key no earlier than this: the holder
+    /// hears of the loss before anyone else can acquire.
     fn expire_overdue(&self) {
         let now = Instant::now();
-        self.registry.entries.lock().retain(|(_, key), entry| {
+        self.watched.entries.lock().retain(|(_, key), entry| {
             let alive = now.duration_since(entry.renewed_at) < self.lease_known();
             if !alive {
                 entry.lose(key, LostBecause::NotRenewed, self.lock_names);

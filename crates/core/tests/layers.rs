@@ -6,12 +6,12 @@
 //! code names (not its comments, strings or `#[cfg(test)]` items): `use` trees (groups, `self`,
 //! globs, renames, any visibility) and paths in expressions and types, whether they start at
 //! `crate::`, `super::`, `self::` or at a child module. A path leads to the file of the deepest
-//! module it names: `crate::engine::Wait` to `engine/mod.rs` (which defines or re-exports `Wait`),
-//! `crate::engine` to `engine/mod.rs`, `super::kind::Attempt` (from `engine/acquire.rs`) to
-//! `engine/kind.rs`; an inline module (`mod x { … }`) is part of its file. So a re-export
-//! (`pub use x::Y`) is an edge from the file that re-exports to `x`'s file, and a file that imports
-//! through a re-export depends on the file that re-exports. Declaring a module (`mod x;`) is not an
-//! edge.
+//! module it names: `crate::engine::Patience` to `engine/mod.rs` (which defines or re-exports
+//! `Patience`), `crate::engine` to `engine/mod.rs`, `super::lock_wire::Attempt` (from
+//! `engine/acquire.rs`) to `engine/lock_wire.rs`; an inline module (`mod x { … }`) is part of its
+//! file. So a re-export (`pub use x::Y`) is an edge from the file that re-exports to `x`'s file,
+//! and a file that imports through a re-export depends on the file that re-exports. Declaring a
+//! module (`mod x;`) is not an edge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

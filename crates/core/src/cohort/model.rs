@@ -95,10 +95,10 @@
 //!
 //! - Time. A waiter may retry, the watch may read the root's field, at any moment, and the clock's
 //!   part of the lend conditions (`surely_held`'s window) is taken as met, which lets more
-//!   hand-offs be free than the client would. The lending release's wait for a confirmation is
-//!   not a step of its own: the releaser stops believing when its release starts. Yields after a real release (a fairness delay) are left out, as are the streak's window
-//!   and lease expiries: a key never expires, and a registration is lost only when a renewal finds
-//!   its fields gone.
+//!   hand-offs be free than the client would. The lending release's wait for a confirmation is not
+//!   a step of its own: the releaser stops believing when its release starts. Yields after a real
+//!   release (a fairness delay) are left out, as are the streak's window and lease expiries: a key
+//!   never expires, and a registration is lost only when a renewal finds its fields gone.
 //! - Messages are all `0`, on one channel that stays live (no interruption, no new live period).
 //! - A lost hand-off script reply (settled in the background), cancelled acquisitions (so no hold
 //!   is passed to a waiter that is gone), fixed leases, one-shot tries, the fenced, read-write and
@@ -192,7 +192,7 @@ impl Owner {
 
 /// The lock kinds of client 1 that share the lock's hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Kind {
+enum ModelKind {
     /// The reentrant lock: queues locally, hands off by script and passes freely.
     Lock,
     /// The spin lock: the same hash and scripts, no local queue and no hand-off; its re-entry of a
@@ -200,8 +200,8 @@ enum Kind {
     Spin,
 }
 
-impl Kind {
-    /// Its queue's name (`Kind::label`).
+impl ModelKind {
+    /// Its queue's name (`LockWire::label`).
     fn label(self) -> &'static str {
         match self {
             Self::Lock => "lock",
@@ -209,7 +209,7 @@ impl Kind {
         }
     }
 
-    /// Whether it queues locally and hands off (`Kind::hand_off`), and passes freely.
+    /// Whether it queues locally and hands off (`LockWire::hand_off`), and passes freely.
     fn hands_off(self) -> bool {
         self == Self::Lock
     }
@@ -219,7 +219,7 @@ impl Kind {
 #[derive(Clone, Copy, Debug)]
 enum Op {
     /// `lock()` of this kind: waits until acquired, watchdog lease.
-    Lock(Kind),
+    Lock(ModelKind),
     /// `unlock()` of the latest guard this future holds.
     Unlock,
     /// `force_unlock()`: ends an open streak, then deletes the key (and publishes).
@@ -286,7 +286,7 @@ impl Scenario {
     }
 }
 
-use Kind::{Lock as L, Spin as S};
+use ModelKind::{Lock as L, Spin as S};
 use Op::{ForceUnlock as Force, Lock as Get, Unlock as Put};
 
 /// The lock passes A → B freely, B lends it back to A, which re-enters and releases twice; X
@@ -563,7 +563,7 @@ type TokenId = u32;
 /// One guard of client 1: a hold its future believes it has.
 #[derive(Debug)]
 struct Guard {
-    kind: Kind,
+    kind: ModelKind,
     /// What it was given.
     expiry: Expiry,
     token: TokenId,
@@ -609,7 +609,7 @@ struct OpenStreak {
 struct After {
     close: Option<Arc<Streak>>,
     /// `Cohorts::released` for this kind and holder.
-    released: Option<(Kind, Owner)>,
+    released: Option<(ModelKind, Owner)>,
 }
 
 /// How a lost reply went.
@@ -625,7 +625,7 @@ enum Lost {
 #[derive(Debug)]
 enum Job {
     /// A release yet to decide (a hold passed to a waiter that is gone: not reached).
-    Decide { owner: Owner, kind: Kind },
+    Decide { owner: Owner, kind: ModelKind },
     /// An unlock of `field` on the wire; `ran` once Redis ran it (its reply, and whether it was
     /// lost).
     Unlock {
@@ -639,7 +639,7 @@ enum Job {
         holder: Owner,
         root: Owner,
         streak: Option<Arc<Streak>>,
-        kind: Kind,
+        kind: ModelKind,
         ran: Option<(Reply, Option<Listening>)>,
     },
 }
@@ -651,24 +651,24 @@ enum Phase {
     #[default]
     Idle,
     /// In the local queue, waiting to head it (`Ticket::until_head`).
-    Queued(Kind, Ticket),
+    Queued(ModelKind, Ticket),
     /// In the wait loop: its next attempt's local decision (it may be woken at any moment).
-    Attempting(Kind, Option<Ticket>),
+    Attempting(ModelKind, Option<Ticket>),
     /// Claimed by a releasing holder: waits until the hand-off settles.
-    Settling(Kind, Ticket),
+    Settling(ModelKind, Ticket),
     /// Past the gate (its re-entry mark, if it holds, taken before it): checks out a connection
     /// and sends its acquire.
-    Checkout(Kind, Option<Ticket>, bool),
+    Checkout(ModelKind, Option<Ticket>, bool),
     /// Its acquire on the wire.
     OnWire {
-        kind: Kind,
+        kind: ModelKind,
         ticket: Option<Ticket>,
         held_before: u32,
         reentering: bool,
     },
     /// Its acquire ran (or its reply is lost): the reply next.
     Replied {
-        kind: Kind,
+        kind: ModelKind,
         ticket: Option<Ticket>,
         held_before: u32,
         reentering: bool,
@@ -846,8 +846,8 @@ impl World {
 
     /// Whether an acquisition of `kind` asks the streak first (`answered_in_streak`,
     /// `gated_by_streak`): every kind does, unless the fix is reverted.
-    fn consults_streak(&self, kind: Kind) -> bool {
-        !(kind == Kind::Spin && self.reverted(Revert::OtherKindIgnoresStreak))
+    fn consults_streak(&self, kind: ModelKind) -> bool {
+        !(kind == ModelKind::Spin && self.reverted(Revert::OtherKindIgnoresStreak))
     }
 
     fn new_token(&mut self) -> TokenId {
@@ -1008,13 +1008,13 @@ impl World {
     }
 
     fn queue_holder_field(&self) -> Option<String> {
-        let queue = self.cohorts.queue(KEY, Kind::Lock.label())?;
+        let queue = self.cohorts.queue(KEY, ModelKind::Lock.label())?;
         let state = queue.state.lock();
-        state.holder.as_ref().map(|holder| holder.field.clone())
+        state.occupant.as_ref().map(|holder| holder.field.clone())
     }
 
     /// `Cohorts::released`.
-    fn released(&mut self, kind: Kind, owner: Owner) {
+    fn released(&mut self, kind: ModelKind, owner: Owner) {
         self.cohorts
             .released(KEY, kind.label(), owner.field(), None);
         if kind.hands_off() {
@@ -1049,7 +1049,7 @@ impl World {
         if ticket.abandon() {
             self.tasks.push(Task::Release(Job::Decide {
                 owner,
-                kind: Kind::Lock,
+                kind: ModelKind::Lock,
             }));
         }
         drop(ticket);
@@ -1059,7 +1059,7 @@ impl World {
     fn acquired(
         &mut self,
         i: usize,
-        kind: Kind,
+        kind: ModelKind,
         (expiry, token): (Expiry, TokenId),
         epoch: u32,
         excused: bool,
@@ -1077,7 +1077,7 @@ impl World {
     // -- engine/acquire.rs --
 
     /// `acquire_as` up to its first wait: `answered_in_streak`, then `Queued::join`.
-    fn begin_acquire(&mut self, i: usize, kind: Kind) {
+    fn begin_acquire(&mut self, i: usize, kind: ModelKind) {
         let owner = self.futures[i].owner;
         // The lent holder's re-entry is counted in the streak; anyone else waits (a one-shot try
         // would fail here, and none is modelled).
@@ -1125,7 +1125,7 @@ impl World {
     }
 
     /// One attempt's local decision: `Queued::local_step`, then `gated_by_streak`.
-    fn attempt(&mut self, i: usize, kind: Kind, mut ticket: Option<Ticket>) {
+    fn attempt(&mut self, i: usize, kind: ModelKind, mut ticket: Option<Ticket>) {
         let owner = self.futures[i].owner;
         if let Some(queued) = ticket.take() {
             match queued.step(|| self.registry.messages(CHANNEL)) {
@@ -1209,7 +1209,13 @@ impl World {
     }
 
     /// `attempt_on` up to the write: the count before (the re-entry mark was taken at the gate).
-    fn send_acquire(&mut self, i: usize, kind: Kind, ticket: Option<Ticket>, reentering: bool) {
+    fn send_acquire(
+        &mut self,
+        i: usize,
+        kind: ModelKind,
+        ticket: Option<Ticket>,
+        reentering: bool,
+    ) {
         let owner = self.futures[i].owner;
         let held_before = self.count(owner);
         self.note(|w| {
@@ -1368,7 +1374,7 @@ impl World {
 
     /// `release` up to its first write: the job left (an unlock or a hand-off on the wire), or
     /// none.
-    fn release(&mut self, owner: Owner, kind: Kind) -> Option<Job> {
+    fn release(&mut self, owner: Owner, kind: ModelKind) -> Option<Job> {
         let field = owner.field();
         let streak = self.cohorts.streak_on(KEY);
         // The previous code took the streak's path only for a holder whose field was not the
@@ -1526,13 +1532,18 @@ impl World {
         if !taken {
             self.tasks.push(Task::Release(Job::Decide {
                 owner: to,
-                kind: Kind::Lock,
+                kind: ModelKind::Lock,
             }));
         }
     }
 
     /// `release_streak`.
-    fn release_streak(&mut self, holder: Owner, kind: Kind, streak: &Arc<Streak>) -> Option<Job> {
+    fn release_streak(
+        &mut self,
+        holder: Owner,
+        kind: ModelKind,
+        streak: &Arc<Streak>,
+    ) -> Option<Job> {
         let next = self
             .cohorts
             .releasing(KEY, kind.label(), holder.field(), LIMIT, WINDOW);
@@ -1574,7 +1585,7 @@ impl World {
         root: Owner,
         claim: Claim,
         streak: Option<Arc<Streak>>,
-        kind: Kind,
+        kind: ModelKind,
     ) -> Job {
         if self.pending(Owner::of(claim.field())) {
             claim.failed();
@@ -1602,7 +1613,7 @@ impl World {
         holder: Owner,
         root: Owner,
         streak: Option<Arc<Streak>>,
-        kind: Kind,
+        kind: ModelKind,
     ) -> Job {
         self.note(|_| {
             format!(
@@ -1736,7 +1747,7 @@ impl World {
                     if !taken {
                         self.tasks.push(Task::Release(Job::Decide {
                             owner: to,
-                            kind: Kind::Lock,
+                            kind: ModelKind::Lock,
                         }));
                     }
                     if let Some(streak) = &streak {
@@ -2105,7 +2116,7 @@ impl World {
     /// local holder whose lease is live (`Step::Held`), or, outside the queue, an open streak that
     /// another owner holds (`gated_by_streak`). Such a retry is left out (it would loop back to the
     /// same state).
-    fn waits_on(&self, owner: Owner, kind: Kind, ticket: Option<&Ticket>) -> bool {
+    fn waits_on(&self, owner: Owner, kind: ModelKind, ticket: Option<&Ticket>) -> bool {
         match ticket {
             Some(ticket) => {
                 let state = ticket.queue.state.lock();
@@ -2113,7 +2124,7 @@ impl World {
                     *ticket.waiter.slot.lock(),
                     Slot::Waiting | Slot::Trying | Slot::Abandoned
                 ) && state
-                    .holder
+                    .occupant
                     .as_ref()
                     .is_some_and(|holder| holder.live_expiry().is_some())
             }
@@ -2238,30 +2249,33 @@ impl World {
             }
         };
         assert!(
-            self.cohorts.queue(KEY, Kind::Spin.label()).is_none(),
+            self.cohorts.queue(KEY, ModelKind::Spin.label()).is_none(),
             "the spin lock queues nothing"
         );
-        let queue = self.cohorts.queue(KEY, Kind::Lock.label()).map(|queue| {
-            let state = queue.state.lock();
-            let holder = state.holder.as_ref().map(|holder| {
-                let owner = Owner::of(&holder.field);
-                let (shadow, id) = self.holder.expect("the model follows the holder");
-                assert_eq!(shadow, owner, "the model follows the holder");
-                let lease = holder.expiry.as_ref().map_or(9, |expiry| token(id, expiry));
-                let listening = holder.listening.as_ref().map(Listening::unchanged);
-                (owner, lease, listening)
+        let queue = self
+            .cohorts
+            .queue(KEY, ModelKind::Lock.label())
+            .map(|queue| {
+                let state = queue.state.lock();
+                let holder = state.occupant.as_ref().map(|holder| {
+                    let owner = Owner::of(&holder.field);
+                    let (shadow, id) = self.holder.expect("the model follows the holder");
+                    assert_eq!(shadow, owner, "the model follows the holder");
+                    let lease = holder.expiry.as_ref().map_or(9, |expiry| token(id, expiry));
+                    let listening = holder.listening.as_ref().map(Listening::unchanged);
+                    (owner, lease, listening)
+                });
+                QueueSnap {
+                    waiters: state
+                        .waiters
+                        .iter()
+                        .map(|waiter| (whose(waiter), slot_code(*waiter.slot.lock())))
+                        .collect(),
+                    holder,
+                    streak: state.streak,
+                    since: state.streak_since.is_some(),
+                }
             });
-            QueueSnap {
-                waiters: state
-                    .waiters
-                    .iter()
-                    .map(|waiter| (whose(waiter), slot_code(*waiter.slot.lock())))
-                    .collect(),
-                holder,
-                streak: state.streak,
-                since: state.streak_since.is_some(),
-            }
-        });
         if queue.as_ref().is_none_or(|queue| queue.holder.is_none()) {
             assert!(self.holder.is_none(), "the model follows the holder");
         }
@@ -2511,11 +2525,11 @@ struct StreakSnap {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum JobSnap {
-    Decide(Owner, Kind),
+    Decide(Owner, ModelKind),
     Unlock {
         field: Owner,
         close: Option<bool>,
-        released: Option<(Kind, Owner)>,
+        released: Option<(ModelKind, Owner)>,
         ran: Option<(Reply, Option<Lost>)>,
     },
     Pass {
@@ -2525,7 +2539,7 @@ enum JobSnap {
         holder: Owner,
         root: Owner,
         streak: Option<bool>,
-        kind: Kind,
+        kind: ModelKind,
         ran: Option<(Reply, Option<bool>)>,
     },
 }
@@ -2533,13 +2547,13 @@ enum JobSnap {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum PhaseSnap {
     Idle,
-    Queued(Kind, u8),
-    Attempting(Kind, Option<u8>),
-    Settling(Kind, u8),
-    Checkout(Kind, Option<u8>, bool),
-    OnWire(Kind, Option<u8>, u32, bool),
+    Queued(ModelKind, u8),
+    Attempting(ModelKind, Option<u8>),
+    Settling(ModelKind, u8),
+    Checkout(ModelKind, Option<u8>, bool),
+    OnWire(ModelKind, Option<u8>, u32, bool),
     Replied {
-        kind: Kind,
+        kind: ModelKind,
         slot: Option<u8>,
         held_before: u32,
         reentering: bool,
@@ -2557,7 +2571,7 @@ enum PhaseSnap {
 struct FutureSnap {
     pc: usize,
     phase: PhaseSnap,
-    guards: Vec<(Kind, u8, bool, bool)>,
+    guards: Vec<(ModelKind, u8, bool, bool)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

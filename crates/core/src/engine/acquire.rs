@@ -10,11 +10,11 @@ use std::time::Duration;
 use redis::{RedisError, Value};
 use tokio::time::Instant;
 
-use super::deadline::Wait;
 use super::guard::Guard;
 use super::hand_off::{Acquired, answered_in_streak, gated_by_streak, listening};
-use super::kind::{Attempt, Kind, RECHECK};
 use super::lease::Lease;
+use super::lock_wire::{Attempt, LockWire, RECHECK};
+use super::patience::Patience;
 use super::release::Releasing;
 use super::synced::{Synced, until_synced};
 use super::wait::{Listen, Nudge, Nudges, wait_on};
@@ -42,11 +42,11 @@ use crate::watchdog::Expiry;
 /// run is undone, see [`Undo`]; a lock passed to it locally is released), no wait-queue entry (the
 /// kind's give-up runs; the local queue is left), and a waiter that was woken but dropped before it
 /// could retry hands its turn to the next local waiter.
-pub(crate) async fn acquire<K: Kind>(
+pub(crate) async fn acquire<K: LockWire>(
     services: &Arc<Services>,
     kind: &Arc<K>,
     owner: Owner,
-    wait_for: Wait,
+    wait_for: Patience,
     lease: Lease,
 ) -> Result<Option<Guard<K::Token>>> {
     let base_field = services.field(owner);
@@ -63,18 +63,18 @@ pub(crate) async fn acquire<K: Kind>(
     let acquired = acquisition.track(acquiring).await;
     acquired.map(|acquired| {
         acquired.map(|(token, expiry)| {
-            let kind: Arc<dyn Kind<Token = K::Token>> = kind.clone();
+            let kind: Arc<dyn LockWire<Token = K::Token>> = kind.clone();
             Guard::new(kind, services.clone(), owner, field, token, expiry)
         })
     })
 }
 
 /// [`acquire`] by `field`, told to `acquisition`: what the guard is made of.
-async fn acquire_as<K: Kind>(
+async fn acquire_as<K: LockWire>(
     services: &Arc<Services>,
     kind: &Arc<K>,
     field: &str,
-    wait_for: Wait,
+    wait_for: Patience,
     lease: Lease,
     acquisition: &Acquisition<'_>,
 ) -> Acquired<K::Token> {
@@ -95,7 +95,8 @@ async fn acquire_as<K: Kind>(
         if queued.ticket.joined_behind() {
             acquisition.waiting();
         }
-        // Boxed: most acquisitions never wait behind others, and every acquire future would carry it.
+        // Boxed: most acquisitions never wait behind others, and every acquire future would carry
+        // it.
         if !Box::pin(queued.ticket.until_head(deadline)).await {
             return Ok(None);
         }
@@ -124,11 +125,11 @@ async fn acquire_as<K: Kind>(
         nudged,
         acquisition,
     };
-    let patience = deadline.map_or(Wait::Forever, |deadline| {
-        Wait::For(deadline.saturating_duration_since(Instant::now()))
+    let patience = deadline.map_or(Patience::Forever, |deadline| {
+        Patience::For(deadline.saturating_duration_since(Instant::now()))
     });
     let kind_ref = &**kind;
-    // Set when the kind's script refuses the acquisition (`Kind::acquire_refused`), and when an
+    // Set when the kind's script refuses the acquisition (`LockWire::acquire_refused`), and when an
     // attempt found the lock busy (a fair waiter is then queued).
     let (refused, busy) = (&AtomicBool::new(false), &AtomicBool::new(false));
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
@@ -205,11 +206,11 @@ async fn acquire_as<K: Kind>(
 
 /// One attempt in flight.
 type AttemptFuture<'a, K> =
-    Pin<Box<dyn Future<Output = Result<Attempt<(<K as Kind>::Token, Expiry)>>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Attempt<(<K as LockWire>::Token, Expiry)>>> + Send + 'a>>;
 
 /// A first hold taken without queueing (a one-shot try) makes its owner the local holder, so that
 /// local waiters wait for it rather than try.
-fn held_outside_the_queue<K: Kind>(
+fn held_outside_the_queue<K: LockWire>(
     services: &Services,
     kind: &K,
     field: &str,
@@ -227,9 +228,9 @@ fn held_outside_the_queue<K: Kind>(
 }
 
 /// A caller's place in the local queue of a kind that hands off, with the channel subscription it
-/// keeps while it waits behind others (so the channel is live when it becomes the head). Dropping it
-/// leaves the queue and releases a lock passed to it that it did not take up.
-struct Queued<K: Kind> {
+/// keeps while it waits behind others (so the channel is live when it becomes the head). Dropping
+/// it leaves the queue and releases a lock passed to it that it did not take up.
+struct Queued<K: LockWire> {
     ticket: Ticket,
     services: Arc<Services>,
     kind: Arc<K>,
@@ -237,18 +238,18 @@ struct Queued<K: Kind> {
     _listening: Option<Subscription>,
 }
 
-impl<K: Kind> Queued<K> {
+impl<K: LockWire> Queued<K> {
     /// Joins the local queue, unless the kind does not hand off, hand-off is off, the owner already
     /// holds the lock (a re-entry never waits for others) or the caller makes one try only.
     fn join(
         services: &Arc<Services>,
         kind: &Arc<K>,
         field: &str,
-        wait: Wait,
+        patience: Patience,
         lease: Lease,
         channel: Option<&(Cow<'_, str>, WakeRule)>,
     ) -> Option<Self> {
-        let one_try = matches!(wait, Wait::For(wait) if wait.is_zero());
+        let one_try = patience.one_try();
         if kind.hand_off().is_none()
             || !services.config.local_handoff
             || one_try
@@ -324,7 +325,7 @@ impl<K: Kind> Queued<K> {
     }
 }
 
-impl<K: Kind> Drop for Queued<K> {
+impl<K: LockWire> Drop for Queued<K> {
     fn drop(&mut self) {
         if self.ticket.abandon() {
             // Passed the lock but gone before taking it up: release it (to the next local waiter,
@@ -346,9 +347,9 @@ fn lease_time(services: &Services, lease: Lease) -> Duration {
     }
 }
 
-/// Records a hold of `field` that Redis confirmed (its script sent at `sent_at`, on `conn` unless it
-/// was passed locally): counted locally, and renewed by the watchdog unless its lease is fixed.
-fn take_hold<K: Kind>(
+/// Records a hold of `field` that Redis confirmed (its script sent at `sent_at`, on `conn` unless
+/// it was passed locally): counted locally, and renewed by the watchdog unless its lease is fixed.
+fn take_hold<K: LockWire>(
     services: &Services,
     kind: &K,
     field: &str,
@@ -370,21 +371,22 @@ fn take_hold<K: Kind>(
     }
 }
 
-/// One acquire attempt. In replicated topologies an acquire that no replica acknowledged is undone and
-/// tried again, as Redisson does (docs/protocol.md §5.3), before it fails with `NoSyncedReplicas`.
-/// A refusal by the kind's script sets `refused`.
-async fn attempt<K: Kind>(
+/// One acquire attempt. In replicated topologies an acquire that no replica acknowledged is undone
+/// and tried again, as Redisson does (docs/protocol.md §5.3), before it fails with
+/// `NoSyncedReplicas`. A refusal by the kind's script sets `refused`.
+async fn attempt<K: LockWire>(
     services: &Services,
     kind: &K,
     field: &str,
     lease: Lease,
-    wait: Wait,
+    patience: Patience,
     refused: &AtomicBool,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
     until_synced(services, Operation::Acquire, kind.subject(), || async {
         // An undo of this owner's earlier attempt that may still run could take this one's hold.
-        // Where a refused attempt counts nothing, the owner's attempts also wait for each other, and
-        // for its release still running in the background, which the script would take for a hold.
+        // Where a refused attempt counts nothing, the owner's attempts also wait for each other,
+        // and for its release still running in the background, which the script would take for a
+        // hold.
         let _alone = if kind.refuses_reentry() {
             services.releasing.settled(kind.key(), field).await;
             Some(services.reconciling.alone(kind.key(), field).await)
@@ -396,18 +398,18 @@ async fn attempt<K: Kind>(
             .commands
             .get(Operation::Acquire, kind.subject())
             .await?;
-        attempt_on(services, kind, field, lease, wait, conn, refused).await
+        attempt_on(services, kind, field, lease, patience, conn, refused).await
     })
     .await
 }
 
 /// One acquire script, with its undo armed until the reply is seen.
-async fn attempt_on<K: Kind>(
+async fn attempt_on<K: LockWire>(
     services: &Services,
     kind: &K,
     field: &str,
     lease: Lease,
-    wait: Wait,
+    patience: Patience,
     conn: Connection,
     refused: &AtomicBool,
 ) -> Result<Synced<Attempt<(K::Token, Expiry)>>> {
@@ -416,12 +418,12 @@ async fn attempt_on<K: Kind>(
     let mut undo = Undo::arm(
         services,
         conn,
-        || kind.undo_acquire_call(field, held_before, lease_time, wait),
+        || kind.undo_acquire_call(field, held_before, lease_time, patience),
         lease_time,
         Reconciles::Acquire,
     )
     .settling(&services.reconciling, kind.key(), field);
-    let call = kind.acquire_call(field, lease_time, wait);
+    let call = kind.acquire_call(field, lease_time, patience);
     let sent_at = Instant::now();
     let written = write_armed(
         services,
@@ -455,12 +457,13 @@ async fn attempt_on<K: Kind>(
     }))
 }
 
-/// Sends `call`, an acquisition of `subject` (a lock's, a permit's), on `undo`'s connection and reads
-/// its reply with `decode`: the one acquire-with-undo path of every kind that takes something. The
-/// undo stays armed (and is sent when `undo` is dropped, right behind the call) unless the reply says
-/// the call took nothing or took it for good: on a lost reply, on a reply `decode` rejects, and on an
-/// acquisition no replica acknowledged (`Synced::Unsynced`: Redisson's `handleNoSync`). An error
-/// reply is the script's refusal, made an error by `refused`; it took nothing.
+/// Sends `call`, an acquisition of `subject` (a lock's, a permit's), on `undo`'s connection and
+/// reads its reply with `decode`: the one acquire-with-undo path of every kind that takes
+/// something. The undo stays armed (and is sent when `undo` is dropped, right behind the call)
+/// unless the reply says the call took nothing or took it for good: on a lost reply, on a reply
+/// `decode` rejects, and on an acquisition no replica acknowledged (`Synced::Unsynced`: Redisson's
+/// `handleNoSync`). An error reply is the script's refusal, made an error by `refused`; it took
+/// nothing.
 ///
 /// # Cancel safety
 ///
@@ -497,11 +500,11 @@ pub(crate) async fn write_armed<T, C: FnOnce() -> ScriptCall>(
     }
 }
 
-/// Undoes an acquire unless disarmed: on drop, sends the undo script on the acquire's own connection
-/// from a background task (so it runs after the acquire, if the acquire runs at all).
+/// Undoes an acquire unless disarmed: on drop, sends the undo script on the acquire's own
+/// connection from a background task (so it runs after the acquire, if the acquire runs at all).
 ///
-/// The undo call is built (by `C`) only when it is sent: almost every write is answered, and building
-/// a call that is thrown away was a measurable part of an uncontended cycle.
+/// The undo call is built (by `C`) only when it is sent: almost every write is answered, and
+/// building a call that is thrown away was a measurable part of an uncontended cycle.
 pub(crate) struct Undo<'a, C: FnOnce() -> ScriptCall> {
     pub(crate) conn: Connection,
     call: Option<C>,
@@ -512,7 +515,8 @@ pub(crate) struct Undo<'a, C: FnOnce() -> ScriptCall> {
     /// What the undo reconciles, for logs and metrics.
     reconciles: Reconciles,
     /// The owner whose holds the undo counts, registered while the undo is in flight (see
-    /// [`crate::reconciling`]); `None` for an undo that names exactly what it removes (a permit id).
+    /// [`crate::reconciling`]); `None` for an undo that names exactly what it removes (a permit
+    /// id).
     settles: Option<Settles<'a>>,
 }
 
@@ -520,8 +524,9 @@ pub(crate) struct Undo<'a, C: FnOnce() -> ScriptCall> {
 type Settles<'a> = (&'a Arc<Reconciling>, &'a str, &'a str);
 
 impl<'a, C: FnOnce() -> ScriptCall> Undo<'a, C> {
-    /// Arms the call `call` builds as the undo of what is about to be sent on `conn` (a write of the
-    /// sort `reconciles` says); it keeps trying for as long as what it undoes could live (`lease`).
+    /// Arms the call `call` builds as the undo of what is about to be sent on `conn` (a write of
+    /// the sort `reconciles` says); it keeps trying for as long as what it undoes could live
+    /// (`lease`).
     pub(crate) fn arm(
         services: &Services,
         conn: Connection,
@@ -591,7 +596,8 @@ async fn undo(
 ) {
     let give_up_at = Instant::now() + lease;
     let lock = call.keys().first().cloned().unwrap_or_default();
-    // On the acquire's connection, wait as long as the hold could live: a paused server answers late.
+    // On the acquire's connection, wait as long as the hold could live: a paused server answers
+    // late.
     let mut reply = tokio::time::timeout(lease, call.invoke(&mut conn.conn))
         .await
         .ok();

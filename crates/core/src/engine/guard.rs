@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::hand_off::{held_in_streak, hold_count};
-use super::kind::Kind;
+use super::lock_wire::LockWire;
 use super::release::Releasing;
 use std::time::Duration;
 
@@ -23,9 +23,9 @@ use crate::watchdog::Expiry;
 /// [`LockGuard`](crate::LockGuard)), a fencing token for the fenced lock
 /// ([`Guard::token`]).
 ///
-/// A guard also tells whether its lease was lost (the lock expired, was deleted or force-unlocked while
-/// held): [`Guard::lease_lost`] completes then, so a critical section can stop instead of running
-/// on unprotected.
+/// A guard also tells whether its lease was lost (the lock expired, was deleted or force-unlocked
+/// while held): [`Guard::lease_lost`] completes then, so a critical section can stop instead of
+/// running on unprotected.
 ///
 /// # Examples
 ///
@@ -45,7 +45,7 @@ use crate::watchdog::Expiry;
 /// ```
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct Guard<T: fmt::Debug + Send + 'static = ()> {
-    kind: Arc<dyn Kind<Token = T>>,
+    kind: Arc<dyn LockWire<Token = T>>,
     services: Arc<Services>,
     owner: Owner,
     field: String,
@@ -56,7 +56,7 @@ pub struct Guard<T: fmt::Debug + Send + 'static = ()> {
 
 impl<T: fmt::Debug + Send + 'static> Guard<T> {
     pub(crate) fn new(
-        kind: Arc<dyn Kind<Token = T>>,
+        kind: Arc<dyn LockWire<Token = T>>,
         services: Arc<Services>,
         owner: Owner,
         field: String,
@@ -76,7 +76,8 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
     }
 
     /// The lock's name in Redis: the name it was made with, mapped by
-    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's
+    /// `getRawName()`).
     pub fn name(&self) -> &str {
         self.kind.name()
     }
@@ -118,7 +119,8 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
     /// # Errors
     ///
     /// [`Error::WrongType`] when the key holds something else than a lock, [`Error::Timeout`] or
-    /// [`Error::Backend`] when Redis fails, [`Error::UnexpectedReply`] when the field is not a count.
+    /// [`Error::Backend`] when Redis fails, [`Error::UnexpectedReply`] when the field is not a
+    /// count.
     ///
     /// # Cancel safety
     ///
@@ -133,18 +135,19 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
         .await
     }
 
-    /// Releases the hold. Renewal stops before the unlock is sent; the unlock is re-sent with the same
-    /// request id if its reply is lost, so it applies at most once.
+    /// Releases the hold. Renewal stops before the unlock is sent; the unlock is re-sent with the
+    /// same request id if its reply is lost, so it applies at most once.
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] when the hold was already gone (expired or deleted), [`Error::Timeout`] or
-    /// [`Error::Backend`] when Redis could not be reached even after re-sending; the hold then expires
-    /// with its lease, as renewal has stopped.
+    /// [`Error::LeaseLost`] when the hold was already gone (expired or deleted), [`Error::Timeout`]
+    /// or [`Error::Backend`] when Redis could not be reached even after re-sending; the hold then
+    /// expires with its lease, as renewal has stopped.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the release runs to completion in the background even if this future is dropped.
+    /// Cancel safe: the release runs to completion in the background even if this future is
+    /// dropped.
     pub async fn unlock(mut self) -> Result<()> {
         match self.release() {
             Some(releasing) => releasing.await,

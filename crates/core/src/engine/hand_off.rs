@@ -21,9 +21,9 @@
 //!   told to every holder it reaches and a successful release proves what an unlock does.
 //! - The streak's watch ([`watch_streak`]) ends it when its registration is lost, or when a message
 //!   on the lock's channel (or a read behind a hand-off) and Redis say the root's field is gone:
-//!   every holder inside is told,
-//!   and the root's field is unlocked in Redis (it may still be there after a loss declared early or
-//!   a local force unlock) before anyone else of this client acts on the key.
+//!   every holder inside is told, and the root's field is unlocked in Redis (it may still be there
+//!   after a loss declared early or a local force unlock) before anyone else of this client acts on
+//!   the key.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,12 +33,12 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use super::deadline::Wait;
 use super::hold::count_in_redis;
-use super::kind::Kind;
 use super::latched::{
     Latched, Released, resend_until_seen, send_latched, settled_in_background, unlock,
 };
+use super::lock_wire::LockWire;
+use super::patience::Patience;
 use crate::cohort::{Claim, Next, Streak, Yield};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::names;
@@ -131,7 +131,7 @@ pub(super) enum Lend {
 /// Whether the hold may pass to the claimed waiter without Redis, as far as the kind and the
 /// waiter go: the kind changes nothing in Redis per acquisition, and the waiter has no undo in
 /// flight (the queue has checked both holds' leases and the channel).
-fn lendable<K: Kind + ?Sized>(services: &Services, kind: &K, claim: &Claim) -> bool {
+fn lendable<K: LockWire + ?Sized>(services: &Services, kind: &K, claim: &Claim) -> bool {
     claim.lendable()
         && kind
             .hand_off()
@@ -144,7 +144,7 @@ fn lendable<K: Kind + ?Sized>(services: &Services, kind: &K, claim: &Claim) -> b
 /// renewal recent enough on the clock now). The streak takes over `holder`'s watchdog
 /// registration, so its field is renewed as before, and a watch of the lock's channel starts
 /// ([`watch_streak`]).
-pub(super) fn lend_first<K: Kind + ?Sized>(
+pub(super) fn lend_first<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
     holder: &str,
@@ -214,7 +214,7 @@ fn count_lent(services: &Services, key: &str, claim: &Claim) {
 /// # Cancel safety
 ///
 /// Not cancel safe: it runs inside a release, which [`super::Releasing`] finishes if dropped.
-pub(super) async fn release_streak<K: Kind + ?Sized>(
+pub(super) async fn release_streak<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
     holder: &str,
@@ -272,7 +272,7 @@ pub(super) async fn release_streak<K: Kind + ?Sized>(
 
 /// Lends the hold of `streak` on to the claimed waiter, where it may (see [`lend_first`]): the
 /// root's registration must be surely held still.
-fn lend_on<K: Kind + ?Sized>(
+fn lend_on<K: LockWire + ?Sized>(
     services: &Services,
     kind: &K,
     streak: &Arc<Streak>,
@@ -303,7 +303,7 @@ fn lend_on<K: Kind + ?Sized>(
 /// # Cancel safety
 ///
 /// Not cancel safe: it runs inside a release, which [`super::Releasing`] finishes if dropped.
-pub(super) async fn unlock_for_real<K: Kind + ?Sized>(
+pub(super) async fn unlock_for_real<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &K,
     from: Releaser<'_>,
@@ -349,7 +349,7 @@ pub(super) async fn unlock_for_real<K: Kind + ?Sized>(
 /// (messages may have been missed) leads to a look at Redis that does not find the root's field.
 /// It keeps the client's services only while it acts: a client dropped while a hold is lent stops
 /// it.
-fn watch_streak<K: Kind + ?Sized>(
+fn watch_streak<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: Arc<K>,
     streak: Arc<Streak>,
@@ -441,7 +441,7 @@ async fn changed(listening: Option<&Listening>) {
 /// Ends a streak whose hold is lost or gone: every holder inside is told, renewal stops, and the
 /// root's field, which Redis may still have, is unlocked before anyone else of this client acts
 /// on the key (the root's next acquisition must not be taken for a re-entry of it).
-async fn end_lost<K: Kind + ?Sized>(services: &Arc<Services>, kind: &K, streak: &Arc<Streak>) {
+async fn end_lost<K: LockWire + ?Sized>(services: &Arc<Services>, kind: &K, streak: &Arc<Streak>) {
     if !streak.ending() {
         return;
     }
@@ -462,11 +462,11 @@ async fn end_lost<K: Kind + ?Sized>(services: &Arc<Services>, kind: &K, streak: 
 /// by a kind that refuses re-entry, or whose re-entry must write); its lease stays the streak's, a
 /// fixed one included. Anyone else's one-shot try fails; anyone else prepared to wait goes on
 /// (`None`), and waits in [`gated_by_streak`] until the streak is over.
-pub(super) fn answered_in_streak<K: Kind>(
+pub(super) fn answered_in_streak<K: LockWire>(
     services: &Services,
     kind: &K,
     field: &str,
-    wait_for: Wait,
+    wait_for: Patience,
     lease: Duration,
 ) -> Option<Acquired<K::Token>> {
     let key = kind.key();
@@ -480,7 +480,7 @@ pub(super) fn answered_in_streak<K: Kind>(
             return Some(Ok(Some((token, streak.expiry()))));
         }
     }
-    let one_try = matches!(wait_for, Wait::For(wait) if wait.is_zero());
+    let one_try = wait_for.one_try();
     one_try.then_some(Ok(None))
 }
 
@@ -527,7 +527,7 @@ pub(crate) async fn hold_count(
 /// give Redis a hold: what lets that hold pass freely later (see [`crate::cohort`]). `None` for
 /// other kinds, and while nobody of this client listens on the channel (joining it then would take
 /// a round trip, and the hold passes by script instead).
-pub(crate) fn listening<K: Kind + ?Sized>(
+pub(crate) fn listening<K: LockWire + ?Sized>(
     services: &Services,
     kind: &K,
     field: &str,
@@ -542,10 +542,10 @@ pub(crate) fn listening<K: Kind + ?Sized>(
 /// Passes the last hold of `from` (its renewal stopped, `lease` its lease) to the claimed local
 /// waiter, in one script, idempotent under a latch as an unlock is: a reply that is lost is re-sent
 /// with the same request id, so whichever send runs first decides and the others replay its
-/// outcome. The waiter takes the lock only as a seen outcome says, so no reconciliation ever touches
-/// a field its owner may since have acquired by itself. Where it does not pass (nothing changed in
-/// Redis), `from.root` is unlocked as usual, first on `conn` if given. `streak`, when the hold
-/// passed is a streak's, is over once the outcome is known.
+/// outcome. The waiter takes the lock only as a seen outcome says, so no reconciliation ever
+/// touches a field its owner may since have acquired by itself. Where it does not pass (nothing
+/// changed in Redis), `from.root` is unlocked as usual, first on `conn` if given. `streak`, when
+/// the hold passed is a streak's, is over once the outcome is known.
 ///
 /// When no reply comes after the unlock's re-sends, the release fails (it is bounded as an unlock
 /// is) and the hand-off is settled in the background ([`Handed::settling`]).
@@ -553,7 +553,7 @@ pub(crate) fn listening<K: Kind + ?Sized>(
 /// # Cancel safety
 ///
 /// Not cancel safe: it runs inside a release, which [`super::Releasing`] finishes if dropped.
-pub(super) async fn pass<K: Kind + ?Sized>(
+pub(super) async fn pass<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
     from: Releaser<'_>,
@@ -677,7 +677,7 @@ enum Reply {
 }
 
 /// Reads a hand-off's seen reply and settles the claim accordingly.
-fn passed<K: Kind + ?Sized>(
+fn passed<K: LockWire + ?Sized>(
     services: &Services,
     kind: &K,
     from: Releaser<'_>,
@@ -707,7 +707,7 @@ fn passed<K: Kind + ?Sized>(
 }
 
 /// A hand-off whose outcome is not known after every re-send of its release.
-struct HandOffInFlight<K: Kind + ?Sized> {
+struct HandOffInFlight<K: LockWire + ?Sized> {
     services: Arc<Services>,
     kind: Arc<K>,
     /// The releasing local holder, the field Redis holds for it, and that hold's lease.
@@ -723,13 +723,13 @@ struct HandOffInFlight<K: Kind + ?Sized> {
 }
 
 /// Re-sends a hand-off in flight (under its latch, so it applies once) until a reply tells its
-/// outcome, then settles the claimed waiter as [`passed`] says; a hand-off that did not pass unlocks
-/// the releasing owner's hold as usual. Until then neither owner acquires or releases this lock
-/// (see [`crate::reconciling`]): a copy still in flight could otherwise pass a hold the releasing
-/// owner took since, or hand the waiter a hold it does not know of. Gives up once the releasing
-/// owner's hold has expired by itself (after its lease), when no copy can pass anything. Returns
-/// the field of a waiter that was passed the lock but is gone: the caller releases it.
-async fn settle_hand_off<K: Kind + ?Sized>(
+/// outcome, then settles the claimed waiter as [`passed`] says; a hand-off that did not pass
+/// unlocks the releasing owner's hold as usual. Until then neither owner acquires or releases this
+/// lock (see [`crate::reconciling`]): a copy still in flight could otherwise pass a hold the
+/// releasing owner took since, or hand the waiter a hold it does not know of. Gives up once the
+/// releasing owner's hold has expired by itself (after its lease), when no copy can pass anything.
+/// Returns the field of a waiter that was passed the lock but is gone: the caller releases it.
+async fn settle_hand_off<K: LockWire + ?Sized>(
     hand_off: HandOffInFlight<K>,
     claim: Claim,
 ) -> Option<String> {

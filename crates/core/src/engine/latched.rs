@@ -1,6 +1,6 @@
-//! Writes under an unlock latch (docs/protocol.md §2.3): an unlock or a hand-off is re-sent with the
-//! same request id while its reply is lost, so a re-send of one that had run replays its outcome
-//! instead of acting twice.
+//! Writes under an unlock latch (docs/protocol.md §2.3): an unlock or a hand-off is re-sent with
+//! the same request id while its reply is lost, so a re-send of one that had run replays its
+//! outcome instead of acting twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use super::kind::Kind;
+use super::lock_wire::LockWire;
 use crate::connection::{Connection, Written};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::names;
@@ -32,7 +32,7 @@ pub(crate) enum Released {
 /// the background until a reply is seen (or the hold has expired by itself); until then the owner
 /// does not act on the lock (see [`crate::reconciling`]): a copy that runs late would otherwise
 /// release a hold the owner took since.
-pub(super) async fn unlock<K: Kind + ?Sized>(
+pub(super) async fn unlock<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &K,
     field: &str,
@@ -89,7 +89,7 @@ pub(super) enum Latched {
 /// hand-off), and re-sends it while its reply is lost, up to the configured retries: a re-send of
 /// a call that had run replays its stored outcome, so it applies once. It goes out first on `conn`
 /// if given.
-pub(super) async fn send_latched<K: Kind + ?Sized>(
+pub(super) async fn send_latched<K: LockWire + ?Sized>(
     services: &Services,
     kind: &K,
     call: &ScriptCall,
@@ -147,7 +147,8 @@ pub(super) async fn send_latched<K: Kind + ?Sized>(
 }
 
 /// Re-sends `call` (a write under a latch, so it applies once) until a reply is seen, backing off
-/// between tries, until `give_up_at`: `Some` with the reply or Redis' refusal, `None` if it gave up.
+/// between tries, until `give_up_at`: `Some` with the reply or Redis' refusal, `None` if it gave
+/// up.
 pub(super) async fn resend_until_seen(
     services: &Services,
     subject: Subject<'_>,

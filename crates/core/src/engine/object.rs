@@ -6,9 +6,9 @@ use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 
-use super::deadline::Wait;
 use super::detached::Replicas;
-use super::kind::degraded_poll;
+use super::lock_wire::degraded_poll;
+use super::patience::Patience;
 use super::update::update;
 use super::wait::Listen;
 use crate::error::{Error, Operation, Result, Subject};
@@ -115,8 +115,8 @@ impl Object {
     }
 
     /// An acquisition of the object (of `kind`), prepared to wait as `wait` says.
-    pub(crate) fn acquisition(&self, kind: KindLabel, wait: Wait) -> Acquisition<'_> {
-        Acquisition::start(&self.services.telemetry, kind, &self.name, None, wait)
+    pub(crate) fn acquisition(&self, kind: KindLabel, patience: Patience) -> Acquisition<'_> {
+        Acquisition::start(&self.services.telemetry, kind, &self.name, None, patience)
     }
 
     /// Where the object's waiters listen, woken as `rule` says, for `acquisition`.

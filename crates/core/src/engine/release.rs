@@ -7,8 +7,8 @@ use std::sync::Arc;
 use redis::Value;
 
 use super::hand_off::{self, Handed, Lend, Releaser};
-use super::kind::Kind;
 use super::latched::{Released, unlock};
+use super::lock_wire::LockWire;
 use crate::cohort::{Next, StreakRelease};
 use crate::connection::Written;
 use crate::error::{Error, Operation, Result};
@@ -34,7 +34,7 @@ use crate::services::{Background, Services};
 /// # Cancel safety
 ///
 /// Not cancel safe: run it through [`Releasing`], which finishes it in the background if dropped.
-pub(crate) async fn release<K: Kind + ?Sized>(
+pub(crate) async fn release<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
     field: &str,
@@ -131,7 +131,7 @@ pub(crate) async fn release<K: Kind + ?Sized>(
 /// confirmed the streak's root after it: a lending release that cannot be confirmed (the lock was
 /// deleted meanwhile, even silently) fails as a lost lease would. A hand-off being settled in the
 /// background releases its orphan when it is done.
-async fn finish<K: Kind + ?Sized>(
+async fn finish<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
     field: &str,
@@ -160,7 +160,11 @@ async fn finish<K: Kind + ?Sized>(
 }
 
 /// Releases the hold passed or lent to a waiter that is gone.
-async fn release_orphan<K: Kind + ?Sized>(services: &Arc<Services>, kind: &Arc<K>, field: &str) {
+async fn release_orphan<K: LockWire + ?Sized>(
+    services: &Arc<Services>,
+    kind: &Arc<K>,
+    field: &str,
+) {
     if let Err(e) = release_again(services, kind, field).await {
         tracing::warn!(lock = kind.name(), error = %e, "releasing a hold passed to a dropped waiter failed");
     }
@@ -168,7 +172,7 @@ async fn release_orphan<K: Kind + ?Sized>(services: &Arc<Services>, kind: &Arc<K
 
 /// [`release`] from inside a release, boxed as a `Send` future: the type breaks the cycle the
 /// compiler would otherwise follow to prove the recursive future `Send`.
-fn release_again<'a, K: Kind + ?Sized>(
+fn release_again<'a, K: LockWire + ?Sized>(
     services: &'a Arc<Services>,
     kind: &'a Arc<K>,
     field: &'a str,
@@ -177,12 +181,16 @@ fn release_again<'a, K: Kind + ?Sized>(
 }
 
 /// Deletes the lock `kind` whoever holds it (the kind's force-unlock script, which also wakes a
-/// waiter). Returns whether a lock was deleted. This client's guards of the lock see their lease lost.
+/// waiter). Returns whether a lock was deleted. This client's guards of the lock see their lease
+/// lost.
 ///
 /// # Cancel safety
 ///
 /// Not cancel safe: if dropped, the lock may or may not have been deleted.
-pub(crate) async fn force_unlock<K: Kind + ?Sized>(services: &Services, kind: &K) -> Result<bool> {
+pub(crate) async fn force_unlock<K: LockWire + ?Sized>(
+    services: &Services,
+    kind: &K,
+) -> Result<bool> {
     let subject = kind.subject();
     // A streak of free hand-offs on the key ends here, before the key changes: its holder is told
     // now, and its watch does not unlock the root's field behind the force unlock's back.
@@ -202,7 +210,7 @@ pub(crate) async fn force_unlock<K: Kind + ?Sized>(services: &Services, kind: &K
 }
 
 /// The kind's force-unlock script: whether it deleted a lock.
-async fn delete<K: Kind + ?Sized>(
+async fn delete<K: LockWire + ?Sized>(
     services: &Services,
     kind: &K,
     subject: crate::error::Subject<'_>,
@@ -239,7 +247,7 @@ pub(crate) struct Releasing {
 
 impl Releasing {
     /// A release of one hold of `field` on `kind`.
-    pub(crate) fn new<K: Kind + ?Sized>(
+    pub(crate) fn new<K: LockWire + ?Sized>(
         services: &Arc<Services>,
         kind: Arc<K>,
         field: String,

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::deadline::{Wait, far_future};
-use super::kind::Attempt;
+use super::lock_wire::Attempt;
+use super::patience::{Patience, far_future};
 use crate::error::Result;
 use crate::pubsub::{Registry, Subscription};
 use crate::services::Services;
@@ -70,7 +70,7 @@ pub(crate) struct Listen<'a> {
 pub(crate) fn wait_on<'a, T, F, Fut>(
     services: &'a Services,
     listen: Listen<'a>,
-    patience: Wait,
+    patience: Patience,
     attempt: F,
 ) -> impl Future<Output = Result<Option<T>>>
 where
@@ -96,11 +96,11 @@ where
 /// 1. **Try.** When another local waiter already listens on the channel, join it first (free);
 ///    otherwise the first try goes out alone, so the uncontended path is one round trip.
 /// 2. **Subscribe.** After a first failure, subscribe and wait until the server confirms it, so no
-///    message can slip between the try and the wait (bounded by the subscription timeout; past it, or
-///    at once where the server refuses subscriptions, the waiter polls).
-/// 3. **Arm, retry, wait.** Arm the channel's wake-up *before* each retry, retry, and on failure wait
-///    for a wake-up or the bound the attempt returned (the lock's PTTL), never past the deadline. A
-///    waiter whose subscription is not live also waits at most the kind's poll delay.
+///    message can slip between the try and the wait (bounded by the subscription timeout; past it,
+///    or at once where the server refuses subscriptions, the waiter polls).
+/// 3. **Arm, retry, wait.** Arm the channel's wake-up *before* each retry, retry, and on failure
+///    wait for a wake-up or the bound the attempt returned (the lock's PTTL), never past the
+///    deadline. A waiter whose subscription is not live also waits at most the kind's poll delay.
 ///
 /// # Cancel safety
 ///
@@ -152,7 +152,8 @@ where
                         if joined.is_live() {
                             Path::Subscribed
                         } else {
-                            // A server that refuses subscriptions was reported once, by the subscriber.
+                            // A server that refuses subscriptions was reported once, by the
+                            // subscriber.
                             if confirmed.is_err() {
                                 tracing::warn!(lock = name, "subscription not confirmed in time; polling");
                             }
@@ -299,7 +300,7 @@ mod tests {
     }
 
     fn untraced(telemetry: &Telemetry) -> Acquisition<'_> {
-        Acquisition::start(telemetry, "lock", "test", None, Wait::Forever)
+        Acquisition::start(telemetry, "lock", "test", None, Patience::Forever)
     }
 
     /// A waiter on `lock`.
@@ -357,7 +358,8 @@ mod tests {
         assert_eq!(registry.channel_count(), 1);
         registry.confirm(&[CHANNEL.to_owned()]);
         settle().await;
-        // Subscribed: it retries once at once (a message may have slipped by meanwhile), then sleeps.
+        // Subscribed: it retries once at once (a message may have slipped by meanwhile), then
+        // sleeps.
         let after_confirm = lock.attempts();
         assert_eq!(after_confirm, 3);
         lock.release();
@@ -414,7 +416,8 @@ mod tests {
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_woken_waiter_dropped_before_its_retry_passes_the_wake_up_on() {
         let (registry, lock, listening) = contended();
-        // The first waiter's retries never complete, so a wake-up it takes is in flight when it goes.
+        // The first waiter's retries never complete, so a wake-up it takes is in flight when it
+        // goes.
         let entered = Arc::new(AtomicU32::new(0));
         let stuck = spawn_wait(&registry, true, None, {
             let entered = entered.clone();

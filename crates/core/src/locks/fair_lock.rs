@@ -1,12 +1,12 @@
 //! The fair lock: Redisson's `RFairLock` (docs/protocol.md §6).
 //!
-//! The reentrant lock's hash, plus a FIFO queue of waiting owner fields (`redisson_lock_queue:{name}`)
-//! and their deadlines (`redisson_lock_timeout:{name}`, epoch ms of the client's wall clock). Only the
-//! queue head may take a free lock; an unlock wakes the head alone, on its own channel
-//! (`redisson_lock__channel:{name}:<field>`). A waiter that stops polling goes stale at its
-//! deadline and the next script purges it. rlock takes its waiter out of the queue when it gives up:
-//! when its wait runs out (as Redisson does), when its future is dropped, and when an acquire's reply
-//! was lost (the undo also leaves the queue).
+//! The reentrant lock's hash, plus a FIFO queue of waiting owner fields
+//! (`redisson_lock_queue:{name}`) and their deadlines (`redisson_lock_timeout:{name}`, epoch ms of
+//! the client's wall clock). Only the queue head may take a free lock; an unlock wakes the head
+//! alone, on its own channel (`redisson_lock__channel:{name}:<field>`). A waiter that stops polling
+//! goes stale at its deadline and the next script purges it. rlock takes its waiter out of the
+//! queue when it gives up: when its wait runs out (as Redisson does), when its future is dropped,
+//! and when an acquire's reply was lost (the undo also leaves the queue).
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, Kind, Wait};
+use crate::engine::{Attempt, LockWire, Patience};
 use crate::error::{Operation, Result};
 use crate::locks::lock::Lock;
 use crate::locks::lock_kind::LockKind;
@@ -31,8 +31,8 @@ static UNDO_ACQUIRE: LazyLock<Script> = lua!("fair_prelude.lua", "fair_undo_acqu
 static FORCE_UNLOCK: LazyLock<Script> = lua!("fair_prelude.lua", "fair_force_unlock.lua");
 
 /// How soon a queued waiter polls again when the lock is free but another waiter heads the queue
-/// (the acquire script's `0`): the head was woken and is about to take it, or has died and goes stale
-/// at its deadline. Redisson re-polls at once; a short pause keeps that from spinning.
+/// (the acquire script's `0`): the head was woken and is about to take it, or has died and goes
+/// stale at its deadline. Redisson re-polls at once; a short pause keeps that from spinning.
 const HEAD_PENDING_REPOLL: Duration = Duration::from_millis(10);
 
 /// The fair lock's kind (Redisson's `RFairLock`): the type parameter of
@@ -63,9 +63,9 @@ impl Fair {
 
     /// The stale-deadline allowance a waiter queues with: its wait, or the configured timeout for a
     /// waiter without a limit (docs/protocol.md §6.1).
-    fn queue_wait(&self, wait: Wait) -> Duration {
-        match wait {
-            Wait::For(wait) if !wait.is_zero() => wait,
+    fn queue_wait(&self, patience: Patience) -> Duration {
+        match patience {
+            Patience::For(wait) if !wait.is_zero() => wait,
             _ => self.wait_timeout,
         }
     }
@@ -78,7 +78,7 @@ fn now_ms() -> u128 {
         .map_or(0, |since| since.as_millis())
 }
 
-impl Kind for Fair {
+impl LockWire for Fair {
     type Token = ();
 
     fn name(&self) -> &str {
@@ -90,16 +90,16 @@ impl Kind for Fair {
         Some((Cow::Owned(channel), WakeRule::OneOrAll))
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, wait: Wait) -> ScriptCall {
+    fn acquire_call(&self, field: &str, lease: Duration, patience: Patience) -> ScriptCall {
         // A single try (`tryLock()`) never queues.
-        let queues = !matches!(wait, Wait::For(wait) if wait.is_zero());
+        let queues = !patience.one_try();
         ScriptCall::new(&ACQUIRE)
             .key(&self.name)
             .key(&self.queue)
             .key(&self.timeouts)
             .arg(lease.as_millis())
             .arg(field)
-            .arg(self.queue_wait(wait).as_millis())
+            .arg(self.queue_wait(patience).as_millis())
             .arg(now_ms())
             .arg(u8::from(queues))
     }
@@ -118,7 +118,7 @@ impl Kind for Fair {
         field: &str,
         held_before: u32,
         lease: Duration,
-        wait: Wait,
+        patience: Patience,
     ) -> ScriptCall {
         ScriptCall::new(&UNDO_ACQUIRE)
             .key(&self.name)
@@ -130,11 +130,11 @@ impl Kind for Fair {
             .arg(lease.as_millis())
             .arg(self.publish)
             .arg(UNLOCK_MESSAGE)
-            .arg(self.queue_wait(wait).as_millis())
+            .arg(self.queue_wait(patience).as_millis())
     }
 
-    fn give_up_call(&self, field: &str, wait: Wait) -> Option<ScriptCall> {
-        if matches!(wait, Wait::For(wait) if wait.is_zero()) {
+    fn give_up_call(&self, field: &str, patience: Patience) -> Option<ScriptCall> {
+        if patience.one_try() {
             return None;
         }
         Some(
@@ -144,7 +144,7 @@ impl Kind for Fair {
                 .key(&self.name)
                 .key(&self.channel_base)
                 .arg(field)
-                .arg(self.queue_wait(wait).as_millis())
+                .arg(self.queue_wait(patience).as_millis())
                 .arg(self.publish)
                 .arg(UNLOCK_MESSAGE),
         )
@@ -252,8 +252,8 @@ impl<K: FairQueue> Lock<K> {
     /// # Errors
     ///
     /// [`Error::Timeout`](crate::Error::Timeout) or [`Error::Backend`](crate::Error::Backend) when
-    /// Redis fails, [`Error::WrongType`](crate::Error::WrongType) when the queue keys hold something
-    /// else.
+    /// Redis fails, [`Error::WrongType`](crate::Error::WrongType) when the queue keys hold
+    /// something else.
     ///
     /// # Cancel safety
     ///

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, HandOff, Kind, Wait};
+use crate::engine::{Attempt, HandOff, LockWire, Patience};
 use crate::error::{Error, Operation, Result};
 use crate::locks::lock::Lock;
 use crate::locks::reentrant::Reentrant;
@@ -40,7 +40,7 @@ impl Fenced {
     }
 }
 
-impl Kind for Fenced {
+impl LockWire for Fenced {
     /// The fencing token of the acquisition.
     type Token = u64;
 
@@ -52,7 +52,7 @@ impl Kind for Fenced {
         self.lock.channel(field)
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, _wait: Wait) -> ScriptCall {
+    fn acquire_call(&self, field: &str, lease: Duration, _patience: Patience) -> ScriptCall {
         ScriptCall::new(&ACQUIRE)
             .key(self.lock.key())
             .key(&self.token)
@@ -79,10 +79,11 @@ impl Kind for Fenced {
         field: &str,
         held_before: u32,
         lease: Duration,
-        wait: Wait,
+        patience: Patience,
     ) -> ScriptCall {
         // The token taken stays taken: tokens only have to increase.
-        self.lock.undo_acquire_call(field, held_before, lease, wait)
+        self.lock
+            .undo_acquire_call(field, held_before, lease, patience)
     }
 
     fn unlock_call(
@@ -144,7 +145,8 @@ impl HandOff for Fenced {
 }
 
 /// A fenced lock, shared with Redisson's `RFencedLock` of the same name: a reentrant lock whose
-/// every acquisition yields a strictly increasing fencing token ([`Guard::token`](crate::Guard::token)).
+/// every acquisition yields a strictly increasing fencing token
+/// ([`Guard::token`](crate::Guard::token)).
 ///
 /// # Examples
 ///
@@ -171,7 +173,8 @@ pub type FencedGuard = crate::engine::Guard<u64>;
 
 impl Lock<Fenced> {
     /// The latest fencing token handed out for this lock, whoever took it (Redisson's `getToken`);
-    /// 0 before the first acquisition. A guard's own token is [`Guard::token`](crate::Guard::token).
+    /// 0 before the first acquisition. A guard's own token is
+    /// [`Guard::token`](crate::Guard::token).
     ///
     /// # Errors
     ///

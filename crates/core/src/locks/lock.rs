@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{self, Guard, Lease, Wait};
+use crate::engine::{self, Guard, Lease, Patience};
 use crate::error::{Error, Operation, Result};
 use crate::locks::lock_kind::LockKind;
 use crate::locks::reentrant::Reentrant;
@@ -30,7 +30,8 @@ pub enum RemainingTtl {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Holder {
-    /// The client's node id (a Redisson client's UUID, or an rlock [`Client::node_id`](crate::Client::node_id)).
+    /// The client's node id (a Redisson client's UUID, or an rlock
+    /// [`Client::node_id`](crate::Client::node_id)).
     pub node: String,
     /// The owner: a Java thread id, an rlock [`Owner`] id, possibly with a suffix such as `:write`.
     pub owner: String,
@@ -55,22 +56,23 @@ impl Holder {
 /// A guard of a [`Lock`] hold.
 pub type LockGuard = Guard<()>;
 
-/// A distributed lock of kind `K`, shared with Redisson's lock of that kind and name: by default the
-/// reentrant lock, Redisson's `RLock`.
+/// A distributed lock of kind `K`, shared with Redisson's lock of that kind and name: by default
+/// the reentrant lock, Redisson's `RLock`.
 ///
-/// Acquiring returns a [`Guard`] ([`LockGuard`] for the reentrant lock) that releases the hold when dropped (in the background) or
-/// explicitly with [`Guard::unlock`]. Acquisitions re-enter the holds of their [owner](Owner), as a
-/// Java thread re-enters its `RLock`; which owner a call uses:
+/// Acquiring returns a [`Guard`] ([`LockGuard`] for the reentrant lock) that releases the hold when
+/// dropped (in the background) or explicitly with [`Guard::unlock`]. Acquisitions re-enter the
+/// holds of their [owner](Owner), as a Java thread re-enters its `RLock`; which owner a call uses:
 ///
 /// | where the call is made | owner |
 /// |---|---|
 /// | a handle bound with [`Lock::with_owner`] | that owner |
 /// | async code inside [`Owner::scope`] | the scope's owner (nested locks re-enter) |
-/// | a thread outside any async runtime (the [blocking](crate::blocking) API) | the thread's owner |
+/// | a thread outside any async runtime (the [blocking](crate::blocking) API) | the thread's owner
+/// |
 /// | other async code | a fresh owner per acquisition (tasks exclude each other like a mutex) |
 ///
-/// Holds taken without a lease (`lock`, `try_lock`, `try_lock_for`) live for the watchdog timeout and
-/// are renewed while held; holds with a lease expire after it unless released first.
+/// Holds taken without a lease (`lock`, `try_lock`, `try_lock_for`) live for the watchdog timeout
+/// and are renewed while held; holds with a lease expire after it unless released first.
 ///
 /// # Examples
 ///
@@ -89,7 +91,8 @@ pub type LockGuard = Guard<()>;
 /// guard.unlock().await?;
 ///
 /// // Wait up to 100 ms, hold for at most 5 s.
-/// if let Some(guard) = lock.try_lock_with_lease(Duration::from_millis(100), Duration::from_secs(5)).await? {
+/// let patience = Duration::from_millis(100);
+/// if let Some(guard) = lock.try_lock_with_lease(patience, Duration::from_secs(5)).await? {
 ///     guard.unlock().await?;
 /// }
 /// # Ok(())
@@ -121,7 +124,8 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// The lock's name in Redis: the name it was made with, mapped by
-    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's
+    /// `getRawName()`).
     pub fn name(&self) -> &str {
         self.kind.name()
     }
@@ -141,7 +145,8 @@ impl<K: LockKind> Lock<K> {
         self.kind.field(self.services.field(owner))
     }
 
-    /// This lock handle bound to `owner`: its acquisitions re-enter each other (and any other hold of
+    /// This lock handle bound to `owner`: its acquisitions re-enter each other (and any other hold
+    /// of
     /// `owner` on this lock), like Redisson's `threadId` overloads.
     ///
     /// ```
@@ -180,18 +185,20 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when the key holds something
-    /// else than a lock, and [`Error::Timeout`] or [`Error::Backend`] when Redis fails an attempt.
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when the key holds
+    /// something else than a lock, and [`Error::Timeout`] or [`Error::Backend`] when Redis fails an
+    /// attempt.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: dropping the future never leaves a hold behind. If the acquire script may have run,
-    /// it is undone in the background.
+    /// Cancel safe: dropping the future never leaves a hold behind. If the acquire script may have
+    /// run, it is undone in the background.
     pub async fn lock(&self) -> Result<Guard<K::Token>> {
         self.acquire_until_held(Lease::Watchdog).await
     }
 
-    /// Waits until the lock is acquired, for a hold that expires after `lease` unless released first.
+    /// Waits until the lock is acquired, for a hold that expires after `lease` unless released
+    /// first.
     ///
     /// # Errors
     ///
@@ -214,11 +221,12 @@ impl<K: LockKind> Lock<K> {
     ///
     /// Cancel safe, as [`Lock::lock`].
     pub async fn try_lock(&self) -> Result<Option<Guard<K::Token>>> {
-        self.acquire(Wait::For(Duration::ZERO), Lease::Watchdog)
+        self.acquire(Patience::For(Duration::ZERO), Lease::Watchdog)
             .await
     }
 
-    /// Waits up to `wait` for the lock; `None` if it stayed held. The hold is kept alive by the watchdog.
+    /// Waits up to `wait` for the lock; `None` if it stayed held. The hold is kept alive by the
+    /// watchdog.
     ///
     /// # Errors
     ///
@@ -228,10 +236,11 @@ impl<K: LockKind> Lock<K> {
     ///
     /// Cancel safe, as [`Lock::lock`].
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<Guard<K::Token>>> {
-        self.acquire(Wait::For(wait), Lease::Watchdog).await
+        self.acquire(Patience::For(wait), Lease::Watchdog).await
     }
 
-    /// Waits up to `wait` for the lock, for a hold that expires after `lease` unless released first.
+    /// Waits up to `wait` for the lock, for a hold that expires after `lease` unless released
+    /// first.
     ///
     /// # Errors
     ///
@@ -245,18 +254,19 @@ impl<K: LockKind> Lock<K> {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<Guard<K::Token>>> {
-        self.acquire(Wait::For(wait), Lease::fixed(lease)?).await
+        self.acquire(Patience::For(wait), Lease::fixed(lease)?)
+            .await
     }
 
     async fn acquire_until_held(&self, lease: Lease) -> Result<Guard<K::Token>> {
-        self.acquire(Wait::Forever, lease)
+        self.acquire(Patience::Forever, lease)
             .await?
             .ok_or_else(|| Error::timeout(Operation::Acquire, self.kind.subject(), Duration::MAX))
     }
 
-    async fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<Guard<K::Token>>> {
+    async fn acquire(&self, patience: Patience, lease: Lease) -> Result<Option<Guard<K::Token>>> {
         let owner = self.current_owner().unwrap_or_else(Owner::new);
-        self.acquire_as(owner, wait, lease).await
+        self.acquire_as(owner, patience, lease).await
     }
 
     /// Acquires for `owner`, whatever owner the handle has: for composites of locks (a
@@ -264,24 +274,26 @@ impl<K: LockKind> Lock<K> {
     pub(crate) async fn acquire_as(
         &self,
         owner: Owner,
-        wait: Wait,
+        patience: Patience,
         lease: Lease,
     ) -> Result<Option<Guard<K::Token>>> {
         self.check_name()?;
-        engine::acquire(&self.services, &self.kind, owner, wait, lease).await
+        engine::acquire(&self.services, &self.kind, owner, patience, lease).await
     }
 
-    /// Releases one hold of `owner`, like Redisson's `unlock(threadId)`: the lock is free once every
-    /// hold of the owner is released. Usually you release through the [`LockGuard`] instead.
+    /// Releases one hold of `owner`, like Redisson's `unlock(threadId)`: the lock is free once
+    /// every hold of the owner is released. Usually you release through the [`LockGuard`] instead.
     ///
     /// # Errors
     ///
     /// [`Error::NotOwner`] when `owner` holds no hold on the lock (nothing is changed), and
-    /// [`Error::Timeout`] or [`Error::Backend`] when Redis could not be reached even after re-sending.
+    /// [`Error::Timeout`] or [`Error::Backend`] when Redis could not be reached even after
+    /// re-sending.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the release runs to completion in the background even if this future is dropped.
+    /// Cancel safe: the release runs to completion in the background even if this future is
+    /// dropped.
     pub async fn unlock(&self, owner: Owner) -> Result<()> {
         self.check_name()?;
         let field = self.field_of(owner);
@@ -291,8 +303,8 @@ impl<K: LockKind> Lock<K> {
             .map(|_| ())
     }
 
-    /// Deletes the lock whoever holds it and wakes a waiter (Java's included). Returns whether a lock
-    /// was deleted. This client's guards of the lock see their lease lost.
+    /// Deletes the lock whoever holds it and wakes a waiter (Java's included). Returns whether a
+    /// lock was deleted. This client's guards of the lock see their lease lost.
     ///
     /// # Errors
     ///

@@ -2,6 +2,6 @@
 
 /// What every lock kind is: the bound of [`Lock<K>`](crate::Lock), for code generic over kinds.
 /// Sealed: only this crate's kinds implement it.
-pub trait LockKind: crate::engine::Kind {}
+pub trait LockKind: crate::engine::LockWire {}
 
-impl<K: crate::engine::Kind> LockKind for K {}
+impl<K: crate::engine::LockWire> LockKind for K {}

@@ -1,7 +1,7 @@
 //! The lock kinds: one file per Redisson lock object, each over the engine.
 //!
 //! A kind says *what* goes over the wire (its scripts, their arguments, how to read their replies,
-//! where its waiters listen) by implementing the engine's [`Kind`](crate::engine::Kind);
+//! where its waiters listen) by implementing the engine's [`LockWire`](crate::engine::LockWire);
 //! the engine decides *when* (trying, waiting, waking, undoing, releasing, handing off), the same
 //! way for every kind. [`lock`] is the handle every kind shares, [`Lock<K>`](lock::Lock), with
 //! Redisson's `RLock` interface; the other files are the kinds, their handle aliases and the

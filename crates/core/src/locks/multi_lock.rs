@@ -31,7 +31,7 @@ use std::time::Duration;
 use futures::future::{BoxFuture, join_all, select_all};
 use tokio::time::Instant;
 
-use crate::engine::{Guard, Lease, Wait};
+use crate::engine::{Guard, Lease, Patience};
 use crate::error::{Error, Result};
 use crate::locks::lock::Lock;
 use crate::locks::lock_kind::LockKind;
@@ -75,7 +75,7 @@ trait Member: Send + Sync {
     fn try_lock(
         &self,
         owner: Owner,
-        wait: Wait,
+        patience: Patience,
         lease: Lease,
     ) -> BoxFuture<'_, Result<Option<Box<dyn Held>>>>;
 
@@ -93,11 +93,11 @@ where
     fn try_lock(
         &self,
         owner: Owner,
-        wait: Wait,
+        patience: Patience,
         lease: Lease,
     ) -> BoxFuture<'_, Result<Option<Box<dyn Held>>>> {
         Box::pin(async move {
-            let guard = self.acquire_as(owner, wait, lease).await?;
+            let guard = self.acquire_as(owner, patience, lease).await?;
             Ok(guard.map(|guard| Box::new(guard) as Box<dyn Held>))
         })
     }
@@ -416,7 +416,7 @@ impl MultiLock {
                 _ => Duration::ZERO,
             };
             match member
-                .try_lock(owner, Wait::For(patience), member_lease)
+                .try_lock(owner, Patience::For(patience), member_lease)
                 .await
             {
                 Ok(Some(guard)) => held.push(guard),

@@ -1,19 +1,19 @@
 //! The non-reentrant locks: Redisson 4.4+'s `RNonReentrantLock` (docs/protocol.md §8.8) and
 //! `RNonReentrantFairLock` (§6.9).
 //!
-//! Each is its reentrant twin ([`Reentrant`], [`Fair`]) with one change, in the acquire script: where
-//! the twin re-enters (the caller's field is already in the hash), it replies the error
+//! Each is its reentrant twin ([`Reentrant`], [`Fair`]) with one change, in the acquire script:
+//! where the twin re-enters (the caller's field is already in the hash), it replies the error
 //! `NON_REENTRANT_REACQUIRE`, which Java turns into `IllegalMonitorStateException` and rlock into
 //! [`Error::ReentryRefused`]. The check comes before the fair lock's enqueue step, so a refused
-//! re-entry changes nothing in Redis and never queues. Everything else (the hash, its field and count
-//! of 1, the channel, unlock, force-unlock, the watchdog's renewal, the fair queue, undo and give-up)
-//! is the twin's, so a non-reentrant lock and its twin on one name are one lock to every client,
-//! Java's included.
+//! re-entry changes nothing in Redis and never queues. Everything else (the hash, its field and
+//! count of 1, the channel, unlock, force-unlock, the watchdog's renewal, the fair queue, undo and
+//! give-up) is the twin's, so a non-reentrant lock and its twin on one name are one lock to every
+//! client, Java's included.
 //!
 //! A re-entry is a second acquisition by the same [`Owner`](crate::Owner): inside one
 //! [`Owner::scope`](crate::Owner::scope), on one blocking thread, or through handles bound with
-//! [`Lock::with_owner`] to one owner. Outside a scope every async acquisition is its own owner, so a
-//! second one simply waits. A re-entry never joins this client's local queue (the engine queues
+//! [`Lock::with_owner`] to one owner. Outside a scope every async acquisition is its own owner, so
+//! a second one simply waits. A re-entry never joins this client's local queue (the engine queues
 //! only owners that hold nothing), so it is refused in one round trip.
 
 use std::borrow::Cow;
@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use redis::{RedisError, Script, Value};
 
-use crate::engine::{Attempt, HandOff, Kind, Wait};
+use crate::engine::{Attempt, HandOff, LockWire, Patience};
 use crate::error::{Error, Result};
 use crate::locks::fair_lock::{Fair, FairQueue};
 use crate::locks::lock::Lock;
@@ -40,7 +40,7 @@ const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 
 /// A reentrant kind with a non-reentrant twin: the twin's label and its acquire script, with the
 /// re-entry refused. Sealed: implemented by [`Reentrant`] and [`Fair`] only.
-pub trait Twin: Kind<Token = ()> {
+pub trait Twin: LockWire<Token = ()> {
     /// The twin's `kind` label.
     #[doc(hidden)]
     const LABEL: &'static str;
@@ -49,17 +49,23 @@ pub trait Twin: Kind<Token = ()> {
     #[doc(hidden)]
     const WHAT: &'static str;
 
-    /// The twin's acquire call for what [`Kind::acquire_call`] is given: the reentrant one's
+    /// The twin's acquire call for what [`LockWire::acquire_call`] is given: the reentrant one's
     /// arguments, then [`REACQUIRE`].
     #[doc(hidden)]
-    fn refusing_acquire_call(&self, field: &str, lease: Duration, wait: Wait) -> ScriptCall;
+    fn refusing_acquire_call(&self, field: &str, lease: Duration, patience: Patience)
+    -> ScriptCall;
 }
 
 impl Twin for Reentrant {
     const LABEL: &'static str = "non_reentrant_lock";
     const WHAT: &'static str = "non-reentrant lock";
 
-    fn refusing_acquire_call(&self, field: &str, lease: Duration, _wait: Wait) -> ScriptCall {
+    fn refusing_acquire_call(
+        &self,
+        field: &str,
+        lease: Duration,
+        _patience: Patience,
+    ) -> ScriptCall {
         ScriptCall::new(&ACQUIRE)
             .key(self.name())
             .arg(lease.as_millis())
@@ -72,9 +78,14 @@ impl Twin for Fair {
     const LABEL: &'static str = "non_reentrant_fair_lock";
     const WHAT: &'static str = "non-reentrant fair lock";
 
-    fn refusing_acquire_call(&self, field: &str, lease: Duration, wait: Wait) -> ScriptCall {
+    fn refusing_acquire_call(
+        &self,
+        field: &str,
+        lease: Duration,
+        patience: Patience,
+    ) -> ScriptCall {
         // The fair lock's own script: a last argument turns its re-entry into the refusal.
-        self.acquire_call(field, lease, wait).arg(REACQUIRE)
+        self.acquire_call(field, lease, patience).arg(REACQUIRE)
     }
 }
 
@@ -95,7 +106,7 @@ impl<K> NonReentrant<K> {
     }
 }
 
-impl<K: Twin> Kind for NonReentrant<K> {
+impl<K: Twin> LockWire for NonReentrant<K> {
     type Token = ();
 
     fn name(&self) -> &str {
@@ -126,8 +137,8 @@ impl<K: Twin> Kind for NonReentrant<K> {
         self.twin.poll_delay(previous, polls)
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, wait: Wait) -> ScriptCall {
-        self.twin.refusing_acquire_call(field, lease, wait)
+    fn acquire_call(&self, field: &str, lease: Duration, patience: Patience) -> ScriptCall {
+        self.twin.refusing_acquire_call(field, lease, patience)
     }
 
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
@@ -151,15 +162,16 @@ impl<K: Twin> Kind for NonReentrant<K> {
         field: &str,
         held_before: u32,
         lease: Duration,
-        wait: Wait,
+        patience: Patience,
     ) -> ScriptCall {
         // A refused re-entry changed nothing, and the engine runs this owner's attempts one at a
         // time (`refuses_reentry`): the count the undo compares with is the one the attempt saw.
-        self.twin.undo_acquire_call(field, held_before, lease, wait)
+        self.twin
+            .undo_acquire_call(field, held_before, lease, patience)
     }
 
-    fn give_up_call(&self, field: &str, wait: Wait) -> Option<ScriptCall> {
-        self.twin.give_up_call(field, wait)
+    fn give_up_call(&self, field: &str, patience: Patience) -> Option<ScriptCall> {
+        self.twin.give_up_call(field, patience)
     }
 
     fn refuse(&self, services: &Services, base_field: &str) -> Result<()> {

@@ -1,7 +1,7 @@
 //! The reentrant lock: Redisson's `RLock` (docs/protocol.md §2).
 //!
-//! The lock is a Redis hash at the lock's name with one field, `<node-uuid>:<owner-id>`, whose value
-//! is the hold count. Acquire, unlock, undo, renewal and force-unlock are the scripts in
+//! The lock is a Redis hash at the lock's name with one field, `<node-uuid>:<owner-id>`, whose
+//! value is the hold count. Acquire, unlock, undo, renewal and force-unlock are the scripts in
 //! `lua/lock_*.lua`; waiting, leases and cancellation are the [engine](crate::engine)'s.
 
 use std::borrow::Cow;
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, HandOff, Kind, Wait};
+use crate::engine::{Attempt, HandOff, LockWire, Patience};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
@@ -54,7 +54,7 @@ impl Reentrant {
     }
 }
 
-impl Kind for Reentrant {
+impl LockWire for Reentrant {
     type Token = ();
 
     fn name(&self) -> &str {
@@ -65,7 +65,7 @@ impl Kind for Reentrant {
         Some((Cow::Borrowed(&self.channel), WakeRule::OneOrAll))
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, _wait: Wait) -> ScriptCall {
+    fn acquire_call(&self, field: &str, lease: Duration, _patience: Patience) -> ScriptCall {
         ScriptCall::new(&ACQUIRE)
             .key(&self.name)
             .arg(lease.as_millis())
@@ -81,7 +81,7 @@ impl Kind for Reentrant {
         field: &str,
         held_before: u32,
         lease: Duration,
-        _wait: Wait,
+        _patience: Patience,
     ) -> ScriptCall {
         ScriptCall::new(&UNDO_ACQUIRE)
             .key(&self.name)

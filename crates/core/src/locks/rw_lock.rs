@@ -2,13 +2,13 @@
 //!
 //! One hash at the lock's name for both sides: a `mode` field (`read` or `write`), readers' fields
 //! `<node-uuid>:<owner-id>` and writers' `<node-uuid>:<owner-id>:write`, each counting holds. Every
-//! read hold also has its own timeout key `{name}:<field>:rwlock_timeout:<k>`, renewed with the hash,
-//! from which a read unlock computes the lock's TTL. Both sides share one channel,
+//! read hold also has its own timeout key `{name}:<field>:rwlock_timeout:<k>`, renewed with the
+//! hash, from which a read unlock computes the lock's TTL. Both sides share one channel,
 //! `redisson_rwlock:{name}`: a read unlock publishes `0` (wake one), a write unlock `1` (wake all).
 //!
 //! Readers share; a writer excludes everyone but itself, and may also take the read lock (a
-//! downgrade: its write unlock then leaves a read lock, without a message). A reader cannot take the
-//! write lock: Redisson would wait forever, rlock refuses with [`Error::WouldDeadlock`].
+//! downgrade: its write unlock then leaves a read lock, without a message). A reader cannot take
+//! the write lock: Redisson would wait forever, rlock refuses with [`Error::WouldDeadlock`].
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, HandOff, Kind, Wait};
+use crate::engine::{Attempt, HandOff, LockWire, Patience};
 use crate::error::{Error, Result};
 use crate::locks::lock::Lock;
 use crate::locks::reentrant::{self, UNLOCK_MESSAGE};
@@ -96,7 +96,7 @@ pub struct Write {
     lock: Shared,
 }
 
-impl Kind for Read {
+impl LockWire for Read {
     type Token = ();
 
     fn name(&self) -> &str {
@@ -107,7 +107,7 @@ impl Kind for Read {
         self.lock.channel()
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, _wait: Wait) -> ScriptCall {
+    fn acquire_call(&self, field: &str, lease: Duration, _patience: Patience) -> ScriptCall {
         ScriptCall::new(&READ_ACQUIRE)
             .key(&self.lock.name)
             .key(names::read_timeouts(&self.lock.name, field))
@@ -125,7 +125,7 @@ impl Kind for Read {
         field: &str,
         held_before: u32,
         _lease: Duration,
-        _wait: Wait,
+        _patience: Patience,
     ) -> ScriptCall {
         ScriptCall::new(&READ_UNDO_ACQUIRE)
             .key(&self.lock.name)
@@ -184,7 +184,7 @@ fn write_field(field: &str) -> String {
     format!("{field}:write")
 }
 
-impl Kind for Write {
+impl LockWire for Write {
     type Token = ();
 
     fn name(&self) -> &str {
@@ -209,7 +209,7 @@ impl Kind for Write {
         Ok(())
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, _wait: Wait) -> ScriptCall {
+    fn acquire_call(&self, field: &str, lease: Duration, _patience: Patience) -> ScriptCall {
         ScriptCall::new(&WRITE_ACQUIRE)
             .key(&self.lock.name)
             .arg(lease.as_millis())
@@ -225,7 +225,7 @@ impl Kind for Write {
         field: &str,
         held_before: u32,
         lease: Duration,
-        _wait: Wait,
+        _patience: Patience,
     ) -> ScriptCall {
         ScriptCall::new(&WRITE_UNDO_ACQUIRE)
             .key(&self.lock.name)
@@ -360,7 +360,8 @@ impl ReadWriteLock {
     }
 
     /// The lock's name in Redis: the name it was made with, mapped by
-    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's
+    /// `getRawName()`).
     pub fn name(&self) -> &str {
         self.read.name()
     }

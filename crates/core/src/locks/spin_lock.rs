@@ -1,10 +1,10 @@
 //! The spin lock: Redisson's `RSpinLock` (docs/protocol.md §8.1).
 //!
 //! The reentrant lock's hash and acquire script, without pub/sub: waiters poll with a back-off
-//! instead of subscribing, and an unlock publishes nothing. That is the point of the kind (no pub/sub
-//! traffic for very many locks), and its interop consequence: a spin-lock unlock does not wake
-//! reentrant-lock waiters of the same name (Java's or rlock's), which then retry when the lock's
-//! TTL runs out or their poll comes. Watchdog holds are renewed as the reentrant lock's are.
+//! instead of subscribing, and an unlock publishes nothing. That is the point of the kind (no
+//! pub/sub traffic for very many locks), and its interop consequence: a spin-lock unlock does not
+//! wake reentrant-lock waiters of the same name (Java's or rlock's), which then retry when the
+//! lock's TTL runs out or their poll comes. Watchdog holds are renewed as the reentrant lock's are.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, Kind, Wait};
+use crate::engine::{Attempt, LockWire, Patience};
 use crate::locks::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
@@ -85,7 +85,7 @@ impl Spin {
     }
 }
 
-impl Kind for Spin {
+impl LockWire for Spin {
     type Token = ();
 
     fn name(&self) -> &str {
@@ -115,8 +115,8 @@ impl Kind for Spin {
         }
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, wait: Wait) -> ScriptCall {
-        self.lock.acquire_call(field, lease, wait)
+    fn acquire_call(&self, field: &str, lease: Duration, patience: Patience) -> ScriptCall {
+        self.lock.acquire_call(field, lease, patience)
     }
 
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
@@ -128,11 +128,12 @@ impl Kind for Spin {
         field: &str,
         held_before: u32,
         lease: Duration,
-        wait: Wait,
+        patience: Patience,
     ) -> ScriptCall {
         // Its `0` on the lock channel, should the undo free the lock, only helps reentrant-lock
         // waiters of the same name.
-        self.lock.undo_acquire_call(field, held_before, lease, wait)
+        self.lock
+            .undo_acquire_call(field, held_before, lease, patience)
     }
 
     fn unlock_call(

@@ -3,12 +3,13 @@
 //!
 //! # Implementation details
 //!
-//! The count is a string integer at the raw name. Counting down to zero deletes it and publishes `0`
-//! on `redisson_countdownlatch__channel__{name}`; setting a count publishes `1`. Locally the channel
-//! is a reclosable latch ([`WakeRule::Latch`]): `0` opens it for every waiter armed before it, `1`
-//! closes it. A waiter reads the count, and while it is above zero waits for an opening (or the
-//! one-second re-check that bounds a lost message), then reads again. The engine's wait loop arms the
-//! latch before each read, so an opening that lands while the read is on the wire is not missed.
+//! The count is a string integer at the raw name. Counting down to zero deletes it and publishes
+//! `0` on `redisson_countdownlatch__channel__{name}`; setting a count publishes `1`. Locally the
+//! channel is a reclosable latch ([`WakeRule::CountDown`]): `0` opens it for every waiter armed
+//! before it, `1` closes it. A waiter reads the count, and while it is above zero waits for an
+//! opening (or the one-second re-check that bounds a lost message), then reads again. The engine's
+//! wait loop arms the latch before each read, so an opening that lands while the read is on the
+//! wire is not missed.
 //!
 //! A count-down is not idempotent and carries no id, so it is never re-sent: a lost reply is
 //! [`Error::OutcomeUnknown`] (it may or may not have counted). Like Redisson, the latch's writes do
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use crate::engine::{self, Attempt, Object, RECHECK, Replicas, Wait};
+use crate::engine::{self, Attempt, Object, Patience, RECHECK, Replicas};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::lua;
@@ -36,8 +37,8 @@ const OPEN: &str = "0";
 /// The message that closes the latch (a new count was set, or the latch was deleted).
 const CLOSE: &str = "1";
 
-/// A distributed count-down latch shared with Redisson's `RCountDownLatch` of the same name: waiters
-/// block until the count, set once, has been counted down to zero.
+/// A distributed count-down latch shared with Redisson's `RCountDownLatch` of the same name:
+/// waiters block until the count, set once, has been counted down to zero.
 ///
 /// Unlike `java.util.concurrent.CountDownLatch` (and like Redisson's), it can be used again: once
 /// open (the count reached zero, and the key is gone), [`CountDownLatch::try_set_count`] closes it
@@ -81,7 +82,8 @@ impl CountDownLatch {
     }
 
     /// The latch's name in Redis: the name it was made with, mapped by
-    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's
+    /// `getRawName()`).
     pub fn name(&self) -> &str {
         &self.object.name
     }
@@ -198,7 +200,7 @@ impl CountDownLatch {
     ///
     /// Cancel safe: waiting changes nothing in Redis.
     pub async fn await_zero(&self) -> Result<()> {
-        self.await_open(Wait::Forever)
+        self.await_open(Patience::Forever)
             .await?
             .ok_or_else(|| Error::timeout(Operation::Query, self.object.subject(), Duration::MAX))
     }
@@ -216,13 +218,13 @@ impl CountDownLatch {
     ///
     /// Cancel safe: waiting changes nothing in Redis.
     pub async fn await_for(&self, timeout: Duration) -> Result<bool> {
-        Ok(self.await_open(Wait::For(timeout)).await?.is_some())
+        Ok(self.await_open(Patience::For(timeout)).await?.is_some())
     }
 
-    async fn await_open(&self, patience: Wait) -> Result<Option<()>> {
+    async fn await_open(&self, patience: Patience) -> Result<Option<()>> {
         self.object.check_name()?;
         let acquisition = self.object.acquisition("count_down_latch", patience);
-        let listen = self.object.listen(WakeRule::Latch, &acquisition);
+        let listen = self.object.listen(WakeRule::CountDown, &acquisition);
         let open = engine::wait_on(&self.object.services, listen, patience, || {
             Box::pin(async {
                 Ok(match self.count().await? {

@@ -3,22 +3,22 @@
 //!
 //! # Implementation details
 //!
-//! The available permits are a string integer at the raw name, as for [`Semaphore`](crate::Semaphore);
-//! taken permits are members of the sorted set `{name}:timeout`, each a random 16-byte id (raw bytes
-//! on the wire, 32 hex characters on the API) scored by its expiry in epoch milliseconds (a
-//! non-expiring permit scores `922337203685477`). Every script first counts expired permits back in
-//! (and publishes the new count on `redisson_sc:{name}`, the channel the plain semaphore uses), so a
-//! permit whose holder died comes back by itself. A failed acquire replies with the nearest expiry of
-//! a taken permit: the waiter sleeps until then at the latest (or until a release wakes it, or the
-//! one-second re-check that bounds a lost message).
+//! The available permits are a string integer at the raw name, as for
+//! [`Semaphore`](crate::Semaphore); taken permits are members of the sorted set `{name}:timeout`,
+//! each a random 16-byte id (raw bytes on the wire, 32 hex characters on the API) scored by its
+//! expiry in epoch milliseconds (a non-expiring permit scores `922337203685477`). Every script
+//! first counts expired permits back in (and publishes the new count on `redisson_sc:{name}`, the
+//! channel the plain semaphore uses), so a permit whose holder died comes back by itself. A failed
+//! acquire replies with the nearest expiry of a taken permit: the waiter sleeps until then at the
+//! latest (or until a release wakes it, or the one-second re-check that bounds a lost message).
 //!
 //! Expiries are computed from this machine's clock, as Redisson computes them from the JVM's: keep
 //! the clocks of processes that share a semaphore in sync.
 //!
 //! # Outcomes that are not known
 //!
-//! Unlike a plain semaphore's, an acquire here is reconciled: its permit ids are chosen before it is
-//! sent, so an acquire whose reply is lost (or whose future is dropped) is followed, on the same
+//! Unlike a plain semaphore's, an acquire here is reconciled: its permit ids are chosen before it
+//! is sent, so an acquire whose reply is lost (or whose future is dropped) is followed, on the same
 //! connection, by an undo that gives back whichever of those ids it finds taken.
 
 use std::fmt;
@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Script, Value};
 
-use crate::engine::{self, Attempt, Object, RECHECK, Replicas, Undo, Wait};
+use crate::engine::{self, Attempt, Object, Patience, RECHECK, Replicas, Undo};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
@@ -50,8 +50,8 @@ static ADD_PERMITS: LazyLock<Script> = lua!("expirable_add_permits.lua");
 /// The score of a permit that never expires (Redisson's `nonExpirableTimeout`).
 const NON_EXPIRING: &str = "922337203685477";
 
-/// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes, written as 32 lower-case
-/// hex characters (Redisson's form, so ids can be passed between Java and Rust).
+/// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes, written as 32
+/// lower-case hex characters (Redisson's form, so ids can be passed between Java and Rust).
 ///
 /// An id, not a guard that releases on drop: an expirable permit is made to outlive the code that
 /// took it. Redisson's pattern hands the id on (to another request, task or process, Java's
@@ -154,7 +154,8 @@ impl PermitExpirableSemaphore {
     }
 
     /// The semaphore's name in Redis: the name it was made with, mapped by
-    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's
+    /// `getRawName()`).
     pub fn name(&self) -> &str {
         &self.object.name
     }
@@ -237,7 +238,7 @@ impl PermitExpirableSemaphore {
     /// Cancel safe: a dropped acquire leaves no permit taken (one that may have been taken is given
     /// back by id, in the background).
     pub async fn acquire(&self) -> Result<PermitId> {
-        self.acquire_one(Wait::Forever, None).await
+        self.acquire_one(Patience::Forever, None).await
     }
 
     /// Waits for a permit and takes it for `lease`, after which it comes back by itself.
@@ -251,7 +252,7 @@ impl PermitExpirableSemaphore {
     ///
     /// Cancel safe, as [`PermitExpirableSemaphore::acquire`].
     pub async fn acquire_with_lease(&self, lease: Duration) -> Result<PermitId> {
-        self.acquire_one(Wait::Forever, Some(lease)).await
+        self.acquire_one(Patience::Forever, Some(lease)).await
     }
 
     /// Waits until `permits` permits are available and takes them together, for `lease` (`None`:
@@ -270,7 +271,7 @@ impl PermitExpirableSemaphore {
         permits: u32,
         lease: Option<Duration>,
     ) -> Result<Vec<PermitId>> {
-        self.take(permits, Wait::Forever, lease)
+        self.take(permits, Patience::Forever, lease)
             .await?
             .ok_or_else(|| Error::timeout(Operation::Acquire, self.object.subject(), Duration::MAX))
     }
@@ -335,10 +336,10 @@ impl PermitExpirableSemaphore {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<Vec<PermitId>>> {
-        self.take(permits, Wait::For(wait), lease).await
+        self.take(permits, Patience::For(wait), lease).await
     }
 
-    async fn acquire_one(&self, patience: Wait, lease: Option<Duration>) -> Result<PermitId> {
+    async fn acquire_one(&self, patience: Patience, lease: Option<Duration>) -> Result<PermitId> {
         self.take(1, patience, lease)
             .await?
             .and_then(|ids| ids.into_iter().next())
@@ -350,14 +351,14 @@ impl PermitExpirableSemaphore {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<PermitId>> {
-        let ids = self.take(1, Wait::For(wait), lease).await?;
+        let ids = self.take(1, Patience::For(wait), lease).await?;
         Ok(ids.and_then(|ids| ids.into_iter().next()))
     }
 
     async fn take(
         &self,
         permits: u32,
-        patience: Wait,
+        patience: Patience,
         lease: Option<Duration>,
     ) -> Result<Option<Vec<PermitId>>> {
         self.object.check_name()?;
@@ -397,7 +398,8 @@ impl PermitExpirableSemaphore {
                     .commands
                     .get(Operation::Acquire, self.object.subject())
                     .await?;
-                // A permit that does not expire is undone for as long as a watchdog hold would live.
+                // A permit that does not expire is undone for as long as a watchdog hold would
+                // live.
                 let patience = lease.map_or(
                     self.object.services.watchdog.timeout(),
                     Duration::from_millis,

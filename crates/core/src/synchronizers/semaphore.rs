@@ -3,22 +3,22 @@
 //!
 //! # Implementation details
 //!
-//! The semaphore is a string integer at the raw name: the permits available. Taking `p` permits is a
-//! script that decrements it when at least `p` are there; giving them back increments it and
+//! The semaphore is a string integer at the raw name: the permits available. Taking `p` permits is
+//! a script that decrements it when at least `p` are there; giving them back increments it and
 //! publishes the new count on `redisson_sc:{name}`. A message carrying `n` wakes up to `n` of this
-//! client's waiters ([`WakeRule::Permits`]), each of which tries again; waiting is the engine's loop
-//! (try, subscribe, arm, retry, wait), so a release that lands while a waiter's retry is on the wire
-//! is never lost. Nothing bounds a semaphore's wait (its key has no TTL), so a waiter also re-checks
-//! every second: a message lost during a reconnect costs at most that.
+//! client's waiters ([`WakeRule::Permits`]), each of which tries again; waiting is the engine's
+//! loop (try, subscribe, arm, retry, wait), so a release that lands while a waiter's retry is on
+//! the wire is never lost. Nothing bounds a semaphore's wait (its key has no TTL), so a waiter also
+//! re-checks every second: a message lost during a reconnect costs at most that.
 //!
 //! # Outcomes that are not known
 //!
 //! Permits are not owned: an acquire or a release leaves nothing behind that says who did it, and
-//! neither is idempotent. So rlock never re-sends them. An acquire whose caller drops the future while
-//! the script is on the wire still gets its reply (in the background), and gives the permits back if
-//! it took them. A reply that is really lost (a timeout, a broken connection) is
-//! [`Error::OutcomeUnknown`]: the permits may or may not have been taken (or given back), exactly as
-//! Redisson leaves it.
+//! neither is idempotent. So rlock never re-sends them. An acquire whose caller drops the future
+//! while the script is on the wire still gets its reply (in the background), and gives the permits
+//! back if it took them. A reply that is really lost (a timeout, a broken connection) is
+//! [`Error::OutcomeUnknown`]: the permits may or may not have been taken (or given back), exactly
+//! as Redisson leaves it.
 
 use std::fmt;
 use std::sync::{Arc, LazyLock};
@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{self, Applied, Attempt, Object, RECHECK, Replicas, Synced, Wait};
+use crate::engine::{self, Applied, Attempt, Object, Patience, RECHECK, Replicas, Synced};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
@@ -40,8 +40,8 @@ pub(crate) static TRY_SET_PERMITS: LazyLock<Script> = lua!("semaphore_try_set_pe
 static ADD_PERMITS: LazyLock<Script> = lua!("semaphore_add_permits.lua");
 static DRAIN: LazyLock<Script> = lua!("semaphore_drain.lua");
 
-/// A distributed semaphore shared with Redisson's `RSemaphore` of the same name: a number of permits
-/// that callers take and give back, across processes and languages.
+/// A distributed semaphore shared with Redisson's `RSemaphore` of the same name: a number of
+/// permits that callers take and give back, across processes and languages.
 ///
 /// Permits are not owned: anyone may [`release`](Semaphore::release) them, as in Java. Taking
 /// permits returns a [`SemaphorePermits`] guard that gives them back when dropped; call
@@ -84,7 +84,8 @@ impl Semaphore {
     }
 
     /// The semaphore's name in Redis: the name it was made with, mapped by
-    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's
+    /// `getRawName()`).
     pub fn name(&self) -> &str {
         &self.object.name
     }
@@ -211,16 +212,17 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::OutcomeUnknown`] when an attempt's reply was lost (the permits may have been taken),
-    /// [`Error::NoSyncedReplicas`] when no replica acknowledged the take even after retrying (it was
-    /// given back), [`Error::WrongType`], [`Error::Timeout`] or [`Error::Backend`] as Redis fails.
+    /// [`Error::OutcomeUnknown`] when an attempt's reply was lost (the permits may have been
+    /// taken), [`Error::NoSyncedReplicas`] when no replica acknowledged the take even after
+    /// retrying (it was given back), [`Error::WrongType`], [`Error::Timeout`] or [`Error::Backend`]
+    /// as Redis fails.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: a dropped acquire takes no permit. One whose script was on the wire gets its
     /// reply in the background and gives back the permits it took.
     pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermits> {
-        self.take(permits, Wait::Forever)
+        self.take(permits, Patience::Forever)
             .await?
             .ok_or_else(|| Error::timeout(Operation::Acquire, self.object.subject(), Duration::MAX))
     }
@@ -236,7 +238,7 @@ impl Semaphore {
     ///
     /// Cancel safe, as [`Semaphore::acquire`].
     pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermits>> {
-        self.take(permits, Wait::For(Duration::ZERO)).await
+        self.take(permits, Patience::For(Duration::ZERO)).await
     }
 
     /// Waits up to `wait` for `permits` permits and takes them; `None` if they did not become
@@ -254,10 +256,10 @@ impl Semaphore {
         permits: u32,
         wait: Duration,
     ) -> Result<Option<SemaphorePermits>> {
-        self.take(permits, Wait::For(wait)).await
+        self.take(permits, Patience::For(wait)).await
     }
 
-    async fn take(&self, permits: u32, patience: Wait) -> Result<Option<SemaphorePermits>> {
+    async fn take(&self, permits: u32, patience: Patience) -> Result<Option<SemaphorePermits>> {
         self.object.check_name()?;
         if permits == 0 {
             return Ok(Some(SemaphorePermits::new(self.clone(), 0)));
@@ -444,7 +446,8 @@ impl SemaphorePermits {
     }
 
     /// The semaphore's name in Redis: the name it was made with, mapped by
-    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's `getRawName()`).
+    /// [`Config::name_mapper`](crate::Config::name_mapper) if one is set (Redisson's
+    /// `getRawName()`).
     pub fn name(&self) -> &str {
         self.semaphore.name()
     }

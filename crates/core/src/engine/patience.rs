@@ -6,14 +6,19 @@ use tokio::time::Instant;
 
 /// How long to keep trying.
 #[derive(Clone, Copy, Debug)]
-pub enum Wait {
+pub enum Patience {
     /// Until acquired.
     Forever,
     /// Until this much time has passed (zero: one attempt).
     For(Duration),
 }
 
-impl Wait {
+impl Patience {
+    /// Whether the caller makes one attempt only (`try_lock()`): no queue entry, no waiting.
+    pub(crate) fn one_try(self) -> bool {
+        matches!(self, Self::For(wait) if wait.is_zero())
+    }
+
     /// When to give up, from now; `None` for never.
     pub(crate) fn deadline(self) -> Option<Instant> {
         match self {

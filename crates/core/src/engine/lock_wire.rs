@@ -1,11 +1,11 @@
-//! What varies between lock kinds: the [`Kind`] trait.
+//! What varies between lock kinds: the [`LockWire`] trait.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
 use redis::{RedisError, Value};
 
-use super::deadline::Wait;
+use super::patience::Patience;
 use crate::error::{Error, Result, Subject};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
@@ -32,10 +32,10 @@ pub(crate) fn degraded_poll(previous: Option<Duration>, _polls: u32) -> Duration
 /// yields, where its waiters listen, how a lost reply is reconciled and how holds are renewed. The
 /// engine does everything else (waiting, undo, release, guards).
 ///
-/// The trait is object safe: a guard keeps its kind as `Arc<dyn Kind<Token = T>>`. It is public
+/// The trait is object safe: a guard keeps its kind as `Arc<dyn LockWire<Token = T>>`. It is public
 /// only so that [`Lock<K>`](crate::Lock) can name it; it lives in a private module, so nothing
 /// outside the crate can implement or call it (a sealed trait).
-pub trait Kind: Send + Sync + 'static {
+pub trait LockWire: Send + Sync + 'static {
     /// What a successful acquisition yields: nothing, or the fenced lock's fencing token.
     type Token: std::fmt::Debug + Send + 'static;
 
@@ -80,7 +80,7 @@ pub trait Kind: Send + Sync + 'static {
 
     /// One acquire attempt by `field` for a hold of `lease`, by a caller prepared to wait as `wait`
     /// says (a fair lock queues only a caller that waits, and tells the queue how long).
-    fn acquire_call(&self, field: &str, lease: Duration, wait: Wait) -> ScriptCall;
+    fn acquire_call(&self, field: &str, lease: Duration, patience: Patience) -> ScriptCall;
 
     /// Decodes the acquire script's reply; `None` for a reply the protocol does not allow.
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Self::Token>>;
@@ -93,11 +93,12 @@ pub trait Kind: Send + Sync + 'static {
         None
     }
 
-    /// Whether the acquire script refuses a holder's re-entry ([`Kind::acquire_refused`]), leaving its
-    /// count as it was. An undo compares the owner's count with the count it had before the attempt,
-    /// and a refused attempt adds nothing: two attempts of one owner in flight at once could make
-    /// the undo of the refused one remove the hold the other took. So the engine runs such an
-    /// owner's attempts on one lock one at a time, and the count an undo compares with is exact.
+    /// Whether the acquire script refuses a holder's re-entry ([`LockWire::acquire_refused`]),
+    /// leaving its count as it was. An undo compares the owner's count with the count it had before
+    /// the attempt, and a refused attempt adds nothing: two attempts of one owner in flight at once
+    /// could make the undo of the refused one remove the hold the other took. So the engine runs
+    /// such an owner's attempts on one lock one at a time, and the count an undo compares with is
+    /// exact.
     fn refuses_reentry(&self) -> bool {
         false
     }
@@ -110,18 +111,18 @@ pub trait Kind: Send + Sync + 'static {
         field: &str,
         held_before: u32,
         lease: Duration,
-        wait: Wait,
+        patience: Patience,
     ) -> ScriptCall;
 
     /// Leaves whatever a waiter that gives up (its wait ran out, or its future was dropped) left in
     /// Redis: a fair lock's queue entry. `None` when waiting leaves nothing behind.
-    fn give_up_call(&self, _field: &str, _wait: Wait) -> Option<ScriptCall> {
+    fn give_up_call(&self, _field: &str, _patience: Patience) -> Option<ScriptCall> {
         None
     }
 
-    /// Refuses an acquisition that this client's own holds make impossible (a read holder asking for
-    /// the write lock of the same lock would wait for itself forever). `base_field` is the owner's
-    /// client-wide field, before [`Kind::field`].
+    /// Refuses an acquisition that this client's own holds make impossible (a read holder asking
+    /// for the write lock of the same lock would wait for itself forever). `base_field` is the
+    /// owner's client-wide field, before [`LockWire::field`].
     fn refuse(&self, _services: &Services, _base_field: &str) -> Result<()> {
         Ok(())
     }
@@ -151,8 +152,8 @@ pub trait Kind: Send + Sync + 'static {
     /// The token of a re-entry that this client counts by itself, while the owner holds the lock by
     /// a free hand-off (see [`crate::cohort::Streak`]) and Redis keeps another owner's field: for a
     /// kind that shares the reentrant lock's hash and whose re-entry writes nothing but the count.
-    /// `None` (the default) where a re-entry must write (the fenced lock's new token) or is refused:
-    /// such a re-entry of a lent hold is refused ([`Error::ReentryRefused`]).
+    /// `None` (the default) where a re-entry must write (the fenced lock's new token) or is
+    /// refused: such a re-entry of a lent hold is refused ([`Error::ReentryRefused`]).
     fn local_reentry(&self) -> Option<Self::Token> {
         None
     }
@@ -188,10 +189,10 @@ pub trait HandOff: Send + Sync {
     /// The next owner's token, from the hand-off's positive reply.
     fn handed_off(&self, reply: u64) -> Self::Token;
 
-    /// The token of a hold passed with no script at all (a free hand-off, see [`crate::cohort`]), for
-    /// a kind where nothing in Redis must change per acquisition; `None` (the default) where every
-    /// acquisition must write (the fenced lock's new token) or a free pass is not safe (the write
-    /// lock: this client's read acquire would be admitted as the root's).
+    /// The token of a hold passed with no script at all (a free hand-off, see [`crate::cohort`]),
+    /// for a kind where nothing in Redis must change per acquisition; `None` (the default) where
+    /// every acquisition must write (the fenced lock's new token) or a free pass is not safe (the
+    /// write lock: this client's read acquire would be admitted as the root's).
     fn passed_freely(&self) -> Option<Self::Token> {
         None
     }
