@@ -1,0 +1,393 @@
+//! The local half of the subscriber: the channels this client wants, and what each waiter holds.
+//!
+//! [`Registry`] maps each channel to a [`Channel`] with a reference count (one per live
+//! [`Subscription`]): it is the *desired* state, which the subscriber task (`task.rs`) makes the
+//! server's. A channel's local end carries its [`WakeRule`] and [`Wakeups`], whether the server
+//! confirmed it on the current connection, and the messages it had; [`Listening`] marks where a
+//! live channel stood, so that a hold passed with no command can tell later whether anyone
+//! published.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::tracker::SubscriptionTracker;
+use crate::telemetry::Subscriptions;
+use crate::wake::{Armed, WakeRule, Wakeups};
+
+/// The local end of one channel.
+#[derive(Debug)]
+pub(crate) struct Channel {
+    /// What a message does, as the kind that first subscribed the channel says.
+    rule: WakeRule,
+    /// The local waiters' wake-ups.
+    wakeups: Wakeups,
+    /// Whether the server has confirmed the subscription on the current connection.
+    subscribed: AtomicBool,
+    /// Signalled whenever `subscribed` becomes true.
+    confirmed: Notify,
+    /// Messages received so far (what a yielding local queue waits to see move).
+    messages: AtomicU64,
+    /// Signalled on every message (see [`Listening::changed`]).
+    heard: Notify,
+    /// The registry-wide number of the live period the channel is in (see [`Mark`]).
+    period: AtomicU64,
+}
+
+/// Where a live channel stood at one instant: its live period and how many messages it had had.
+/// The same mark later means that the channel stayed subscribed all along and no message came:
+/// nobody published on it in between, or the server would have delivered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mark {
+    period: u64,
+    messages: u64,
+}
+
+/// This client listening on a live channel since a mark, for as long as it is kept: what a hold
+/// that may pass with no command keeps (see [`crate::cohort`]). Taken before a write, it tells
+/// later whether anyone published on the channel since, an unlock of the lock included.
+#[derive(Debug)]
+pub(crate) struct Listening {
+    subscription: Subscription,
+    mark: Mark,
+}
+
+impl Listening {
+    /// Whether the channel stayed live since the mark and carried no message.
+    pub(crate) fn unchanged(&self) -> bool {
+        self.subscription.mark() == Some(self.mark)
+    }
+
+    /// Listening on the same channel from the same mark, for another party (a streak's watch
+    /// follows its first holder's listening): it keeps the channel subscribed too.
+    pub(crate) fn follow(&self) -> Self {
+        Self {
+            subscription: self
+                .subscription
+                .registry
+                .subscribe(&self.subscription.name, self.subscription.channel.rule),
+            mark: self.mark,
+        }
+    }
+
+    /// Completes once the channel is no longer [unchanged](Listening::unchanged): a message came,
+    /// or it stopped being live or began a new live period (messages may have been missed).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn changed(&self) {
+        loop {
+            let heard = self.subscription.channel.heard.notified();
+            tokio::pin!(heard);
+            let _ = heard.as_mut().enable();
+            if !self.unchanged() {
+                return;
+            }
+            heard.await;
+        }
+    }
+
+    /// Marks the channel as it stands now, once it is live: what was heard so far has been acted
+    /// on.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits, and marks nothing if dropped.
+    pub(crate) async fn mark_now(&mut self) {
+        loop {
+            if let Some(mark) = self.subscription.mark() {
+                self.mark = mark;
+                return;
+            }
+            self.subscription.confirmed().await;
+        }
+    }
+}
+
+impl Channel {
+    fn new(rule: WakeRule) -> Self {
+        Self {
+            rule,
+            wakeups: Wakeups::default(),
+            subscribed: AtomicBool::new(false),
+            confirmed: Notify::new(),
+            messages: AtomicU64::new(0),
+            heard: Notify::new(),
+            period: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The desired subscriptions and their local ends: what waiters see of the subscriber.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    /// Channel name → (local subscriptions, channel). Hashed with foldhash, as every map a lock
+    /// and unlock looks in (see [`Holds`]).
+    ///
+    /// [`Holds`]: crate::services::Holds
+    channels: Mutex<foldhash::HashMap<String, (usize, Arc<Channel>)>>,
+    /// Wakes the connection task when the desired set changed.
+    changed: Notify,
+    /// How many channels are live (`subscribed`), as a metric.
+    live: Subscriptions,
+    /// Whether the server refuses subscriptions for good (an ACL, a proxy without pub/sub): then
+    /// nothing is subscribed and every waiter polls.
+    refused: AtomicBool,
+    /// Live periods begun so far, of all channels: each confirmation of a subscription, and each
+    /// interruption that may have lost messages, begins a new one, numbered from here.
+    periods: AtomicU64,
+}
+
+impl Registry {
+    /// Registers interest in `channel`, whose messages wake as `rule` says. The subscription is
+    /// sent in the background; see [`Subscription::confirmed`].
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, rule: WakeRule) -> Subscription {
+        let mut channels = self.channels.lock();
+        let (refs, entry) = channels
+            .entry(channel.to_owned())
+            .or_insert_with(|| (0, Arc::new(Channel::new(rule))));
+        *refs += 1;
+        let entry = entry.clone();
+        if *refs == 1 {
+            self.changed.notify_one();
+        }
+        Subscription {
+            registry: self.clone(),
+            name: channel.to_owned(),
+            channel: entry,
+        }
+    }
+
+    /// Joins `channel` only if it is already subscribed and live (another local waiter listens on
+    /// it): then joining costs no round trip.
+    pub(crate) fn join_live(self: &Arc<Self>, channel: &str) -> Option<Subscription> {
+        let mut channels = self.channels.lock();
+        let (refs, entry) = channels.get_mut(channel)?;
+        if !entry.subscribed.load(Ordering::Acquire) {
+            return None;
+        }
+        *refs += 1;
+        Some(Subscription {
+            registry: self.clone(),
+            name: channel.to_owned(),
+            channel: entry.clone(),
+        })
+    }
+
+    /// How many messages `channel` has received while subscribed (0 when it is not).
+    pub(crate) fn messages(&self, channel: &str) -> u64 {
+        self.channel(channel)
+            .map_or(0, |c| c.messages.load(Ordering::Acquire))
+    }
+
+    /// Listens on `channel` from now on, if it is already live (another local waiter listens):
+    /// joining costs no round trip, and [`Listening::unchanged`] tells later whether anything was
+    /// published on it since.
+    pub(crate) fn listen(self: &Arc<Self>, channel: &str) -> Option<Listening> {
+        let subscription = self.join_live(channel)?;
+        let mark = subscription.mark()?;
+        Some(Listening { subscription, mark })
+    }
+
+    /// `channel` begins a new live period: what was marked before may have missed messages.
+    fn begin_period(&self, channel: &Channel) {
+        let period = self.periods.fetch_add(1, Ordering::AcqRel) + 1;
+        channel.period.store(period, Ordering::Release);
+        channel.heard.notify_waiters();
+    }
+
+    /// How many channels are subscribed (or being subscribed) right now.
+    pub(crate) fn channel_count(&self) -> usize {
+        self.channels.lock().len()
+    }
+
+    fn channel(&self, name: &str) -> Option<Arc<Channel>> {
+        self.channels.lock().get(name).map(|(_, c)| c.clone())
+    }
+
+    /// Marks freshly subscribed channels live and wakes their waiters once: they may have missed a
+    /// message while the subscription was being (re-)established.
+    pub(crate) fn confirm(&self, subscribed: &[String]) {
+        let channels = self.channels.lock();
+        for name in subscribed {
+            if let Some((_, channel)) = channels.get(name) {
+                if !channel.subscribed.swap(true, Ordering::AcqRel) {
+                    self.begin_period(channel);
+                    self.live.live();
+                }
+                channel.confirmed.notify_waiters();
+                channel.wakeups.wake_all();
+            }
+        }
+    }
+
+    /// Delivers a message to the channel's local waiters, by the channel's wake rule.
+    pub(crate) fn dispatch(&self, name: &str, payload: &[u8]) {
+        let Some(channel) = self.channel(name) else {
+            return;
+        };
+        let _ = channel.messages.fetch_add(1, Ordering::AcqRel);
+        channel.heard.notify_waiters();
+        if !channel.rule.apply(payload, &channel.wakeups) {
+            tracing::debug!(
+                channel = name,
+                "ignored a message its wake rule does not know"
+            );
+        }
+    }
+
+    /// One channel stopped being live: its waiters re-try now, then wait bounded by the PTTL.
+    pub(super) fn lost(&self, name: &str) {
+        if let Some(channel) = self.channel(name) {
+            if channel.subscribed.swap(false, Ordering::AcqRel) {
+                self.live.gone();
+            }
+            channel.heard.notify_waiters();
+            channel.wakeups.wake_all();
+        }
+    }
+
+    /// Messages may have been missed: every waiter re-tries, and every channel begins a new period.
+    pub(super) fn wake_all(&self) {
+        for (_, channel) in self.channels.lock().values() {
+            self.begin_period(channel);
+            channel.wakeups.wake_all();
+        }
+    }
+
+    /// Completes when the desired set changed: a channel was wanted first or given up last.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits (a change made meanwhile is not lost; the task diffs again).
+    pub(super) async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// Whether a local waiter wants `channel`.
+    pub(super) fn wants(&self, channel: &str) -> bool {
+        self.channels.lock().contains_key(channel)
+    }
+
+    /// The next step of `server` towards the desired set (see [`SubscriptionTracker::next`]).
+    /// Wanted channels that the server already has are confirmed here, under the same lock.
+    pub(super) fn diff(&self, server: &mut SubscriptionTracker) -> Option<super::tracker::Batch> {
+        let channels = self.channels.lock();
+        let diff = server.next(&channels, |(_, channel)| {
+            channel.subscribed.load(Ordering::Acquire)
+        });
+        for name in &diff.already_subscribed {
+            if let Some((_, channel)) = channels.get(name)
+                && !channel.subscribed.swap(true, Ordering::AcqRel)
+            {
+                self.live.live();
+                channel.confirmed.notify_waiters();
+            }
+        }
+        diff.batch
+    }
+
+    /// Whether the server refuses subscriptions: waiters poll instead of waiting for a
+    /// confirmation.
+    pub(crate) fn refused(&self) -> bool {
+        self.refused.load(Ordering::Acquire)
+    }
+
+    /// The server refused a subscription for good: every waiter stops waiting for a confirmation
+    /// and polls from now on.
+    pub(super) fn refuse(&self) {
+        self.refused.store(true, Ordering::Release);
+        for (_, channel) in self.channels.lock().values() {
+            channel.confirmed.notify_waiters();
+            channel.wakeups.wake_all();
+        }
+    }
+
+    /// Every channel stops being live; every waiter re-tries now and then waits bounded by the
+    /// PTTL.
+    pub(super) fn connection_lost(&self) {
+        for (_, channel) in self.channels.lock().values() {
+            if channel.subscribed.swap(false, Ordering::AcqRel) {
+                self.live.gone();
+            }
+            channel.heard.notify_waiters();
+            channel.wakeups.wake_all();
+        }
+    }
+}
+
+/// One waiter's interest in a channel. Dropping it releases the interest; the last one
+/// unsubscribes.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    registry: Arc<Registry>,
+    name: String,
+    channel: Arc<Channel>,
+}
+
+impl Subscription {
+    /// Arms this waiter for the channel's next wake-up. Arm before the retry it guards, so a
+    /// message that arrives during the retry is banked instead of lost.
+    pub(crate) fn arm(&self) -> Armed<'_> {
+        self.channel.wakeups.arm()
+    }
+
+    /// Whether the server currently delivers this channel's messages to us.
+    pub(crate) fn is_live(&self) -> bool {
+        self.channel.subscribed.load(Ordering::Acquire)
+    }
+
+    /// Completes once the server has confirmed the subscription, or has refused subscriptions for
+    /// good (then [`Subscription::is_live`] stays false).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn confirmed(&self) {
+        loop {
+            let confirmed = self.channel.confirmed.notified();
+            tokio::pin!(confirmed);
+            let _ = confirmed.as_mut().enable();
+            if self.is_live() || self.registry.refused() {
+                return;
+            }
+            confirmed.await;
+        }
+    }
+
+    /// How many messages the channel has received so far.
+    pub(crate) fn messages(&self) -> u64 {
+        self.channel.messages.load(Ordering::Acquire)
+    }
+
+    /// Where the channel stands now, if it is live.
+    fn mark(&self) -> Option<Mark> {
+        if !self.is_live() {
+            return None;
+        }
+        Some(Mark {
+            period: self.channel.period.load(Ordering::Acquire),
+            messages: self.messages(),
+        })
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut channels = self.registry.channels.lock();
+        if let Some((refs, _)) = channels.get_mut(&self.name) {
+            *refs -= 1;
+            if *refs == 0 {
+                if let Some((_, channel)) = channels.remove(&self.name)
+                    && channel.subscribed.load(Ordering::Acquire)
+                {
+                    self.registry.live.gone();
+                }
+                self.registry.changed.notify_one();
+            }
+        }
+    }
+}
