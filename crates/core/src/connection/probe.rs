@@ -20,7 +20,8 @@ use std::sync::LazyLock;
 
 use redis::{RedisError, Script};
 
-use super::{Commands, refused};
+use super::commands::Commands;
+use super::failure::refused;
 use crate::config::{Config, ProxiedCluster, Topology};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
