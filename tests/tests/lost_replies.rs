@@ -1035,3 +1035,74 @@ async fn an_unconfirmed_renewal_sends_the_hand_off_to_the_script() {
         ctx.settles(&name, &[]).await;
     }
 }
+
+/// Runs a script on `server` that keeps it busy for `busy` (past `busy-reply-threshold`, set here
+/// to 20 ms, every other client's command is refused with `BUSY`).
+async fn keep_busy(server: redis::Client, busy: Duration) {
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(busy * 2));
+    let mut redis = server
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("direct connection");
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("20")
+        .query_async(&mut redis)
+        .await
+        .expect("CONFIG SET busy-reply-threshold");
+    let spin = "local start = redis.call('TIME') \
+                local stop = (start[1] * 1000000 + start[2]) + tonumber(ARGV[1]) \
+                repeat local now = redis.call('TIME') until now[1] * 1000000 + now[2] >= stop \
+                return 1";
+    let _: i64 = redis::cmd("EVAL")
+        .arg(spin)
+        .arg(0)
+        .arg(busy.as_micros().to_string())
+        .query_async(&mut redis)
+        .await
+        .expect("the busy script runs");
+}
+
+/// A hand-off whose reply is lost, then whose re-send Redis refuses (`BUSY`: a script runs past the
+/// busy threshold): the refusal changed nothing, but says nothing of the first send, which ran and
+/// passed the lock. So the release goes on re-sending until a reply tells the outcome, and B holds
+/// the lock once, by the hand-off. Taking the refusal for "did not run" sent B back to Redis, where
+/// its own acquire counted a second hold on top of the one passed to it, which then outlived B's
+/// unlock (the soak's `hand_off_replies_lost_cluster` once saw both).
+#[tokio::test]
+async fn a_hand_off_whose_reply_was_lost_and_whose_re_send_was_refused_passes_once() {
+    let ctx = Ctx::start(Deployment::Single).await;
+    // Re-sends 200 to 400 ms apart: the first falls in the second that Redis is kept busy.
+    let client = Ctx::client_of(&ctx.proxied, |config| {
+        config.retry_delay = Duration::from_millis(400);
+        config.retry_max_delay = Duration::from_millis(400);
+    })
+    .await;
+    let name = "hand-off-re-send-refused";
+    let lock = client.lock(name);
+    let (first, second) = (
+        lock.clone().with_owner(Owner::new()),
+        lock.with_owner(Owner::new()),
+    );
+    let held = first.lock().await.expect("A locks");
+    let mut waiting = pin!(second.lock_with_lease(WAITERS_LEASE));
+    assert!(futures::poll!(&mut waiting).is_pending(), "B waits for A");
+    let armed = ctx.lose_reply_of(LOCK_HAND_OFF, name);
+    let busy = async {
+        armed.fired().await;
+        keep_busy(ctx.proxied.master_of(name).client(), Duration::from_secs(1)).await;
+    };
+    let (_, acquired, ()) = tokio::join!(
+        held.unlock(),
+        tokio::time::timeout(Duration::from_secs(10), &mut waiting),
+        busy
+    );
+    let guard = acquired
+        .expect("B is passed the lock within seconds")
+        .expect("B's acquire");
+    // B's hold, once: nothing of A's, no second count of B's own.
+    assert_eq!(hash(&ctx, name).await, fields([(guard.field(), "1")]));
+    guard.unlock().await.expect("B unlocks");
+    ctx.settles(name, &[]).await;
+}

@@ -751,10 +751,7 @@ async fn settle_hand_off<K: LockWire + ?Sized>(
     settled_in_background(&services, Reconciles::HandOff, name, latch, seen.as_ref());
     // A hand-off that did not say it passed is taken as not passed: the hold it would have passed
     // expires with its lease.
-    let reply = match seen {
-        Some(Ok(reply)) => reply,
-        Some(Err(_)) | None => Value::Nil,
-    };
+    let reply = seen.unwrap_or(Value::Nil);
     // Settled: a release of the hold passed to a waiter that is gone must not wait for it.
     drop(in_flight);
     let from = Releaser {

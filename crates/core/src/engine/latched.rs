@@ -120,6 +120,8 @@ pub(super) async fn send_latched<K: LockWire + ?Sized>(
                     unknown = true;
                     Error::no_synced_replicas(Operation::Unlock, subject, replicas)
                 }
+                // A refused re-send changed nothing, but says nothing of the send before it.
+                Written::Refused(e) if unknown => Error::from_redis(Operation::Unlock, subject, e),
                 Written::Refused(e) => {
                     return Latched::Failed(Error::from_redis(Operation::Unlock, subject, e));
                 }
@@ -147,14 +149,15 @@ pub(super) async fn send_latched<K: LockWire + ?Sized>(
 }
 
 /// Re-sends `call` (a write under a latch, so it applies once) until a reply is seen, backing off
-/// between tries, until `give_up_at`: `Some` with the reply or Redis' refusal, `None` if it gave
-/// up.
+/// between tries, until `give_up_at`: `Some` with the reply, `None` if it gave up. A re-send that
+/// Redis refuses changed nothing but tells nothing of the copies before it, which may have run:
+/// only a reply does, so the re-sends go on.
 pub(super) async fn resend_until_seen(
     services: &Services,
     subject: Subject<'_>,
     call: &ScriptCall,
     give_up_at: Instant,
-) -> Option<redis::RedisResult<Value>> {
+) -> Option<Value> {
     let mut retry = 0;
     loop {
         tokio::time::sleep(services.config.retry_backoff(retry)).await;
@@ -166,8 +169,10 @@ pub(super) async fn resend_until_seen(
             continue;
         };
         match services.commands.write(&mut conn.conn, call).await {
-            Written::Ran(reply) => return Some(Ok(reply)),
-            Written::Refused(e) => return Some(Err(e)),
+            Written::Ran(reply) => return Some(reply),
+            Written::Refused(e) => {
+                tracing::debug!(error = %e, "a re-send of a write in flight was refused");
+            }
             Written::Unsynced { .. } | Written::Unknown(_) => {}
         }
     }
@@ -180,12 +185,11 @@ pub(super) fn settled_in_background(
     reconciles: Reconciles,
     name: &str,
     latch: String,
-    seen: Option<&redis::RedisResult<Value>>,
+    seen: Option<&Value>,
 ) {
-    telemetry::reconciled(reconciles, name, matches!(seen, Some(Ok(_))));
+    telemetry::reconciled(reconciles, name, seen.is_some());
     match seen {
-        Some(Ok(_)) => services.forget_latch(latch),
-        Some(Err(e)) => tracing::warn!(lock = name, error = %e, "a write in flight was refused"),
+        Some(_) => services.forget_latch(latch),
         None => tracing::warn!(
             lock = name,
             "a write in flight gave up; what it holds expires with its lease"
