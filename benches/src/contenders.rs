@@ -54,7 +54,7 @@ impl<C: Contender> Cycle for C {
 /// Which implementation, as named in results and in the worker protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Kind {
+pub(crate) enum ContenderKind {
     Rlock,
     /// rlock whose client records its metrics into an in-memory recorder (the cycle scenario only).
     RlockRecorded,
@@ -62,7 +62,7 @@ pub(crate) enum Kind {
     Rslock,
 }
 
-impl Kind {
+impl ContenderKind {
     pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Rlock => "rlock",

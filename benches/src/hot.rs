@@ -25,14 +25,14 @@ use tokio::time::Instant;
 use crate::Result;
 use crate::child::{ChildProcess, Parent};
 use crate::clock::epoch_ns;
-use crate::contenders::{Contender, Kind, Rlock, Rslock};
+use crate::contenders::{Contender, ContenderKind, Rlock, Rslock};
 use crate::scenarios::WorkerTask as Task;
 use crate::stats;
 
 /// One worker process's job.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct WorkerTask {
-    pub(crate) kind: Kind,
+    pub(crate) kind: ContenderKind,
     pub(crate) url: String,
     pub(crate) name: String,
     pub(crate) tasks: usize,
@@ -146,16 +146,16 @@ impl Workers {
 /// The worker process: connects, warms up, reports ready, and on `Go` contends until told to stop.
 pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
     match task.kind {
-        Kind::Rlock => {
+        ContenderKind::Rlock => {
             let mut config = rlock_redisson::Config::new(task.url.as_str());
             if let Some(on) = task.local_handoff {
                 config.local_handoff = on;
             }
             contend(Rlock::with_config(config).await?, &task, &mut parent).await
         }
-        Kind::Rslock => contend(Rslock::new(&task.url), &task, &mut parent).await,
-        Kind::Raw => Err("the raw scripts cannot wait for a lock".into()),
-        Kind::RlockRecorded => Err("only the cycle scenario records metrics".into()),
+        ContenderKind::Rslock => contend(Rslock::new(&task.url), &task, &mut parent).await,
+        ContenderKind::Raw => Err("the raw scripts cannot wait for a lock".into()),
+        ContenderKind::RlockRecorded => Err("only the cycle scenario records metrics".into()),
     }
 }
 

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 use rlock_tests::RedisServer;
 
-use crate::contenders::Kind;
+use crate::contenders::ContenderKind;
 use crate::probe::Probe;
 use crate::report::{Machine, Results};
 use crate::scenarios::{Plan, Scenario, contended, cycle, handoff, throughput, waiters, watchdog};
@@ -142,7 +142,7 @@ async fn run(
             ..plan.contended
         };
         for params in [plan.contended, barging] {
-            for kind in [Kind::Rlock, Kind::Rslock] {
+            for kind in [ContenderKind::Rlock, ContenderKind::Rslock] {
                 progress(&format!(
                     "scenarios 3, 4 (and 7): contended hand-off, {}, {} µs think time",
                     kind.label(),

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::contenders::Kind;
+use crate::contenders::ContenderKind;
 use crate::scenarios::{Plan, Scenario, contended, cycle, handoff, throughput, waiters, watchdog};
 use crate::stats::{Spread, Summary, ratio};
 
@@ -55,14 +55,14 @@ impl Results {
     /// Judges the goals from the measurements.
     pub(crate) fn judge(&mut self) {
         let mut goals = Vec::new();
-        if let Some(raw) = find(&self.cycle, Kind::Raw, |m| m.kind) {
+        if let Some(raw) = find(&self.cycle, ContenderKind::Raw, |m| m.kind) {
             for (kind, goal) in [
                 (
-                    Kind::Rlock,
+                    ContenderKind::Rlock,
                     "uncontended cycle ≤ 1.15× the raw two-EVALSHA baseline (p50)",
                 ),
                 (
-                    Kind::RlockRecorded,
+                    ContenderKind::RlockRecorded,
                     "uncontended cycle with a metrics recorder ≤ 1.15× the raw baseline (p50)",
                 ),
             ] {
@@ -83,8 +83,8 @@ impl Results {
                 });
             }
         }
-        let rlock = self.contended(Kind::Rlock, false);
-        let rslock = self.contended(Kind::Rslock, false);
+        let rlock = self.contended(ContenderKind::Rlock, false);
+        let rslock = self.contended(ContenderKind::Rslock, false);
         if let Some(rlock) = rlock {
             let value = ratio(rlock.handoff.p50_us, self.round_trip.p50_us);
             goals.push(Goal {
@@ -208,7 +208,7 @@ impl Results {
             self.cycle_rows(&mut table);
         }
         let tput = |kind| find(&self.throughput, kind, |m| m.kind);
-        if let (Some(r), Some(raw)) = (tput(Kind::Rlock), tput(Kind::Raw)) {
+        if let (Some(r), Some(raw)) = (tput(ContenderKind::Rlock), tput(ContenderKind::Raw)) {
             table.row([
                 "2".into(),
                 format!(
@@ -247,9 +247,12 @@ impl Results {
 
     fn cycle_rows(&self, table: &mut Table) {
         let cycle = |kind| find(&self.cycle, kind, |m| m.kind);
-        let (c_rlock, c_raw, c_rslock) =
-            (cycle(Kind::Rlock), cycle(Kind::Raw), cycle(Kind::Rslock));
-        let c_recorded = cycle(Kind::RlockRecorded);
+        let (c_rlock, c_raw, c_rslock) = (
+            cycle(ContenderKind::Rlock),
+            cycle(ContenderKind::Raw),
+            cycle(ContenderKind::Rslock),
+        );
+        let c_recorded = cycle(ContenderKind::RlockRecorded);
         let latency = |m: Option<&cycle::Measured>, f: fn(&Summary) -> f64| {
             m.map_or(f64::NAN, |m| f(&m.latency))
         };
@@ -298,8 +301,8 @@ impl Results {
     }
 
     fn contended_rows(&self, table: &mut Table) {
-        let rlock = self.contended(Kind::Rlock, false);
-        let rslock = self.contended(Kind::Rslock, false);
+        let rlock = self.contended(ContenderKind::Rlock, false);
+        let rslock = self.contended(ContenderKind::Rslock, false);
         let contended_row = |table: &mut Table,
                              measure: String,
                              f: &dyn Fn(&contended::Measured) -> f64,
@@ -423,8 +426,8 @@ impl Results {
         }
 
         let (barging_rlock, barging_rslock) = (
-            self.contended(Kind::Rlock, true),
-            self.contended(Kind::Rslock, true),
+            self.contended(ContenderKind::Rlock, true),
+            self.contended(ContenderKind::Rslock, true),
         );
         if let (Some(r), Some(rs)) = (barging_rlock, barging_rslock) {
             table.row([
@@ -503,7 +506,7 @@ impl Results {
 
 impl Results {
     /// Scenario 3's measurement of `kind`, with think time or without (`barging`).
-    fn contended(&self, kind: Kind, barging: bool) -> Option<&contended::Measured> {
+    fn contended(&self, kind: ContenderKind, barging: bool) -> Option<&contended::Measured> {
         self.contended
             .iter()
             .find(|m| m.kind == kind && (m.think_us == 0) == barging)
@@ -789,7 +792,7 @@ fn handoff_tables(h: &handoff::Measured) -> String {
             String::new()
         };
         let lock = match setting.kind {
-            Kind::Rslock => "rslock",
+            ContenderKind::Rslock => "rslock",
             _ if on => "rlock, hand-off on",
             _ => "rlock, hand-off off",
         };
@@ -917,7 +920,7 @@ fn broken_note(setting: &handoff::Setting) -> &'static str {
     }
 }
 
-fn find<T>(items: &[T], kind: Kind, kind_of: fn(&T) -> Kind) -> Option<&T> {
+fn find<T>(items: &[T], kind: ContenderKind, kind_of: fn(&T) -> ContenderKind) -> Option<&T> {
     items.iter().find(|item| kind_of(item) == kind)
 }
 

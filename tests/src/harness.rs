@@ -1,8 +1,10 @@
 //! Small helpers shared by the integration tests: clients with tweaked configs, raw connections,
-//! and command counters read from `INFO commandstats`.
+//! command counters read from `INFO commandstats`, and the wall clock in epoch ms.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::AsyncCommands;
 
 use crate::RedisServer;
 
@@ -63,6 +65,32 @@ pub async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
         .get_multiplexed_async_connection()
         .await
         .expect("raw connection")
+}
+
+/// A plain blocking connection to `server` with short timeouts (2 s to connect, 5 s to read), for
+/// setup, inspection and faults from threads.
+pub fn raw_blocking(server: &RedisServer) -> redis::Connection {
+    let conn = server
+        .client()
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .expect("blocking connection");
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("read timeout");
+    conn
+}
+
+/// Whether `key` exists (`EXISTS`).
+pub async fn exists(redis: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
+    redis.exists(key).await.expect("EXISTS")
+}
+
+/// The wall clock in epoch ms (Java's `System.currentTimeMillis()`): the clock of expirable permits'
+/// expiries and fair-lock deadlines, the scripts' `now`.
+pub fn epoch_ms() -> u64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is after 1970");
+    u64::try_from(since_epoch.as_millis()).expect("epoch ms fit a u64")
 }
 
 /// Calls per command name (lower case, e.g. `evalsha`, `publish`) from `INFO commandstats`.

@@ -20,6 +20,7 @@
 
 pub mod harness;
 pub mod history;
+pub mod kinds;
 pub mod logs;
 pub mod proxied;
 pub mod proxy;

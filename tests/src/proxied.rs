@@ -205,7 +205,7 @@ fn wait_for_replica(master: &RedisServer) {
     loop {
         let info: String = redis::cmd("INFO")
             .arg("replication")
-            .query(&mut crate::topology::connect(master))
+            .query(&mut crate::harness::raw_blocking(master))
             .unwrap_or_default();
         if info.contains("connected_slaves:1") && info.contains("state=online") {
             return;

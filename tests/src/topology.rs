@@ -10,25 +10,15 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{Commands, ConnectionLike};
+use redis::ConnectionLike;
 
 use crate::RedisServer;
+use crate::harness::raw_blocking;
 
 /// How long a topology may take to converge.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Redis Cluster's slot count.
 const SLOTS: u16 = 16384;
-
-/// A synchronous connection to `server` with short timeouts, for setup and inspection.
-pub fn connect(server: &RedisServer) -> redis::Connection {
-    let conn = server
-        .client()
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .expect("connect to a topology node");
-    conn.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("set read timeout");
-    conn
-}
 
 /// Polls `check` every 50 ms until it holds, panicking with `what` after [`SETTLE_TIMEOUT`].
 fn settle(what: &str, mut check: impl FnMut() -> bool) {
@@ -81,7 +71,7 @@ impl Cluster {
             let _: () = redis::cmd("CLUSTER")
                 .arg("SET-CONFIG-EPOCH")
                 .arg(epoch)
-                .query(&mut connect(node))
+                .query(&mut raw_blocking(node))
                 .expect("CLUSTER SET-CONFIG-EPOCH");
         }
         let first = self.nodes[0].port();
@@ -90,7 +80,7 @@ impl Cluster {
                 .arg("MEET")
                 .arg("127.0.0.1")
                 .arg(first)
-                .query(&mut connect(node))
+                .query(&mut raw_blocking(node))
                 .expect("CLUSTER MEET");
         }
         let per_master = SLOTS / self.masters as u16;
@@ -105,7 +95,7 @@ impl Cluster {
                 .arg("ADDSLOTSRANGE")
                 .arg(start)
                 .arg(end)
-                .query(&mut connect(master))
+                .query(&mut raw_blocking(master))
                 .expect("CLUSTER ADDSLOTSRANGE");
         }
         let total = self.nodes.len();
@@ -113,7 +103,7 @@ impl Cluster {
             self.nodes.iter().all(|node| {
                 let nodes: String = redis::cmd("CLUSTER")
                     .arg("NODES")
-                    .query(&mut connect(node))
+                    .query(&mut raw_blocking(node))
                     .unwrap_or_default();
                 nodes.lines().count() == total
             })
@@ -125,7 +115,7 @@ impl Cluster {
                 redis::cmd("CLUSTER")
                     .arg("REPLICATE")
                     .arg(&id)
-                    .query::<()>(&mut connect(replica))
+                    .query::<()>(&mut raw_blocking(replica))
                     .is_ok()
             });
         }
@@ -133,7 +123,7 @@ impl Cluster {
             self.nodes.iter().all(|node| {
                 let info: String = redis::cmd("CLUSTER")
                     .arg("INFO")
-                    .query(&mut connect(node))
+                    .query(&mut raw_blocking(node))
                     .unwrap_or_default();
                 info.contains("cluster_state:ok")
             })
@@ -142,7 +132,7 @@ impl Cluster {
             self.nodes[self.masters..].iter().all(|replica| {
                 let info: String = redis::cmd("INFO")
                     .arg("replication")
-                    .query(&mut connect(replica))
+                    .query(&mut raw_blocking(replica))
                     .unwrap_or_default();
                 info.contains("master_link_status:up")
             })
@@ -207,7 +197,7 @@ impl Cluster {
             self.live_nodes().all(|node| {
                 let info: String = redis::cmd("CLUSTER")
                     .arg("INFO")
-                    .query(&mut connect(node))
+                    .query(&mut raw_blocking(node))
                     .unwrap_or_default();
                 info.contains("cluster_state:ok") && slot_owner_port(node, slot) == Some(owner)
             })
@@ -229,12 +219,12 @@ impl Cluster {
                 .arg(slot)
                 .arg(state)
                 .arg(id)
-                .query(&mut connect(node))
+                .query(&mut raw_blocking(node))
                 .expect("CLUSTER SETSLOT");
         };
         setslot(to, "IMPORTING", &from_id);
         setslot(from, "MIGRATING", &to_id);
-        let mut source = connect(from);
+        let mut source = raw_blocking(from);
         loop {
             let keys: Vec<String> = redis::cmd("CLUSTER")
                 .arg("GETKEYSINSLOT")
@@ -271,7 +261,7 @@ impl Cluster {
 pub fn node_id(node: &RedisServer) -> String {
     redis::cmd("CLUSTER")
         .arg("MYID")
-        .query(&mut connect(node))
+        .query(&mut raw_blocking(node))
         .expect("CLUSTER MYID")
 }
 
@@ -279,7 +269,7 @@ fn key_slot(node: &RedisServer, key: &str) -> u16 {
     redis::cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key)
-        .query(&mut connect(node))
+        .query(&mut raw_blocking(node))
         .expect("CLUSTER KEYSLOT")
 }
 
@@ -292,7 +282,7 @@ fn owns_slot(master: &RedisServer, slot: u16) -> bool {
 fn slot_owner_port(node: &RedisServer, slot: u16) -> Option<u16> {
     let ranges: Vec<redis::Value> = redis::cmd("CLUSTER")
         .arg("SLOTS")
-        .query(&mut connect(node))
+        .query(&mut raw_blocking(node))
         .ok()?;
     ranges.into_iter().find_map(|range| {
         let redis::Value::Array(range) = range else {
@@ -348,7 +338,7 @@ impl SentinelSetup {
             .iter()
             .map(|replica| {
                 let announced = watched(replica);
-                let mut conn = connect(replica);
+                let mut conn = raw_blocking(replica);
                 let _: () = redis::cmd("CONFIG")
                     .arg("SET")
                     .arg("replica-announce-port")
@@ -391,7 +381,7 @@ impl SentinelSetup {
                 let master: Vec<String> = redis::cmd("SENTINEL")
                     .arg("MASTER")
                     .arg(Self::MASTER_NAME)
-                    .query(&mut connect(sentinel))
+                    .query(&mut raw_blocking(sentinel))
                     .unwrap_or_default();
                 let field = |name: &str| {
                     master
@@ -408,7 +398,7 @@ impl SentinelSetup {
             self.replicas.iter().all(|replica| {
                 let info: String = redis::cmd("INFO")
                     .arg("replication")
-                    .query(&mut connect(replica))
+                    .query(&mut raw_blocking(replica))
                     .unwrap_or_default();
                 info.contains("master_link_status:up")
             })
@@ -458,7 +448,7 @@ impl SentinelSetup {
                 Some(&self.replicas[index])
             });
             promoted.is_some_and(|replica| {
-                let mut conn = connect(replica);
+                let mut conn = raw_blocking(replica);
                 conn.is_open()
                     && redis::cmd("INFO")
                         .arg("replication")
@@ -468,9 +458,4 @@ impl SentinelSetup {
         });
         promoted.map_or(self.master.port(), RedisServer::port)
     }
-}
-
-/// Whether `key` exists on `server` (a sanity helper for topology tests).
-pub fn exists(server: &RedisServer, key: &str) -> bool {
-    connect(server).exists(key).unwrap_or(false)
 }

@@ -11,9 +11,10 @@ use rlock_redisson::{
     Client, Config, Credentials, CredentialsProvider, Error, Owner, ProxiedCluster, blocking,
 };
 use rlock_tests::RedisServer;
+use rlock_tests::harness::raw_blocking;
 use rlock_tests::harness::{command_calls, eventually, raw};
 use rlock_tests::logs::Captured;
-use rlock_tests::topology::{Cluster, connect};
+use rlock_tests::topology::Cluster;
 
 const NAMES: [&str; 4] = ["proxied:a", "proxied:b", "proxied:c", "proxied:d"];
 
@@ -27,7 +28,7 @@ fn cluster_behind_one_address() -> Cluster {
             redis::cmd("CLUSTER")
                 .arg("KEYSLOT")
                 .arg(name)
-                .query(&mut connect(&cluster.masters()[0]))
+                .query(&mut raw_blocking(&cluster.masters()[0]))
                 .expect("CLUSTER KEYSLOT")
         })
         .collect();
@@ -62,7 +63,7 @@ fn hold_watchdog_locks(node: &RedisServer, config: Config) -> Held {
         .map(|name| client.lock(*name).lock().expect("locked"))
         .collect();
     std::thread::sleep(Duration::from_millis(2500));
-    let mut redis = connect(node);
+    let mut redis = raw_blocking(node);
     let lost = NAMES
         .iter()
         .zip(&guards)
@@ -162,7 +163,7 @@ fn server_with_user(denied: &[&str]) -> (RedisServer, String) {
         .arg("SETUSER")
         .arg("app")
         .arg(&rules)
-        .query(&mut connect(&server))
+        .query(&mut raw_blocking(&server))
         .expect("ACL SETUSER");
     let url = format!("redis://app:pw@127.0.0.1:{}/", server.port());
     (server, url)

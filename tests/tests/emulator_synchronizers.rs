@@ -12,6 +12,7 @@ use futures::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use rlock_tests::RedisServer;
+use rlock_tests::harness::{epoch_ms, raw};
 use rlock_tests::redisson::{
     JavaClient, NON_EXPIRING_SCORE, RedissonVersion, count_down_latch_channel, semaphore_channel,
 };
@@ -39,15 +40,6 @@ async fn java_of(server: &RedisServer, version: RedissonVersion) -> JavaClient {
     JavaClient::connect(&server.url(), version)
         .await
         .expect("emulated client connects")
-}
-
-/// A plain connection, to look at keys.
-async fn redis(server: &RedisServer) -> MultiplexedConnection {
-    let client = server.client();
-    client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("plain connection")
 }
 
 /// How many connections subscribe `channel` (`PUBSUB NUMSUB`).
@@ -143,14 +135,6 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The client's clock in epoch ms, as the scripts' `now`.
-fn epoch_ms() -> i64 {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970");
-    i64::try_from(since_epoch.as_millis()).expect("epoch ms fit")
-}
-
 // ===== RSemaphore (§8.5) =====
 
 /// Eight tasks on four clients share two permits, with both waiting calls: never more than two
@@ -205,7 +189,7 @@ async fn semaphore_permits_are_never_exceeded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semaphore_release_wakes_a_waiter_on_another_client() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let (a, b) = (java(&server).await, java(&server).await);
     let releaser = a.get_semaphore("sem:wake");
     assert!(releaser.try_set_permits(0).await.expect("trySetPermits"));
@@ -236,7 +220,7 @@ async fn a_semaphore_release_wakes_a_waiter_on_another_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semaphore_message_wakes_as_many_local_waiters_as_it_counts() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let (a, b) = (java(&server).await, java(&server).await);
     let releaser = a.get_semaphore("sem:many");
     assert!(releaser.try_set_permits(0).await.expect("trySetPermits"));
@@ -266,7 +250,7 @@ async fn a_semaphore_message_wakes_as_many_local_waiters_as_it_counts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_keys_and_messages_are_javas() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let java = java(&server).await;
     let mut listener = Listener::start(&server).await;
     let semaphore = java.get_semaphore("sem");
@@ -367,7 +351,7 @@ async fn the_publish_command_is_an_argument_from_3_22() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_version_runs_the_synchronizers_alike() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let mut listener = Listener::start(&server).await;
     for version in RedissonVersion::ALL {
         let java = java_of(&server, version).await;
@@ -407,7 +391,7 @@ async fn every_version_runs_the_synchronizers_alike() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permit_ids_are_stored_as_16_raw_bytes() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let java = java(&server).await;
     let semaphore = java.get_permit_expirable_semaphore("pes");
     assert_eq!(semaphore.timeout_name(), "{pes}:timeout");
@@ -435,7 +419,7 @@ async fn permit_ids_are_stored_as_16_raw_bytes() {
     assert!(members.iter().all(|(member, _)| member.len() == 16));
     let ids: Vec<String> = members.iter().map(|(member, _)| hex(member)).collect();
     assert_eq!(ids, [leased.clone(), kept.clone()]);
-    let expiry: i64 = members[0].1.parse().expect("integral score");
+    let expiry: u64 = members[0].1.parse().expect("integral score");
     assert!((before + 60_000..=epoch_ms() + 60_000).contains(&expiry));
     assert_eq!(members[1].1, NON_EXPIRING_SCORE);
 
@@ -477,7 +461,7 @@ async fn permit_ids_are_stored_as_16_raw_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_permits_are_reclaimed_by_the_next_acquire() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let (a, b) = (java(&server).await, java(&server).await);
     let holder = a.get_permit_expirable_semaphore("pes:expiry");
     assert!(holder.try_set_permits(1).await.expect("trySetPermits"));
@@ -527,7 +511,7 @@ async fn expired_permits_are_reclaimed_by_the_next_acquire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_release_wakes_a_waiter_on_another_client() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let (a, b) = (java(&server).await, java(&server).await);
     let holder = a.get_permit_expirable_semaphore("pes:wake");
     assert!(holder.try_set_permits(1).await.expect("trySetPermits"));
@@ -591,7 +575,7 @@ async fn permit_counts_and_list_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_count_down_to_zero_opens_waiters_on_another_client() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let (a, b) = (java(&server).await, java(&server).await);
     let counter = a.get_count_down_latch("cdl:open");
     assert!(counter.try_set_count(2).await.expect("trySetCount"));
@@ -637,7 +621,7 @@ async fn a_count_down_to_zero_opens_waiters_on_another_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn count_down_latch_keys_and_messages_are_javas() {
     let server = RedisServer::start();
-    let mut redis = redis(&server).await;
+    let mut redis = raw(&server).await;
     let java = java(&server).await;
     let mut listener = Listener::start(&server).await;
     let latch = java.get_count_down_latch("cdl");

@@ -9,6 +9,8 @@ use redis::AsyncCommands;
 use rlock_redisson::{Client, Config, Error, Operation, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
+use rlock_tests::redisson::KINDS;
+use rlock_tests::rlock_object;
 
 /// A client with short deadlines, so that the failures below come quickly.
 fn quick(url: String) -> Config {
@@ -168,45 +170,29 @@ async fn every_kind_names_itself_and_the_object_in_its_errors() {
     let mut redis = harness::raw(&server).await;
     let key = "errors:kinds";
     let () = redis.rpush(key, "x").await.expect("RPUSH");
-    let rw = client.read_write_lock(key);
-    let locks = [
-        ("lock", client.lock(key).try_lock().await.map(drop)),
-        (
-            "fair lock",
-            client.fair_lock(key).try_lock().await.map(drop),
-        ),
-        (
-            "spin lock",
-            client.spin_lock(key).try_lock().await.map(drop),
-        ),
-        (
-            "fenced lock",
-            client.fenced_lock(key).try_lock().await.map(drop),
-        ),
-        ("read lock", rw.read().try_lock().await.map(drop)),
-        ("write lock", rw.write().try_lock().await.map(drop)),
-        (
-            "non-reentrant lock",
-            client.non_reentrant_lock(key).try_lock().await.map(drop),
-        ),
-        (
-            "non-reentrant fair lock",
-            client
-                .non_reentrant_fair_lock(key)
-                .try_lock()
-                .await
-                .map(drop),
-        ),
-        (
-            "fair lock",
-            client
-                .fair_lock(key)
-                .hold_count_of(Owner::new())
-                .await
-                .map(drop),
-        ),
-        ("write lock", rw.write().force_unlock().await.map(drop)),
-    ];
+    let mut locks = Vec::new();
+    for kind in KINDS {
+        let lock = kind.rlock(&client, key);
+        let outcome = rlock_object!(lock, lock => lock.try_lock().await.map(drop));
+        locks.push((kind.described_as(), outcome));
+    }
+    locks.push((
+        "fair lock",
+        client
+            .fair_lock(key)
+            .hold_count_of(Owner::new())
+            .await
+            .map(drop),
+    ));
+    locks.push((
+        "write lock",
+        client
+            .read_write_lock(key)
+            .write()
+            .force_unlock()
+            .await
+            .map(drop),
+    ));
     for (kind, outcome) in locks {
         assert_wrong_type(&outcome.expect_err(kind), kind, key);
     }

@@ -8,7 +8,7 @@
 //!
 //! The scenarios whose faults hit what differs between lock kinds (holds, waits and queues; wake-ups
 //! over pub/sub; undoing dropped acquires) run over every kind, as `<scenario>::<kind>` (see
-//! [`Kind`]): `rw` mixes readers and writers of one read-write lock under the reader-writer model,
+//! [`FleetKind`]): `rw` mixes readers and writers of one read-write lock under the reader-writer model,
 //! and the histories of the kinds that queue (the fair lock, the non-reentrant fair lock) are also
 //! held to FIFO order. The non-reentrant kinds' cases of the scenarios that only replay their
 //! twins' channels and hand-offs are left to the soak (ignored here, for the suite's budget). The
@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 
 use rlock_redisson::{Error, Owner};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client_with, eventually, raw};
-use rlock_tests::history::fleet::Kind;
+use rlock_tests::harness::{client_with, epoch_ms, eventually, raw, raw_blocking};
+use rlock_tests::history::fleet::FleetKind;
 use rlock_tests::history::{
     DoubleApplies, Event, FaultKind, Fleet, Operator, Report, Summary, WorkerSpec, local_hand_offs,
     now_ns, publish, scenario_length as length,
 };
+use rlock_tests::kind_matrix;
 
 const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
 
@@ -37,17 +38,6 @@ const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
 fn conclude(scenario: &str, report: &Report) {
     publish(&report.summary(scenario));
     report.assert_sound();
-}
-
-/// A plain blocking connection for injecting faults.
-fn admin(server: &RedisServer) -> redis::Connection {
-    let conn = server
-        .client()
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .expect("admin connection");
-    conn.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("read timeout");
-    conn
 }
 
 fn client_pause(admin: &mut redis::Connection, pause: Duration) {
@@ -110,63 +100,100 @@ fn the_checker_catches_two_holders_of_one_lock() {
     assert!(!report.violations().is_empty());
 }
 
-/// The kind-generic scenarios below, one test per kind: `<scenario>::<kind>`.
-macro_rules! over_kinds {
-    ($($scenario:ident: [$($(#[$attr:meta])* $test:ident: $kind:ident),+ $(,)?];)+) => {$(
-        mod $scenario {
-            $(
-                #[test]
-                $(#[$attr])*
-                fn $test() {
-                    super::$scenario(super::Kind::$kind);
-                }
-            )+
+/// One kind's case of a kind-generic scenario below ([`kind_matrix!`]): `<scenario>::<kind>`.
+macro_rules! fleet_case {
+    ($scenario:ident () [$(#[$attr:meta])*] $test:ident: $kind:ident $(($object:path))?) => {
+        #[test]
+        $(#[$attr])*
+        fn $test() {
+            super::$scenario(super::FleetKind::$kind);
+        }
+    };
+}
+
+kind_matrix! {
+    a_killed_holder_frees_its_lock_within_the_watchdog_timeout => fleet_case!(),
+    also { rw: Rw },
+}
+
+// The non-reentrant kinds' channels and wake-ups are their twins': the suite's budget leaves their
+// cases here, and of the hand-offs (their twin's script), to the soak.
+kind_matrix! {
+    waiters_acquire_through_killed_subscriber_connections => fleet_case!(),
+    skip { spin: "its waiters poll and nothing is published: no subscriber connection to kill" },
+    ignore {
+        non_reentrant: "suite budget: the twin kind's case covers it; scripts/soak.sh runs it",
+        non_reentrant_fair: "suite budget: the twin kind's case covers it; scripts/soak.sh runs it",
+    },
+    also { rw: Rw },
+}
+
+kind_matrix! {
+    cancellation_storms_leave_no_stray_field_in_any_lock => fleet_case!(),
+    also { rw: Rw },
+}
+
+// The kinds whose hand-offs can be counted (the script's `HDEL`, see `local_hand_offs`, plus the
+// free ones the workers report).
+kind_matrix! {
+    hand_offs_survive_killed_holders_and_cancellation_storms => fleet_case!(),
+    skip {
+        fair: "no local hand-off: the queue's head takes the lock",
+        spin: "no local hand-off: its waiters poll",
+        read: "readers share: nothing is handed off",
+        write: "its hand-offs are not the lock's `HDEL`: faults_proxy.rs's and lost_replies.rs's \
+            cases play its hand-off script",
+        non_reentrant_fair: "no local hand-off: the queue's head takes the lock",
+    },
+    ignore {
+        non_reentrant: "suite budget: the twin kind's case covers it; scripts/soak.sh runs it",
+    },
+}
+
+// The kinds whose holds pass freely (no Redis command) between watchdog holds.
+kind_matrix! {
+    free_hand_offs_survive_force_unlocks_and_one_shot_tries => fleet_case!(),
+    skip {
+        fair: "no local hand-off: the queue's head takes the lock",
+        spin: "no local hand-off: its waiters poll",
+        fenced: "each hold takes a new token in Redis: none passes freely",
+        read: "readers share: nothing is handed off",
+        write: "its hand-offs run its script: none passes freely",
+        non_reentrant_fair: "no local hand-off: the queue's head takes the lock",
+    },
+    ignore {
+        non_reentrant: "suite budget: the twin kind's case covers it; scripts/soak.sh runs it",
+    },
+}
+
+/// What users do (`Users`): on the reentrant lock, whose holds pass freely in long streaks, and
+/// with the five kinds that share a lock's hash mixed on each name (`mixed`).
+macro_rules! what_users_do {
+    ($($scenario:ident),+ $(,)?) => {$(
+        kind_matrix! {
+            $scenario => fleet_case!(),
+            skip {
+                fair: "in `mixed`",
+                spin: "in `mixed`",
+                fenced: "in `mixed`",
+                read: "its holds do not share the lock's hash",
+                write: "its holds do not share the lock's hash",
+                non_reentrant: "in `mixed`",
+                non_reentrant_fair: "not one of the kinds `mixed` mixes (`HASH_SHARING`)",
+            },
+            also { mixed: Mixed },
         }
     )+};
 }
 
-over_kinds! {
-    a_killed_holder_frees_its_lock_within_the_watchdog_timeout: [
-        lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
-        non_reentrant: NonReentrant, non_reentrant_fair: NonReentrantFair,
-    ];
-    // Spin-lock waiters poll and nothing is published: there is no subscriber connection to kill.
-    // The non-reentrant kinds' channels and wake-ups are their twins': the suite's budget leaves
-    // their cases here, and of the hand-offs (their twin's script), to the soak.
-    waiters_acquire_through_killed_subscriber_connections: [
-        lock: Lock, fair: Fair, fenced: Fenced, read: Read, write: Write, rw: Rw,
-        #[ignore = "suite budget: the twin kind's case covers it; scripts/soak.sh runs it"]
-        non_reentrant: NonReentrant,
-        #[ignore = "suite budget: the twin kind's case covers it; scripts/soak.sh runs it"]
-        non_reentrant_fair: NonReentrantFair,
-    ];
-    cancellation_storms_leave_no_stray_field_in_any_lock: [
-        lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
-        non_reentrant: NonReentrant, non_reentrant_fair: NonReentrantFair,
-    ];
-    // The kinds whose hand-offs can be counted (the script's `HDEL`, see `local_hand_offs`, plus
-    // the free ones the workers report); the write lock's are in `faults_proxy.rs`'s and
-    // `lost_replies.rs`'s scripts' cases.
-    hand_offs_survive_killed_holders_and_cancellation_storms: [
-        lock: Lock, fenced: Fenced,
-        #[ignore = "suite budget: the twin kind's case covers it; scripts/soak.sh runs it"]
-        non_reentrant: NonReentrant,
-    ];
-    // The kinds whose holds pass freely (no Redis command) between watchdog holds.
-    free_hand_offs_survive_force_unlocks_and_one_shot_tries: [
-        lock: Lock,
-        #[ignore = "suite budget: the twin kind's case covers it; scripts/soak.sh runs it"]
-        non_reentrant: NonReentrant,
-    ];
-    // What users do (`Users`): on the reentrant lock, whose holds pass freely in long streaks, and
-    // with the five kinds that share a lock's hash mixed on each name.
-    re_entries_and_two_futures_of_one_owner: [lock: Lock, mixed: Mixed];
-    force_unlocks_of_every_kind_local_and_remote: [lock: Lock, mixed: Mixed];
-    silent_deletes_by_an_operator: [lock: Lock, mixed: Mixed];
-}
+what_users_do!(
+    re_entries_and_two_futures_of_one_owner,
+    force_unlocks_of_every_kind_local_and_remote,
+    silent_deletes_by_an_operator,
+);
 
 /// A scenario's name in the figures, with the kind it ran on.
-fn scenario(what: &str, kind: Kind) -> String {
+fn scenario(what: &str, kind: FleetKind) -> String {
     format!("{what} ({})", kind.name())
 }
 
@@ -184,10 +211,10 @@ fn scenario(what: &str, kind: Kind) -> String {
 /// reader's hold is shared with live readers rather than passed on (readers are admitted while
 /// writers wait, so writers may wait as long as readers keep coming), and what must free is its
 /// timeout key.
-fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout(kind: Kind) {
+fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout(kind: FleetKind) {
     const WATCHDOG: Duration = Duration::from_secs(1);
     let server = RedisServer::start();
-    let mut admin = admin(&server);
+    let mut admin = raw_blocking(&server);
     let mut fleet = Fleet::new(TORTURE, &server.url());
     let base = WorkerSpec {
         watchdog: WATCHDOG,
@@ -196,7 +223,7 @@ fn a_killed_holder_frees_its_lock_within_the_watchdog_timeout(kind: Kind) {
         ..WorkerSpec::new(&["kill:a", "kill:b"])
     };
     let victim_kinds = match kind {
-        Kind::Rw => vec![Kind::Write, Kind::Read],
+        FleetKind::Rw => vec![FleetKind::Write, FleetKind::Read],
         _ => vec![kind],
     };
     // How long a round takes at most, on a quiet machine: the kill, the lease running out, the rest
@@ -377,7 +404,7 @@ fn a_killed_waiter_is_purged_at_its_deadline(
         last_seen = entry.or(last_seen.take());
         gone
     });
-    let purged_at_ms = epoch_ms();
+    let purged_at_ms = i64::try_from(epoch_ms()).expect("epoch ms fit an i64");
     let (position, deadline_ms) = last_seen.expect("the waiter was queued");
     assert!(purged, "the killed waiter was purged");
     assert_eq!(position, 0, "the killed waiter was seen blocking the queue");
@@ -437,14 +464,6 @@ fn read_hold_keys(admin: &mut redis::Connection, name: &str, node: &str) -> usiz
     keys.len()
 }
 
-/// The wall clock in epoch ms, the clock of fair-lock deadlines.
-fn epoch_ms() -> i64 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970");
-    i64::try_from(since.as_millis()).expect("epoch ms fit an i64")
-}
-
 /// Polls `check` every 5 ms until it returns true or `limit` passes; returns whether it did.
 fn eventually_sync(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + limit;
@@ -460,10 +479,10 @@ fn eventually_sync(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 }
 
 /// Subscriber connections killed again and again: waiters re-subscribe and still acquire promptly.
-fn waiters_acquire_through_killed_subscriber_connections(kind: Kind) {
+fn waiters_acquire_through_killed_subscriber_connections(kind: FleetKind) {
     const WATCHDOG: Duration = Duration::from_secs(2);
     let server = RedisServer::start();
-    let mut admin = admin(&server);
+    let mut admin = raw_blocking(&server);
     let mut fleet = Fleet::new(TORTURE, &server.url());
     let run = length(Duration::from_secs(3));
     let spec = WorkerSpec {
@@ -508,7 +527,7 @@ async fn a_lost_unlock_message_costs_a_reconnect_not_a_lease() {
     let server = RedisServer::start();
     let holder = client_with(&server, |_| {}).await;
     let waiter = client_with(&server, |_| {}).await;
-    let mut admin = admin(&server);
+    let mut admin = raw_blocking(&server);
     let mut redis = raw(&server).await;
     let rounds = length(Duration::from_secs(10)).as_secs() * 2;
     let mut delays = Vec::new();
@@ -578,7 +597,7 @@ fn client_pause_and_a_frozen_server_are_bounded_and_recovered() {
     const WATCHDOG: Duration = Duration::from_secs(3);
     const OUTAGE: Duration = Duration::from_millis(1200);
     let server = RedisServer::start();
-    let mut admin = admin(&server);
+    let mut admin = raw_blocking(&server);
     let mut fleet = Fleet::new(TORTURE, &server.url());
     let run = length(Duration::from_secs(5));
     let spec = WorkerSpec {
@@ -782,7 +801,7 @@ fn a_restart_with_aof_mid_run_is_survived() {
     // The restarted server had no scripts: clients got NOSCRIPT, loaded them and went on.
     let info: String = redis::cmd("INFO")
         .arg("errorstats")
-        .query(&mut admin(&server))
+        .query(&mut raw_blocking(&server))
         .expect("INFO errorstats");
     assert!(
         info.lines()
@@ -792,9 +811,9 @@ fn a_restart_with_aof_mid_run_is_survived() {
 }
 
 /// Acquires dropped at random points, also mid-script: no hold, queue entry or read-hold key is left.
-fn cancellation_storms_leave_no_stray_field_in_any_lock(kind: Kind) {
+fn cancellation_storms_leave_no_stray_field_in_any_lock(kind: FleetKind) {
     let server = RedisServer::start();
-    let mut admin = admin(&server);
+    let mut admin = raw_blocking(&server);
     let mut fleet = Fleet::new(TORTURE, &server.url());
     let run = length(Duration::from_secs(3));
     // A 30 s watchdog: a stray field could not expire before the leak check looks for it.
@@ -840,11 +859,11 @@ fn cancellation_storms_leave_no_stray_field_in_any_lock(kind: Kind) {
 /// process is killed with `SIGKILL` in the middle of a streak, while it holds. Hand-offs must really
 /// happen, no acquire may be applied twice, a killed holder's lock must free within its lease, and
 /// the history must be sound.
-fn hand_offs_survive_killed_holders_and_cancellation_storms(kind: Kind) {
+fn hand_offs_survive_killed_holders_and_cancellation_storms(kind: FleetKind) {
     const WATCHDOG: Duration = Duration::from_secs(1);
     const NAMES: [&str; 2] = ["streak:a", "streak:b"];
     let server = RedisServer::start();
-    let mut redis = admin(&server);
+    let mut redis = raw_blocking(&server);
     let hand_offs_before = local_hand_offs(&mut redis);
     let mut fleet = Fleet::new(TORTURE, &server.url());
     let run = length(Duration::from_secs(4));
@@ -868,7 +887,7 @@ fn hand_offs_survive_killed_holders_and_cancellation_storms(kind: Kind) {
         let _ = fleet.spawn(spec);
     }
     fleet.record_fault("redis", FaultKind::CancellationStorm);
-    let doubles = DoubleApplies::watch(admin(&server), &NAMES);
+    let doubles = DoubleApplies::watch(raw_blocking(&server), &NAMES);
     // Each cycle a fresh victim's four tasks queue for one lock and, once it has it, pass it among
     // themselves: 200 ms holds, in a streak that may last a minute, so that it is killed in the
     // middle of a hold (the kill is seen ~5 ms after the hold) and of a streak (after three holds,
@@ -935,10 +954,10 @@ fn hand_offs_survive_killed_holders_and_cancellation_storms(kind: Kind) {
 /// try right after a release that passed the lock on must find it held: during a streak the client
 /// answers for the key, and the first owner's field in Redis must not let that owner (or anyone)
 /// in. Free hand-offs, force unlocks and lease losses must all really happen.
-fn free_hand_offs_survive_force_unlocks_and_one_shot_tries(kind: Kind) {
+fn free_hand_offs_survive_force_unlocks_and_one_shot_tries(kind: FleetKind) {
     const NAMES: [&str; 2] = ["forced:a", "forced:b"];
     let server = RedisServer::start();
-    let mut redis = admin(&server);
+    let mut redis = raw_blocking(&server);
     let hand_offs_before = local_hand_offs(&mut redis);
     let mut fleet = Fleet::new(TORTURE, &server.url());
     let run = length(Duration::from_secs(4));
@@ -1034,8 +1053,13 @@ struct Users {
 impl Users {
     /// Starts the fleet of `kind` for `run`; its rlock processes also force-unlock a lock through
     /// their own client after `local_force_unlocks` % of their attempts.
-    fn start(server: &RedisServer, kind: Kind, run: Duration, local_force_unlocks: u8) -> Self {
-        let mut redis = admin(server);
+    fn start(
+        server: &RedisServer,
+        kind: FleetKind,
+        run: Duration,
+        local_force_unlocks: u8,
+    ) -> Self {
+        let mut redis = raw_blocking(server);
         let hand_offs_before = local_hand_offs(&mut redis);
         let mut fleet = Fleet::new(TORTURE, &server.url());
         let users = WorkerSpec {
@@ -1070,7 +1094,7 @@ impl Users {
         }
         Self {
             fleet,
-            doubles: DoubleApplies::watch(admin(server), &USERS_NAMES),
+            doubles: DoubleApplies::watch(raw_blocking(server), &USERS_NAMES),
             redis,
             hand_offs_before,
             started,
@@ -1121,7 +1145,7 @@ fn faults_of(report: &Report, kind: FaultKind) -> usize {
 /// overlap the next holder, or be told its lease was lost with no fault to lose it: the history
 /// must be sound with no lease lost, every kind must have refused only what it refuses, and each
 /// of those behaviours must really have happened.
-fn re_entries_and_two_futures_of_one_owner(kind: Kind) {
+fn re_entries_and_two_futures_of_one_owner(kind: FleetKind) {
     let server = RedisServer::start();
     let users = Users::start(&server, kind, length(Duration::from_secs(4)), 0);
     let (report, summary) = users.finish(&scenario("what users do", kind));
@@ -1130,7 +1154,7 @@ fn re_entries_and_two_futures_of_one_owner(kind: Kind) {
         summary.reentered_holds > 0,
         "owners re-entered their holds: {summary}"
     );
-    if kind == Kind::Mixed {
+    if kind == FleetKind::Mixed {
         assert!(
             report.errors.get("reentry_refused").copied().unwrap_or(0) > 0,
             "non-reentrant kinds refused re-entries: {summary}"
@@ -1139,7 +1163,7 @@ fn re_entries_and_two_futures_of_one_owner(kind: Kind) {
     // With one kind, tasks queue locally behind each other and the lock passes freely; mixed
     // kinds mostly barge (only the lock and the non-reentrant lock queue locally), so a short run
     // on a loaded machine may see no free hand-off at all.
-    if kind == Kind::Lock {
+    if kind == FleetKind::Lock {
         assert!(summary.free_hand_offs > 0, "locks passed freely: {summary}");
     }
     assert!(
@@ -1155,7 +1179,7 @@ fn re_entries_and_two_futures_of_one_owner(kind: Kind) {
 /// channel). A force unlock makes an overlap legitimate only where its holder was told its lease
 /// was lost: by the unlock message, by the streak's end, or by its unlock (`LeaseLost`, Java's
 /// `IllegalMonitorStateException`).
-fn force_unlocks_of_every_kind_local_and_remote(kind: Kind) {
+fn force_unlocks_of_every_kind_local_and_remote(kind: FleetKind) {
     let server = RedisServer::start();
     let operator = Operator::connect(&server.url());
     let mut users = Users::start(&server, kind, length(Duration::from_secs(4)), 3);
@@ -1184,7 +1208,7 @@ fn force_unlocks_of_every_kind_local_and_remote(kind: Kind) {
 /// successful `unlock()` proves"): a field found gone fails it with `LeaseLost` and fires the
 /// `lease_lost()` of every holder lent the hold since. The checker allows an overlap only where a
 /// holder was told.
-fn silent_deletes_by_an_operator(kind: Kind) {
+fn silent_deletes_by_an_operator(kind: FleetKind) {
     let server = RedisServer::start();
     let mut operator = Operator::connect(&server.url());
     let mut users = Users::start(&server, kind, length(Duration::from_secs(4)), 0);
@@ -1278,7 +1302,7 @@ fn a_slow_subscriber_dropped_by_redis_reconnects_and_acquires() {
     const WATCHDOG: Duration = Duration::from_secs(2);
     const NAME: &str = "slow:x";
     let server = RedisServer::start_with(&["--client-output-buffer-limit", "pubsub 64kb 32kb 1"]);
-    let mut admin = admin(&server);
+    let mut admin = raw_blocking(&server);
     let mut fleet = Fleet::new(TORTURE, &server.url());
     let run = length(Duration::from_secs(3));
     let spec = WorkerSpec {

@@ -10,7 +10,8 @@ use rlock_redisson::kind::LockKind;
 use rlock_redisson::{Config, Lock};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::client_with;
-use rlock_tests::history::fleet::Kind;
+use rlock_tests::history::fleet::FleetKind;
+use rlock_tests::kind_matrix;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -91,28 +92,24 @@ fn fast(config: &mut Config) {
 
 /// Each lock kind's holder, cut off: `<scenario>::<kind>`. A read holder's contender is a writer,
 /// and in the `rw` mix a reader waits for a writer; the others wait for a holder of their own kind.
-macro_rules! over_kinds {
-    ($scenario:ident: [$($test:ident: $kind:ident),+ $(,)?]) => {
-        mod $scenario {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::$scenario(super::Kind::$kind).await;
-                }
-            )+
+macro_rules! partition_case {
+    ($scenario:ident () [] $test:ident: $kind:ident $(($object:path))?) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            super::$scenario(super::FleetKind::$kind).await;
         }
     };
 }
 
-over_kinds!(a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock: [
-    lock: Lock, fair: Fair, spin: Spin, fenced: Fenced, read: Read, write: Write, rw: Rw,
-    non_reentrant: NonReentrant, non_reentrant_fair: NonReentrantFair,
-]);
+kind_matrix! {
+    a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock => partition_case!(),
+    also { rw: Rw },
+}
 
 /// A holder cut off from Redis (its renewals hang) is told its lease is lost by the time its last
 /// confirmed renewal's lease ends, i.e. before another client can take the lock, not after a failed
 /// renewal round.
-async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock(kind: Kind) {
+async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock(kind: FleetKind) {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
     let mut config = Config::new(proxy.url());
@@ -133,16 +130,16 @@ async fn a_partitioned_holder_is_told_before_anyone_else_can_hold_the_lock(kind:
         };
     }
     let late = match kind {
-        Kind::Lock => own_kind!(lock),
-        Kind::Fair => own_kind!(fair_lock),
-        Kind::Spin => own_kind!(spin_lock),
-        Kind::Fenced => own_kind!(fenced_lock),
-        Kind::NonReentrant => own_kind!(non_reentrant_lock),
-        Kind::NonReentrantFair => own_kind!(non_reentrant_fair_lock),
-        Kind::Read => cut_off(&proxy, rw.read(), other_rw.write(), cut).await,
-        Kind::Write => cut_off(&proxy, rw.write(), other_rw.write(), cut).await,
-        Kind::Rw => cut_off(&proxy, rw.write(), other_rw.read(), cut).await,
-        Kind::Mixed => unreachable!("a partition is played kind by kind"),
+        FleetKind::Lock => own_kind!(lock),
+        FleetKind::Fair => own_kind!(fair_lock),
+        FleetKind::Spin => own_kind!(spin_lock),
+        FleetKind::Fenced => own_kind!(fenced_lock),
+        FleetKind::NonReentrant => own_kind!(non_reentrant_lock),
+        FleetKind::NonReentrantFair => own_kind!(non_reentrant_fair_lock),
+        FleetKind::Read => cut_off(&proxy, rw.read(), other_rw.write(), cut).await,
+        FleetKind::Write => cut_off(&proxy, rw.write(), other_rw.write(), cut).await,
+        FleetKind::Rw => cut_off(&proxy, rw.write(), other_rw.read(), cut).await,
+        FleetKind::Mixed => unreachable!("a partition is played kind by kind"),
     };
     if let Some(late) = late {
         panic!(

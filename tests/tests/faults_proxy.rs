@@ -32,15 +32,17 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::Commands;
 use rlock_tests::RedisServer;
-use rlock_tests::history::fleet::Kind;
+use rlock_tests::harness::raw_blocking;
+use rlock_tests::history::fleet::FleetKind;
 use rlock_tests::history::monitor::LOCK_HAND_OFF;
 use rlock_tests::history::{
     DoubleApplies, FaultKind, Fleet, Operator, Report, Summary, WorkerSpec, local_hand_offs,
     now_ns, publish, scenario_length, script_sha1,
 };
+use rlock_tests::kind_matrix;
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::{Direction, FaultProxy, Match};
-use rlock_tests::topology::{SentinelSetup, connect};
+use rlock_tests::topology::SentinelSetup;
 
 const TORTURE: &str = env!("CARGO_BIN_EXE_rlock-torture");
 /// One hash tag: every lock on one master, in a cluster too.
@@ -155,13 +157,13 @@ fn under_faults(
     fault: impl FnMut(&FaultProxy, &Mutex<Fleet>),
 ) -> (Report, Summary) {
     let master = proxied.master_of(NAMES[0]);
-    let mut admin = connect(master);
+    let mut admin = raw_blocking(master);
     let hand_offs_before = local_hand_offs(&mut admin);
     let fleet = Mutex::new(Fleet::new(TORTURE, &master.url()));
     for spec in workers {
         let _ = fleet.lock().spawn_on(url, spec);
     }
-    let doubles = DoubleApplies::watch(connect(master), &NAMES);
+    let doubles = DoubleApplies::watch(raw_blocking(master), &NAMES);
     let _ = inject(
         proxied.proxy_of(NAMES[0]),
         Instant::now() + run_for,
@@ -186,14 +188,14 @@ fn lost(summary: &Summary, kind: FaultKind) -> usize {
 
 /// A scenario's name in the figures: `what::<deployment>`, then `::<kind>` but for the reentrant
 /// lock.
-fn named(what: &str, deployment: Deployment, kind: Kind) -> String {
+fn named(what: &str, deployment: Deployment, kind: FleetKind) -> String {
     match kind {
-        Kind::Lock => format!("{what}::{deployment:?}"),
+        FleetKind::Lock => format!("{what}::{deployment:?}"),
         _ => format!("{what}::{deployment:?}::{}", kind.name()),
     }
 }
 
-fn scenario(deployment: Deployment, kind: Kind) {
+fn scenario(deployment: Deployment, kind: FleetKind) {
     let proxied = Proxied::start(deployment);
     let (url, args) = client_args(&proxied, proxied.master_of(NAMES[0]).url());
     let run_for = scenario_length(Duration::from_secs(4));
@@ -225,22 +227,22 @@ fn scenario(deployment: Deployment, kind: Kind) {
 
 #[test]
 fn proxy_faults_single() {
-    scenario(Deployment::Single, Kind::Lock);
+    scenario(Deployment::Single, FleetKind::Lock);
 }
 
 #[test]
 fn proxy_faults_master_replica() {
-    scenario(Deployment::MasterReplica, Kind::Lock);
+    scenario(Deployment::MasterReplica, FleetKind::Lock);
 }
 
 #[test]
 fn proxy_faults_sentinel() {
-    scenario(Deployment::Sentinel, Kind::Lock);
+    scenario(Deployment::Sentinel, FleetKind::Lock);
 }
 
 #[test]
 fn proxy_faults_cluster() {
-    scenario(Deployment::Cluster, Kind::Lock);
+    scenario(Deployment::Cluster, FleetKind::Lock);
 }
 
 /// Replies of the hand-off script lost again and again: processes of four tasks pass the locks
@@ -250,7 +252,7 @@ fn proxy_faults_cluster() {
 /// no hold may be counted twice, left behind or overlap another. `kind` hands off with the
 /// reentrant lock's script. The holds have a fixed lease: a watchdog hold passes to a watchdog
 /// waiter freely, with no command whose reply could be lost.
-fn hand_off_replies_lost(deployment: Deployment, kind: Kind) {
+fn hand_off_replies_lost(deployment: Deployment, kind: FleetKind) {
     let proxied = Proxied::start(deployment);
     let (url, args) = client_args(&proxied, proxied.master_of(NAMES[0]).url());
     let run_for = scenario_length(Duration::from_secs(3));
@@ -296,47 +298,60 @@ fn hand_off_replies_lost(deployment: Deployment, kind: Kind) {
 
 #[test]
 fn hand_off_replies_lost_single() {
-    hand_off_replies_lost(Deployment::Single, Kind::Lock);
+    hand_off_replies_lost(Deployment::Single, FleetKind::Lock);
 }
 
-/// A scenario's cases in `$deployment` on other kinds than the reentrant lock, as
+/// A scenario's case in `$deployment` on a kind other than the reentrant lock, as
 /// `<scenario>::<kind>` next to the reentrant lock's `<scenario>`: `$play($deployment, kind)`.
-macro_rules! over_kinds {
-    ($(
-        $scenario:ident: $play:ident($deployment:ident) [$($test:ident: $kind:ident),+ $(,)?];
-    )+) => {$(
-        mod $scenario {
-            $(
-                #[test]
-                fn $test() {
-                    super::$play(super::Deployment::$deployment, super::Kind::$kind);
-                }
-            )+
+macro_rules! proxy_case {
+    ($scenario:ident ($play:ident, $deployment:ident) [] $test:ident: $kind:ident($object:path)) => {
+        #[test]
+        fn $test() {
+            super::$play(super::Deployment::$deployment, super::FleetKind::$kind);
         }
-    )+};
+    };
 }
 
-// The non-reentrant kinds behind the proxies of a single server; the fair kinds hand nothing off.
-over_kinds! {
-    proxy_faults_single: scenario(Single) [
-        non_reentrant: NonReentrant, non_reentrant_fair: NonReentrantFair,
-    ];
-    hand_off_replies_lost_single: hand_off_replies_lost(Single) [non_reentrant: NonReentrant];
+// The non-reentrant kinds behind the proxies of a single server.
+kind_matrix! {
+    proxy_faults_single => proxy_case!(scenario, Single),
+    skip {
+        lock: "its case is the test `proxy_faults_single` itself",
+        fair: "not behind the proxies: lost_replies.rs loses each of its scripts' replies",
+        spin: "not behind the proxies: lost_replies.rs loses each of its scripts' replies",
+        fenced: "not behind the proxies: lost_replies.rs loses each of its scripts' replies",
+        read: "not behind the proxies: lost_replies.rs loses each of its scripts' replies",
+        write: "not behind the proxies: lost_replies.rs loses each of its scripts' replies",
+    },
+}
+
+// The fair kinds hand nothing off.
+kind_matrix! {
+    hand_off_replies_lost_single => proxy_case!(hand_off_replies_lost, Single),
+    skip {
+        lock: "its case is the test `hand_off_replies_lost_single` itself",
+        fair: "no local hand-off: the queue's head takes the lock",
+        spin: "no local hand-off: its waiters poll",
+        fenced: "not behind the proxies: lost_replies.rs loses its hand-off script's replies",
+        read: "readers share: nothing is handed off",
+        write: "not behind the proxies: lost_replies.rs loses its hand-off script's replies",
+        non_reentrant_fair: "no local hand-off: the queue's head takes the lock",
+    },
 }
 
 #[test]
 fn hand_off_replies_lost_master_replica() {
-    hand_off_replies_lost(Deployment::MasterReplica, Kind::Lock);
+    hand_off_replies_lost(Deployment::MasterReplica, FleetKind::Lock);
 }
 
 #[test]
 fn hand_off_replies_lost_sentinel() {
-    hand_off_replies_lost(Deployment::Sentinel, Kind::Lock);
+    hand_off_replies_lost(Deployment::Sentinel, FleetKind::Lock);
 }
 
 #[test]
 fn hand_off_replies_lost_cluster() {
-    hand_off_replies_lost(Deployment::Cluster, Kind::Lock);
+    hand_off_replies_lost(Deployment::Cluster, FleetKind::Lock);
 }
 
 /// The failover scenarios' locks: one held across the failover by a worker whose acquisitions a
@@ -411,7 +426,7 @@ fn failover_lost_replies(deployment: Deployment) {
         };
         let _ = fleet.lock().spawn_on(&url, &spec);
     }
-    let doubles = DoubleApplies::watch(connect(master), &FAILOVER_NAMES);
+    let doubles = DoubleApplies::watch(raw_blocking(master), &FAILOVER_NAMES);
     let lost_before = inject(
         proxied.proxy_of(FAILOVER_NAMES[0]),
         started + run_for / 6,
@@ -435,7 +450,7 @@ fn failover_lost_replies(deployment: Deployment) {
     // README's exception: a write reaches the master alone when no replica is connected.
     let info: String = redis::cmd("INFO")
         .arg("replication")
-        .query(&mut connect(master))
+        .query(&mut raw_blocking(master))
         .expect("INFO replication");
     assert!(
         info.contains("connected_slaves:1"),
@@ -458,7 +473,7 @@ fn failover_lost_replies(deployment: Deployment) {
     let on_promoted = |index: usize| {
         let held = fleet.lock().held_field(index);
         held.map(|(name, field)| {
-            connect(promoted)
+            raw_blocking(promoted)
                 .hexists::<_, _, bool>(name, field)
                 .expect("HEXISTS")
         })
@@ -474,7 +489,7 @@ fn failover_lost_replies(deployment: Deployment) {
         None => "over before the promotion",
     };
     fleet.lock().moved_to(&promoted.url());
-    let doubles = DoubleApplies::watch(connect(promoted), &FAILOVER_NAMES);
+    let doubles = DoubleApplies::watch(raw_blocking(promoted), &FAILOVER_NAMES);
     let lost_after = inject(
         proxied.proxy_of(FAILOVER_NAMES[0]),
         started + run_for,
@@ -556,7 +571,7 @@ fn a_black_holed_subscriber_under_force_unlocks() {
         try_after_release: true,
         ..WorkerSpec::new(&NAMES)
     };
-    let mut redis = connect(master);
+    let mut redis = raw_blocking(master);
     let hand_offs_before = local_hand_offs(&mut redis);
     let mut fleet = Fleet::new(TORTURE, &master.url());
     let deafened = fleet.spawn_on(
@@ -576,7 +591,7 @@ fn a_black_holed_subscriber_under_force_unlocks() {
     for spec in [&streaking, &racing] {
         let _ = fleet.spawn(spec);
     }
-    let doubles = DoubleApplies::watch(connect(master), &NAMES);
+    let doubles = DoubleApplies::watch(raw_blocking(master), &NAMES);
     let operator = Operator::connect(&master.url());
     let proxy = proxied.proxy_of(NAMES[0]);
     let started = Instant::now();

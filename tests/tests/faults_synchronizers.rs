@@ -28,11 +28,13 @@
 
 use std::str::FromStr;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rlock_redisson::{CountDownLatch, Error, PermitId};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client_with, eventually, kill_subscribers, pause_clients, raw};
+use rlock_tests::harness::{
+    client_with, epoch_ms, eventually, kill_subscribers, pause_clients, raw,
+};
 use rlock_tests::history::{
     Event, FaultKind, Fleet, Report, Summary, Synchronizer, WorkerSpec, error_kind, now_ns,
     publish, scenario_length as length,
@@ -124,14 +126,6 @@ fn stays(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         thread::sleep(Duration::from_millis(20));
     }
     check()
-}
-
-/// The wall clock in epoch ms, the clock of expirable permits' expiries.
-fn epoch_ms() -> u64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970");
-    u64::try_from(since.as_millis()).expect("epoch ms fit a u64")
 }
 
 /// The field of the hold worker `index` logged last: permit ids, for an expirable semaphore.

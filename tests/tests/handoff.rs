@@ -12,7 +12,7 @@ use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use rlock_redisson::{Client, Guard};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client_with, command_calls, eventually, raw};
+use rlock_tests::harness::{client_with, command_calls, eventually, exists, raw};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -115,11 +115,6 @@ async fn pass_once(client: &Client, name: &str) {
     queued(client, 1).await;
     first.unlock().await.expect("first unlocks");
     next.guard().await.unlock().await.expect("next unlocks");
-}
-
-/// Whether the lock's key is in Redis.
-async fn exists(redis: &mut MultiplexedConnection, name: &str) -> bool {
-    redis.exists(name).await.expect("EXISTS")
 }
 
 async fn hash(redis: &mut MultiplexedConnection, name: &str) -> HashMap<String, String> {

@@ -34,11 +34,11 @@ use redis::AsyncCommands;
 use rlock_redisson::kind::{FairQueue, LockKind};
 use rlock_redisson::{Client, Error, Guard, Lock, Owner};
 use rlock_tests::harness::eventually;
+use rlock_tests::harness::raw_blocking;
 use rlock_tests::history::monitor::{FENCED_HAND_OFF, LOCK_HAND_OFF, WRITE_HAND_OFF};
 use rlock_tests::history::{local_hand_offs, script_sha1};
 use rlock_tests::proxied::{Deployment, Proxied};
 use rlock_tests::proxy::Match;
-use rlock_tests::topology::connect;
 
 /// A deployment behind proxies and a client of it.
 struct Ctx {
@@ -798,7 +798,7 @@ async fn a_waiter_dropped_while_handed_the_lock_passes_it_on() {
 /// The hand-offs run so far on the master of `name`.
 fn hand_offs(ctx: &Ctx, name: &str) -> u64 {
     let master = ctx.proxied.master_of(name);
-    tokio::task::block_in_place(|| local_hand_offs(&mut connect(master)))
+    tokio::task::block_in_place(|| local_hand_offs(&mut raw_blocking(master)))
 }
 
 /// The reentrant lock's undo of an acquire whose reply was lost, as `EVALSHA` names it.

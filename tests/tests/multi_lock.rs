@@ -12,11 +12,8 @@ use redis::AsyncCommands;
 use rlock_redisson::{AnyLock, MultiLock, Owner, RedLock};
 use rlock_tests::RedisServer;
 use rlock_tests::harness;
+use rlock_tests::harness::exists;
 use tokio::time::Instant;
-
-async fn exists(redis: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
-    redis.exists(key).await.expect("EXISTS")
-}
 
 #[tokio::test]
 async fn a_multi_lock_takes_locks_on_two_servers_all_or_nothing() {

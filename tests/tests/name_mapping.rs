@@ -12,6 +12,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use rlock_redisson::{AnyLock, Client, Error, MultiLock, NameMapper};
+use rlock_tests::harness::exists;
 use rlock_tests::redisson::{JavaClient, RedissonVersion};
 use rlock_tests::{RedisServer, harness};
 
@@ -45,10 +46,6 @@ async fn sides() -> (RedisServer, Client, JavaClient, MultiplexedConnection) {
 /// The name a mapping Java client gives Redis for `name`.
 fn java_mapped(name: &str) -> String {
     format!("{JAVA_PREFIX}{name}")
-}
-
-async fn exists(redis: &mut MultiplexedConnection, key: &str) -> bool {
-    redis.exists(key).await.expect("EXISTS")
 }
 
 /// Runs the Java waiter `wait` in a task until it subscribes `channel`, then `release` (rlock's),

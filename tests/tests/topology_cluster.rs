@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use redis::Commands;
 use rlock_redisson::{Client, ShardedPubSub};
+use rlock_tests::harness::raw_blocking;
 use rlock_tests::harness::{acquired_after, eventually, spawn_waiter};
-use rlock_tests::topology::{Cluster, connect};
+use rlock_tests::topology::Cluster;
 use tokio::time::Instant;
 
 /// Calls of `command` on every master, from `INFO commandstats`.
@@ -17,7 +18,7 @@ fn calls_on_masters(cluster: &Cluster, command: &str) -> u64 {
         .map(|master| {
             let info: String = redis::cmd("INFO")
                 .arg("commandstats")
-                .query(&mut connect(master))
+                .query(&mut raw_blocking(master))
                 .expect("INFO commandstats");
             info.lines()
                 .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
@@ -31,7 +32,7 @@ fn shard_subscribers(cluster: &Cluster, channel: &str) -> i64 {
     let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
         .arg("SHARDNUMSUB")
         .arg(channel)
-        .query(&mut connect(cluster.master_of(channel)))
+        .query(&mut raw_blocking(cluster.master_of(channel)))
         .expect("PUBSUB SHARDNUMSUB");
     counts.first().map_or(0, |(_, n)| *n)
 }
@@ -125,7 +126,7 @@ async fn sharded_pubsub_off_uses_classic_publish() {
         let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
             .arg("NUMSUB")
             .arg(channel)
-            .query(&mut connect(cluster.master_of(channel)))
+            .query(&mut raw_blocking(cluster.master_of(channel)))
             .expect("PUBSUB NUMSUB");
         counts.first().is_some_and(|(_, n)| *n == 1)
     };
@@ -149,7 +150,9 @@ async fn the_watchdog_renews_locks_in_every_slot() {
     }
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     for name in &names {
-        let pttl: i64 = connect(cluster.master_of(name)).pttl(name).expect("pttl");
+        let pttl: i64 = raw_blocking(cluster.master_of(name))
+            .pttl(name)
+            .expect("pttl");
         assert!(pttl > 0, "{name} renewed on its own master (pttl {pttl})");
     }
     assert!(guards.iter().all(|g| !g.is_lease_lost()));
@@ -232,7 +235,7 @@ async fn cluster_lock_writes_wait_for_replicas_and_roll_back_without_them() {
         .find(|replica| {
             let info: String = redis::cmd("INFO")
                 .arg("replication")
-                .query(&mut connect(replica))
+                .query(&mut raw_blocking(replica))
                 .expect("INFO replication");
             info.contains(&format!("master_port:{master}"))
         })
@@ -248,7 +251,7 @@ async fn cluster_lock_writes_wait_for_replicas_and_roll_back_without_them() {
         "{outcome:?}"
     );
     assert!(
-        eventually(Duration::from_secs(5), async || !connect(
+        eventually(Duration::from_secs(5), async || !raw_blocking(
             cluster.master_of(name)
         )
         .exists::<_, bool>(name)

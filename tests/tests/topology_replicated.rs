@@ -9,12 +9,13 @@ use redis::Commands;
 use rlock_redisson::{Client, Config, Error};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::eventually;
-use rlock_tests::topology::{SentinelSetup, connect};
+use rlock_tests::harness::raw_blocking;
+use rlock_tests::topology::SentinelSetup;
 
 fn wait_calls(server: &RedisServer) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
-        .query(&mut connect(server))
+        .query(&mut raw_blocking(server))
         .expect("INFO commandstats");
     info.lines()
         .find_map(|line| line.strip_prefix("cmdstat_wait:calls="))
@@ -38,7 +39,7 @@ async fn master_replica_writes_wait_and_roll_back_when_no_replica_acknowledges()
         eventually(Duration::from_secs(10), async || {
             let info: String = redis::cmd("INFO")
                 .arg("replication")
-                .query(&mut connect(&master))
+                .query(&mut raw_blocking(&master))
                 .expect("INFO");
             info.contains("connected_slaves:1") && info.contains("state=online")
         })
@@ -69,7 +70,7 @@ async fn master_replica_writes_wait_and_roll_back_when_no_replica_acknowledges()
     // One try plus two retries, each waiting 200 ms for the replica: bounded, not hanging.
     assert!(took < Duration::from_secs(3), "{took:?}");
     let undone = eventually(Duration::from_secs(3), async || {
-        !connect(&master)
+        !raw_blocking(&master)
             .exists::<_, bool>("replicated:wait")
             .expect("exists")
     })
@@ -184,7 +185,7 @@ async fn sentinel_locks_follow_the_master_through_a_failover() {
         .find(|r| r.port() == new_master)
         .expect("the promoted replica");
     assert!(
-        connect(promoted)
+        raw_blocking(promoted)
             .exists::<_, bool>("sentinel:after")
             .expect("exists")
     );

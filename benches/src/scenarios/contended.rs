@@ -21,7 +21,7 @@
 //!
 //! Scenario 4: `INFO commandstats` is read before the workers start and after they all exit; the
 //! difference, divided by all acquisitions, is the command cost per acquisition, split into what
-//! clients sent and what scripts called inside Redis (see [`Kind::script_calls`]).
+//! clients sent and what scripts called inside Redis (see [`ContenderKind::script_calls`]).
 //!
 //! While the workers run, the runner also times `PING`s every millisecond: the round trip under the
 //! same load, for context (those `PING`s are subtracted from the command counts).
@@ -33,7 +33,7 @@ use serde::Serialize;
 
 use crate::Result;
 use crate::clock::epoch_ns;
-use crate::contenders::Kind;
+use crate::contenders::ContenderKind;
 use crate::hot::{Record, Section, Until, WorkerTask, Workers};
 use crate::probe::{CommandStats, Probe, Sampler};
 use crate::stats::{self, Summary};
@@ -52,7 +52,7 @@ pub(crate) struct Params {
 
 #[derive(Debug, Serialize)]
 pub(crate) struct Measured {
-    pub(crate) kind: Kind,
+    pub(crate) kind: ContenderKind,
     pub(crate) processes: usize,
     pub(crate) tasks_per_process: usize,
     pub(crate) hold_us: u64,
@@ -87,7 +87,7 @@ pub(crate) async fn run(
     url: &str,
     probe: &mut Probe,
     params: Params,
-    kind: Kind,
+    kind: ContenderKind,
 ) -> Result<Measured> {
     let name = format!("bench:hot:{}", uuid::Uuid::new_v4().simple());
     let task = WorkerTask {
@@ -125,7 +125,7 @@ pub(crate) async fn run(
 }
 
 fn analyse(
-    kind: Kind,
+    kind: ContenderKind,
     params: Params,
     (go_ns, stop_at_ns): (i64, i64),
     mut records: Vec<Record>,

@@ -20,7 +20,7 @@ use rlock_tests::recorder::MemoryRecorder;
 use serde::Serialize;
 
 use crate::Result;
-use crate::contenders::{Cycle, Kind, RawScripts, Rlock, Rslock};
+use crate::contenders::{ContenderKind, Cycle, RawScripts, Rlock, Rslock};
 use crate::probe::{CommandStats, Probe};
 use crate::stats::{self, Summary};
 
@@ -33,11 +33,11 @@ pub(crate) struct Params {
 /// One implementation's cycles.
 #[derive(Debug, Serialize)]
 pub(crate) struct Measured {
-    pub(crate) kind: Kind,
+    pub(crate) kind: ContenderKind,
     pub(crate) latency: Summary,
     /// Commands Redis executed per cycle, script-internal ones included.
     pub(crate) all_commands_per_cycle: f64,
-    /// Commands clients sent per cycle (see [`Kind::script_calls`]).
+    /// Commands clients sent per cycle (see [`ContenderKind::script_calls`]).
     pub(crate) client_commands_per_cycle: f64,
     pub(crate) commands_per_cycle: BTreeMap<String, f64>,
 }
@@ -48,11 +48,17 @@ pub(crate) async fn run(url: &str, probe: &mut Probe, params: Params) -> Result<
     if !MemoryRecorder::default().install_global() {
         return Err("another metrics recorder is installed already".into());
     }
-    let contenders: Vec<(Kind, Box<dyn Cycle>)> = vec![
-        (Kind::Rlock, Box::new(plain)),
-        (Kind::RlockRecorded, Box::new(Rlock::connect(url).await?)),
-        (Kind::Raw, Box::new(RawScripts::connect(url, 1).await?)),
-        (Kind::Rslock, Box::new(Rslock::new(url))),
+    let contenders: Vec<(ContenderKind, Box<dyn Cycle>)> = vec![
+        (ContenderKind::Rlock, Box::new(plain)),
+        (
+            ContenderKind::RlockRecorded,
+            Box::new(Rlock::connect(url).await?),
+        ),
+        (
+            ContenderKind::Raw,
+            Box::new(RawScripts::connect(url, 1).await?),
+        ),
+        (ContenderKind::Rslock, Box::new(Rslock::new(url))),
     ];
     let mut latencies = vec![Vec::new(); contenders.len()];
     let mut calls = vec![CommandStats::default(); contenders.len()];

@@ -40,7 +40,7 @@ use serde::Serialize;
 
 use crate::Result;
 use crate::clock::epoch_ns;
-use crate::contenders::Kind;
+use crate::contenders::ContenderKind;
 use crate::hot::{self, Record, Section, Until, WorkerTask, Workers};
 use crate::probe::{CommandStats, Probe};
 use crate::stats::{Spread, Summary, ratio};
@@ -118,7 +118,7 @@ impl Measured {
     pub(crate) fn peer(&self, processes: usize) -> Option<&Setting> {
         self.scaling
             .iter()
-            .find(|s| s.processes == processes && s.kind == Kind::Rslock)
+            .find(|s| s.processes == processes && s.kind == ContenderKind::Rslock)
     }
 
     /// Divides every setting's acquisitions/s (medians) by the no-lock loop's, and every rlock
@@ -128,7 +128,7 @@ impl Measured {
         let peers: Vec<(usize, f64)> = self
             .scaling
             .iter()
-            .filter(|s| s.kind == Kind::Rslock)
+            .filter(|s| s.kind == ContenderKind::Rslock)
             .map(|s| (s.processes, s.acquisitions_per_sec.median))
             .collect();
         let settings = self
@@ -140,7 +140,7 @@ impl Measured {
             setting.per_no_lock = ratio(rate, no_lock);
             setting.per_peer = peers
                 .iter()
-                .find(|&&(n, _)| setting.kind == Kind::Rlock && n == setting.processes)
+                .find(|&&(n, _)| setting.kind == ContenderKind::Rlock && n == setting.processes)
                 .map(|&(_, peer)| ratio(rate, peer));
         }
     }
@@ -176,7 +176,7 @@ pub(crate) struct NoLockRound {
 /// What a setting runs: which lock, and whether each of its processes hands off locally.
 #[derive(Clone, Debug)]
 struct Shape {
-    kind: Kind,
+    kind: ContenderKind,
     /// `Config::local_handoff` of each process; all false for rslock, which has nothing like it.
     local_handoff: Vec<bool>,
 }
@@ -184,14 +184,14 @@ struct Shape {
 impl Shape {
     fn rlock(local_handoff: Vec<bool>) -> Self {
         Self {
-            kind: Kind::Rlock,
+            kind: ContenderKind::Rlock,
             local_handoff,
         }
     }
 
     fn rslock(processes: usize) -> Self {
         Self {
-            kind: Kind::Rslock,
+            kind: ContenderKind::Rslock,
             local_handoff: vec![false; processes],
         }
     }
@@ -201,7 +201,7 @@ impl Shape {
 #[derive(Debug, Serialize)]
 pub(crate) struct Setting {
     /// rlock, or the peer (rslock).
-    pub(crate) kind: Kind,
+    pub(crate) kind: ContenderKind,
     pub(crate) processes: usize,
     pub(crate) tasks_per_process: usize,
     pub(crate) acquisitions_per_task: usize,
@@ -254,7 +254,7 @@ impl Setting {
 
     /// Whether this is rlock with local hand-off `on` in every process (or off in every one).
     pub(crate) fn all_rlock(&self, on: bool) -> bool {
-        self.kind == Kind::Rlock && self.local_handoff.iter().all(|&h| h == on)
+        self.kind == ContenderKind::Rlock && self.local_handoff.iter().all(|&h| h == on)
     }
 }
 
@@ -423,7 +423,7 @@ async fn run_round(url: &str, probe: &mut Probe, params: Params, shape: &Shape) 
         url: url.to_owned(),
         name: name.clone(),
         tasks: params.tasks_per_process,
-        local_handoff: (shape.kind == Kind::Rlock).then_some(on),
+        local_handoff: (shape.kind == ContenderKind::Rlock).then_some(on),
         section: Section::Counter {
             key: counter.clone(),
         },

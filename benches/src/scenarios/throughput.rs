@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::Result;
-use crate::contenders::{Cycle, Kind, RawScripts, Rlock};
+use crate::contenders::{ContenderKind, Cycle, RawScripts, Rlock};
 
 #[derive(Clone, Copy, Debug, Serialize)]
 pub(crate) struct Params {
@@ -22,7 +22,7 @@ pub(crate) struct Params {
 
 #[derive(Debug, Serialize)]
 pub(crate) struct Measured {
-    pub(crate) kind: Kind,
+    pub(crate) kind: ContenderKind,
     pub(crate) concurrency: usize,
     pub(crate) connections: usize,
     pub(crate) cycles: u64,
@@ -32,10 +32,10 @@ pub(crate) struct Measured {
 
 pub(crate) async fn run(url: &str, params: Params) -> Result<Vec<Measured>> {
     let connections = rlock_redisson::Config::new(url).pool_size;
-    let contenders: Vec<(Kind, Arc<dyn Cycle>)> = vec![
-        (Kind::Rlock, Arc::new(Rlock::connect(url).await?)),
+    let contenders: Vec<(ContenderKind, Arc<dyn Cycle>)> = vec![
+        (ContenderKind::Rlock, Arc::new(Rlock::connect(url).await?)),
         (
-            Kind::Raw,
+            ContenderKind::Raw,
             Arc::new(RawScripts::connect(url, connections).await?),
         ),
     ];

@@ -12,7 +12,7 @@ use rlock_redisson::{Client, Lock};
 use serde::Serialize;
 use tokio::task::JoinSet;
 
-use crate::kinds::{Kind, OnLock, Token};
+use crate::kinds::{LockKindArg, OnLock, Token};
 use crate::target::Target;
 use crate::{Result, critical, output, stats};
 
@@ -32,7 +32,7 @@ pub(crate) struct Args {
     hold_ms: u64,
     /// Which Redisson lock object; an exclusive kind (read locks are shared by design).
     #[arg(long, value_enum, default_value_t)]
-    kind: Kind,
+    kind: LockKindArg,
 }
 
 #[derive(Debug, Serialize)]
@@ -46,7 +46,7 @@ struct Report {
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
-    if args.kind == Kind::Read {
+    if args.kind == LockKindArg::Read {
         return Err(
             "read locks are shared: check an exclusive kind (lock, fair, spin, fenced, write)"
                 .into(),

@@ -6,7 +6,7 @@ use rlock_redisson::Lock;
 use rlock_redisson::kind::LockKind;
 use serde::Serialize;
 
-use crate::kinds::{Kind, OnLock, Token};
+use crate::kinds::{LockKindArg, OnLock, Token};
 use crate::target::Target;
 use crate::{Result, output};
 
@@ -17,7 +17,7 @@ pub(crate) struct Args {
     name: String,
     /// Which Redisson lock object (a read or write lock is deleted only while held in that mode).
     #[arg(long, value_enum, default_value_t)]
-    kind: Kind,
+    kind: LockKindArg,
 }
 
 #[derive(Debug, Serialize)]

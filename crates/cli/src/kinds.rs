@@ -11,7 +11,7 @@ use rlock_redisson::{Client, Lock};
 
 /// A lock kind, as named on the command line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Kind {
+pub(crate) enum LockKindArg {
     /// The reentrant lock (Redisson's `RLock`).
     #[default]
     Lock,
@@ -60,7 +60,7 @@ pub(crate) trait OnLock {
         K::Token: Token;
 }
 
-impl Kind {
+impl LockKindArg {
     /// Runs `work` on the lock of this kind called `name`.
     pub(crate) async fn with<W: OnLock>(self, client: &Client, name: &str, work: W) -> W::Output {
         match self {
@@ -81,7 +81,7 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Object {
     /// A lock of this kind: every kind has the same report.
-    Lock(Kind),
+    Lock(LockKindArg),
     /// Redisson's `RSemaphore`.
     Semaphore,
     /// Redisson's `RPermitExpirableSemaphore`.
@@ -92,14 +92,17 @@ pub(crate) enum Object {
 
 impl Default for Object {
     fn default() -> Self {
-        Self::Lock(Kind::default())
+        Self::Lock(LockKindArg::default())
     }
 }
 
 impl ValueEnum for Object {
     fn value_variants<'a>() -> &'a [Self] {
         static VARIANTS: LazyLock<Vec<Object>> = LazyLock::new(|| {
-            let locks = Kind::value_variants().iter().copied().map(Object::Lock);
+            let locks = LockKindArg::value_variants()
+                .iter()
+                .copied()
+                .map(Object::Lock);
             let others = [Object::Semaphore, Object::ExpirableSemaphore, Object::Latch];
             locks.chain(others).collect()
         });

@@ -7,7 +7,7 @@ use rlock_redisson::Lock;
 use rlock_redisson::kind::LockKind;
 use serde::Serialize;
 
-use crate::kinds::{Kind, OnLock, Token};
+use crate::kinds::{LockKindArg, OnLock, Token};
 use crate::target::Target;
 use crate::{Result, hold, output};
 
@@ -24,7 +24,7 @@ pub(crate) struct Args {
     lease_ms: Option<u64>,
     /// Which Redisson lock object.
     #[arg(long, value_enum, default_value_t)]
-    kind: Kind,
+    kind: LockKindArg,
 }
 
 /// What an `acquired` event adds: a fenced lock's token.

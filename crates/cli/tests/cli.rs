@@ -8,15 +8,12 @@ use std::process::{Child, Stdio};
 
 use redis::Commands;
 use rlock_tests::RedisServer;
+use rlock_tests::harness::raw_blocking;
 use serde_json::{Value, json};
 use support::{assert_fails_cleanly, assert_usage_error, json_lines, rlock, run, run_ok};
 
 /// A Redisson client id, as Java writes it in hash fields.
 const JAVA_NODE: &str = "3b241101-e2bb-4255-8caf-4136c566a962";
-
-fn redis(server: &RedisServer) -> redis::Connection {
-    server.client().get_connection().expect("raw connection")
-}
 
 #[test]
 fn check_from_three_processes_counts_every_acquisition() {
@@ -53,14 +50,14 @@ fn check_from_three_processes_counts_every_acquisition() {
         .iter()
         .map(|r| r["counter"].as_u64().expect("counter"));
     assert_eq!(counters.max(), Some(3 * 8 * 25));
-    let counter: u64 = redis(&server).get("cli:check:counter").expect("GET");
+    let counter: u64 = raw_blocking(&server).get("cli:check:counter").expect("GET");
     assert_eq!(counter, 3 * 8 * 25);
 }
 
 #[test]
 fn inspect_shows_holders_written_by_java() {
     let server = RedisServer::start();
-    let mut redis = redis(&server);
+    let mut redis = raw_blocking(&server);
     let _: () = redis
         .hset("cli:java", format!("{JAVA_NODE}:57"), 2)
         .expect("HSET");
@@ -88,7 +85,7 @@ fn inspect_shows_holders_written_by_java() {
 #[test]
 fn force_unlock_releases_once() {
     let server = RedisServer::start();
-    let _: () = redis(&server)
+    let _: () = raw_blocking(&server)
         .hset("cli:forced", format!("{JAVA_NODE}:1"), 1)
         .expect("HSET");
 
@@ -111,7 +108,7 @@ fn lock_reports_acquire_and_release() {
     let (acquired, released) = (events[0]["t"].as_u64(), events[1]["t"].as_u64());
     let (acquired, released) = (acquired.expect("t"), released.expect("t"));
     assert!(released >= acquired + 190, "{events:?}");
-    let exists: bool = redis(&server).exists("cli:held").expect("EXISTS");
+    let exists: bool = raw_blocking(&server).exists("cli:held").expect("EXISTS");
     assert!(!exists);
 }
 
@@ -157,7 +154,7 @@ fn demo_on_a_given_server_holds_exclusion() {
     assert_eq!(totals["mutual_exclusion"], true, "{totals}");
     assert_eq!(totals["acquisitions"], 2 * 3 * 20, "{totals}");
     assert_eq!(totals["workers_failed"], 0, "{totals}");
-    let counters: Vec<u64> = redis(&server)
+    let counters: Vec<u64> = raw_blocking(&server)
         .mget(&["demo:lock:0:counter", "demo:lock:1:counter"])
         .expect("MGET");
     assert_eq!(counters, [60, 60]);
@@ -167,7 +164,7 @@ fn demo_on_a_given_server_holds_exclusion() {
 fn bad_input_fails_without_panicking() {
     let server = RedisServer::start();
     let url = server.url();
-    let _: () = redis(&server).set("cli:string", "x").expect("SET");
+    let _: () = raw_blocking(&server).set("cli:string", "x").expect("SET");
     // Rejected by the argument parser: usage errors, exit 2.
     let usage: [&[&str]; 5] = [
         &["inspect", ""],
@@ -316,7 +313,7 @@ fn prefixed(server: &RedisServer, args: &[&str]) -> Vec<Value> {
 #[test]
 fn name_prefix_puts_every_command_under_the_prefix() {
     let server = RedisServer::start();
-    let mut redis = redis(&server);
+    let mut redis = raw_blocking(&server);
     let exists =
         |redis: &mut redis::Connection, key: &str| -> bool { redis.exists(key).expect("EXISTS") };
     // A Java service whose NameMapper prepends `app:` holds its lock `cli:mapped`.
@@ -424,7 +421,7 @@ fn demo_workers_inherit_the_name_prefix() {
     // The parent counts under the prefix: workers that ignored it would leave its counters at 0.
     assert_eq!(totals["mutual_exclusion"], true, "{totals}");
     assert_eq!(totals["acquisitions"], 2 * 2 * 10, "{totals}");
-    let counters: Vec<Option<u64>> = redis(&server)
+    let counters: Vec<Option<u64>> = raw_blocking(&server)
         .mget(&[
             "app:demo:lock:0:counter",
             "app:demo:lock:1:counter",

@@ -7,12 +7,9 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_tests::RedisServer;
+use rlock_tests::harness::raw_blocking;
 use serde_json::{Value, json};
 use support::{assert_fails_cleanly, json_lines, rlock, run, run_ok};
-
-fn redis(server: &RedisServer) -> redis::Connection {
-    server.client().get_connection().expect("raw connection")
-}
 
 #[test]
 fn check_holds_exclusion_for_every_exclusive_kind() {
@@ -51,7 +48,9 @@ fn check_holds_exclusion_for_every_exclusive_kind() {
             assert!(output.status.success(), "{kind}: {output:?}");
             assert_eq!(json_lines(&output)[0]["acquisitions"], 4 * 15, "{kind}");
         }
-        let counter: u64 = redis(&server).get(format!("{name}:counter")).expect("GET");
+        let counter: u64 = raw_blocking(&server)
+            .get(format!("{name}:counter"))
+            .expect("GET");
         assert_eq!(counter, 2 * 4 * 15, "{kind}: every increment kept");
     }
     let refused = run(
@@ -113,7 +112,7 @@ fn lock_reports_a_fencing_token_and_every_kind_acquires_and_releases() {
         let names: Vec<&Value> = events.iter().map(|e| &e["event"]).collect();
         assert_eq!(names, ["acquired", "released"], "{kind}");
         assert!(events[0].get("token").is_none(), "{kind}");
-        let exists: bool = redis(&server).exists(&name).expect("EXISTS");
+        let exists: bool = raw_blocking(&server).exists(&name).expect("EXISTS");
         assert!(!exists, "{kind} released");
     }
 }

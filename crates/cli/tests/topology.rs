@@ -10,7 +10,8 @@ use std::process::{Command, Output, Stdio};
 
 use redis::Commands;
 use rlock_tests::RedisServer;
-use rlock_tests::topology::{Cluster, SentinelSetup, connect};
+use rlock_tests::harness::raw_blocking;
+use rlock_tests::topology::{Cluster, SentinelSetup};
 use serde_json::Value;
 use support::{assert_fails_cleanly, assert_usage_error, json_lines, rlock, run, run_ok};
 
@@ -95,7 +96,7 @@ fn demo_holds_exclusion(flags: &[String]) {
 }
 
 fn get_counter(server: &RedisServer, name: &str) -> u64 {
-    connect(server)
+    raw_blocking(server)
         .get(format!("{name}:counter"))
         .expect("GET the counter")
 }
@@ -142,7 +143,7 @@ fn inspect_shows_a_holder(cluster: &Cluster, flags: &[String]) {
     assert!(released.contains("released"), "{released}");
     assert!(holder.wait().expect("wait for rlock lock").success());
 
-    let _: () = connect(cluster.master_of("cli:cluster:string"))
+    let _: () = raw_blocking(cluster.master_of("cli:cluster:string"))
         .set("cli:cluster:string", "x")
         .expect("SET");
     let output = run(None, &with(flags, &["inspect", "cli:cluster:string"]));

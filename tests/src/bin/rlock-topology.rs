@@ -27,14 +27,14 @@ use tokio::signal::unix::{SignalKind, signal};
 #[command(about = "Run a local Redis Cluster or Sentinel setup on loopback until stopped")]
 struct Cli {
     #[command(subcommand)]
-    kind: Kind,
+    deployment: Deployment,
     /// Run until SIGTERM or SIGINT only, ignoring standard input.
     #[arg(long, global = true)]
     until_signal: bool,
 }
 
 #[derive(Subcommand)]
-enum Kind {
+enum Deployment {
     /// A Redis Cluster.
     Cluster {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -74,14 +74,14 @@ enum Description {
     },
 }
 
-fn start(kind: &Kind) -> (Running, Description) {
-    match *kind {
-        Kind::Cluster { masters, replicas } => {
+fn start(deployment: &Deployment) -> (Running, Description) {
+    match *deployment {
+        Deployment::Cluster { masters, replicas } => {
             let cluster = Cluster::start(masters.into(), replicas.into());
             let seeds = cluster.seeds();
             (Running::Cluster(cluster), Description::Cluster { seeds })
         }
-        Kind::Sentinel {
+        Deployment::Sentinel {
             replicas,
             sentinels,
         } => {
@@ -107,7 +107,7 @@ fn main() -> ExitCode {
     if !cli.until_signal {
         on_stdin_eof(stop);
     }
-    let (running, description) = start(&cli.kind);
+    let (running, description) = start(&cli.deployment);
     let reason = match print(&description) {
         Ok(()) => stopped.recv().unwrap_or("every stop source is gone"),
         Err(_) => "stdout is closed",

@@ -89,7 +89,7 @@ use rlock_redisson::{
     Client, Config, Error, Guard, Lock, MultiGuard, MultiLock, Owner, PermitExpirableSemaphore,
     PermitId, SemaphorePermits,
 };
-use rlock_tests::history::fleet::{HASH_SHARING, JAVA_HASH_SHARING, Kind, Synchronizer};
+use rlock_tests::history::fleet::{FleetKind, HASH_SHARING, JAVA_HASH_SHARING, Synchronizer};
 use rlock_tests::history::{Event, FaultKind, LogWriter, Mode, Summary, error_kind, now_ns};
 use rlock_tests::redisson::{
     JavaClient, JavaConfig, JavaError, JavaObject, ObjectKind, ReadKind, RedissonVersion, ThreadId,
@@ -167,7 +167,7 @@ struct WorkArgs {
     #[arg(long, default_value_t = 3000)]
     cancel_within_us: u64,
     #[arg(long, value_enum, default_value_t)]
-    kind: Kind,
+    kind: FleetKind,
     /// The client's `fair_lock_wait_timeout`.
     #[arg(long, default_value_t = 5000)]
     fair_wait_timeout_ms: u64,
@@ -272,7 +272,7 @@ impl WorkArgs {
         if !self.java {
             return Ok(None);
         }
-        let lock_kind = self.kind == Kind::Mixed || self.kind.object().is_some();
+        let lock_kind = self.kind == FleetKind::Mixed || self.kind.object().is_some();
         if !matches!(self.topology, TopologyArg::Single)
             || self.synchronizer.is_some()
             || !lock_kind
@@ -547,10 +547,10 @@ impl Worker {
     /// [`HASH_SHARING`] at random; `None` for `rw` (either half at random).
     fn next_object(&self) -> Option<&'static dyn ObjectKind> {
         match self.args.kind {
-            Kind::Mixed if self.args.java => {
+            FleetKind::Mixed if self.args.java => {
                 Some(JAVA_HASH_SHARING[fastrand::usize(..JAVA_HASH_SHARING.len())])
             }
-            Kind::Mixed => Some(HASH_SHARING[fastrand::usize(..HASH_SHARING.len())]),
+            FleetKind::Mixed => Some(HASH_SHARING[fastrand::usize(..HASH_SHARING.len())]),
             kind => kind.object(),
         }
     }
@@ -851,7 +851,7 @@ impl Worker {
             K::FIELD_SUFFIX
         );
         let seq = at.seqs.next();
-        let (task, mixed) = (at.task, self.args.kind == Kind::Mixed);
+        let (task, mixed) = (at.task, self.args.kind == FleetKind::Mixed);
         let acquire = async {
             let mut acquire = pin!(async {
                 let wait = self.args.wait_ms.map(Duration::from_millis);

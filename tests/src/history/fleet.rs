@@ -18,40 +18,56 @@ use tempfile::TempDir;
 use super::checker::{History, Report};
 use super::record::{Event, FaultKind, Record, now_ns, read_log};
 use crate::redisson::{
-    FairKind, FencedKind, NonReentrantFairKind, NonReentrantKind, ObjectKind, ReadKind,
-    ReentrantKind, SpinKind, WriteKind,
+    FairKind, FencedKind, NonReentrantKind, ObjectKind, ReentrantKind, SpinKind,
 };
 
-/// Which Redisson lock object a worker contends for (its `--kind`), and how its history shows it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kind {
-    /// `client.lock(name)`, Redisson's `RLock`.
-    #[default]
-    Lock,
-    /// `client.fair_lock(name)`: waiters also log when they are seen queued, for the FIFO check.
-    Fair,
-    /// `client.spin_lock(name)`: waiters poll; nothing is published.
-    Spin,
-    /// `client.fenced_lock(name)`: each hold's fence is its fencing token.
-    Fenced,
-    /// `.read()` of `client.read_write_lock(name)`: holds logged as shared.
-    Read,
-    /// `.write()` of `client.read_write_lock(name)`.
-    Write,
-    /// Both sides of one read-write lock: each attempt takes the read or the write side at random.
-    Rw,
-    /// `client.non_reentrant_lock(name)`, Redisson's `RNonReentrantLock`: the reentrant lock's
-    /// hash, hand-off and unlock, a re-entry refused (workers never re-enter: each attempt is a
-    /// fresh owner).
-    NonReentrant,
-    /// `client.non_reentrant_fair_lock(name)`, Redisson's `RNonReentrantFairLock`: the fair lock's
-    /// queue, so its waiters too log when they are seen queued, for the FIFO check.
-    NonReentrantFair,
-    /// The kinds that share the lock's hash, mixed on one name: each attempt (and each re-entry)
-    /// takes the lock, spin, fair, fenced or non-reentrant lock of its name at random (see
-    /// [`HASH_SHARING`]). Every hold takes the `INCR` fence (a fenced lock's token is its own
-    /// counter), and nobody logs being queued: barging kinds make the fair lock's queue no promise.
-    Mixed,
+/// [`FleetKind`] of [`lock_kinds!`](crate::lock_kinds)' rows, and [`FleetKind::object`].
+macro_rules! fleet_kinds {
+    ($($name:ident: $variant:ident($object:path)),+ $(,)?) => {
+        /// Which Redisson lock object a worker contends for (its `--kind`), and how its history
+        /// shows it: a lock of one of the kinds, each through its own object (`client.lock(name)`,
+        /// `client.fair_lock(name)`, ...: [`FleetKind::object`]), or a mix of them. The fair kinds'
+        /// waiters also log when they are seen queued, for the FIFO check; the spin lock's poll and
+        /// nothing is published; a fenced hold's fence is its fencing token; read holds are logged
+        /// as shared; the non-reentrant kinds refuse re-entries (workers never re-enter them: each
+        /// attempt is a fresh owner).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+        pub enum FleetKind {
+            $(
+                #[doc = concat!("A lock of the kind `", stringify!($name), "`.")]
+                $variant,
+            )+
+            /// Both sides of one read-write lock: each attempt takes the read or the write side at
+            /// random.
+            Rw,
+            /// The kinds that share the lock's hash, mixed on one name: each attempt (and each
+            /// re-entry) takes the lock, spin, fair, fenced or non-reentrant lock of its name at
+            /// random (see [`HASH_SHARING`]). Every hold takes the `INCR` fence (a fenced lock's
+            /// token is its own counter), and nobody logs being queued: barging kinds make the fair
+            /// lock's queue no promise.
+            Mixed,
+        }
+
+        impl FleetKind {
+            /// The Redisson object a worker contends for, whose [`ObjectKind`] makes its rlock
+            /// handle; `None` for [`FleetKind::Rw`] and [`FleetKind::Mixed`], which pick one at
+            /// random for each attempt.
+            pub fn object(self) -> Option<&'static dyn ObjectKind> {
+                match self {
+                    $(Self::$variant => Some(&$object),)+
+                    Self::Rw | Self::Mixed => None,
+                }
+            }
+        }
+    };
+}
+
+crate::lock_kinds!(all fleet_kinds);
+
+impl Default for FleetKind {
+    fn default() -> Self {
+        Self::Lock
+    }
 }
 
 /// The kinds whose holds live in the one hash of a lock name, and exclude each other there: the
@@ -71,29 +87,13 @@ pub const HASH_SHARING: [&dyn ObjectKind; 5] = [
 pub const JAVA_HASH_SHARING: [&dyn ObjectKind; 4] =
     [&ReentrantKind, &SpinKind, &FencedKind, &NonReentrantKind];
 
-impl Kind {
+impl FleetKind {
     /// The name on the command line.
     pub fn name(self) -> String {
         clap::ValueEnum::to_possible_value(&self)
             .expect("no kind is skipped")
             .get_name()
             .to_owned()
-    }
-
-    /// The Redisson object a worker contends for, whose [`ObjectKind`] makes its rlock handle;
-    /// `None` for [`Kind::Rw`] and [`Kind::Mixed`], which pick one at random for each attempt.
-    pub fn object(self) -> Option<&'static dyn ObjectKind> {
-        Some(match self {
-            Self::Lock => &ReentrantKind,
-            Self::Fair => &FairKind,
-            Self::Spin => &SpinKind,
-            Self::Fenced => &FencedKind,
-            Self::Read => &ReadKind,
-            Self::Write => &WriteKind,
-            Self::Rw | Self::Mixed => return None,
-            Self::NonReentrant => &NonReentrantKind,
-            Self::NonReentrantFair => &NonReentrantFairKind,
-        })
     }
 
     /// Whether its holds may exclude each other, so that attempts wait for holders (all but
@@ -109,7 +109,7 @@ impl Kind {
     }
 }
 
-/// A synchronizer a worker contends for instead of a lock of its [`Kind`] (its `--synchronizer`).
+/// A synchronizer a worker contends for instead of a lock of its [`FleetKind`] (its `--synchronizer`).
 /// Its attempts are logged like a lock's: a hold is permits taken, a latch seen open or every member
 /// of a multi-lock taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -174,7 +174,7 @@ pub struct WorkerSpec {
     /// The longest delay before a cancelled attempt is dropped.
     pub cancel_within: Duration,
     /// The lock kind.
-    pub kind: Kind,
+    pub kind: FleetKind,
     /// The client's `fair_lock_wait_timeout`: how long a fair-lock waiter that stopped polling (its
     /// process was killed) blocks the queue before it is purged as stale.
     pub fair_wait_timeout: Duration,
@@ -237,7 +237,7 @@ impl WorkerSpec {
             wait: None,
             cancel_percent: 0,
             cancel_within: Duration::from_millis(3),
-            kind: Kind::Lock,
+            kind: FleetKind::Lock,
             fair_wait_timeout: Duration::from_secs(5),
             local_handoff: true,
             local_handoff_window: None,

@@ -14,7 +14,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redis::{ErrorKind, FromRedisValue, RedisError, RedisResult, Value};
 
@@ -23,6 +23,7 @@ use super::{
     Attempt, ClientInner, JavaClient, MessageRule, Publishing, millis, new_request_id,
     semaphore_channel, suffix_name, text_arg,
 };
+use crate::harness::epoch_ms;
 
 /// The score of a permit that never expires (`nonExpirableTimeout`), compared as a string with
 /// the scores Redis reports (§11.15).
@@ -202,14 +203,6 @@ if (tonumber(argv[1]) > 0) then
     publish(KEYS[2], argv[1]);
 end;
 ";
-
-/// The client's wall clock in epoch ms (`System.currentTimeMillis()`), the scripts' `now`.
-fn epoch_ms() -> u64 {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    millis(since_epoch)
-}
 
 /// `ByteBufUtil.decodeHexDump(id)`: the raw bytes of a hex permit id, as the scripts take it.
 fn id_bytes(id: &str) -> RedisResult<Vec<u8>> {

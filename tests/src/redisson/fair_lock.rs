@@ -2,7 +2,7 @@
 //! [`JavaFairLock`] object it returns. Its holds are the `RLock`'s (renewed alike, §4); waiters
 //! queue in a list with deadlines in a sorted set, and each waits on a channel of its own.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redis::{AsyncCommands, RedisResult};
 
@@ -12,6 +12,7 @@ use super::{
     Attempt, Hold, JavaClient, LockObject, RedissonVersion, ThreadId, acquire_calls,
     base_lock_calls, lock_channel, millis, prefix_name,
 };
+use crate::harness::epoch_ms;
 
 /// The unlock message, published to the queue head's channel only (§6.2).
 const UNLOCK_MESSAGE: &str = "0";
@@ -254,14 +255,6 @@ fn acquire_script(version: RedissonVersion, reentry: &str) -> String {
     .concat()
 }
 
-/// The client's wall clock in epoch ms (`System.currentTimeMillis()`), the scripts' `now`.
-fn epoch_ms() -> u64 {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    millis(since_epoch)
-}
-
 // ===== the client's RFairLock =====
 
 impl JavaClient {
@@ -292,6 +285,10 @@ pub struct FairKind;
 impl ObjectKind for FairKind {
     fn interface(&self) -> &'static str {
         "RFairLock"
+    }
+
+    fn described_as(&self) -> &'static str {
+        "fair lock"
     }
 
     /// Each waiter's own: the lock's channel with its owner field appended (§6.2).
@@ -554,8 +551,9 @@ mod tests {
 
     use super::*;
     use crate::RedisServer;
+    use crate::harness::raw;
     use crate::redisson::RedissonVersion;
-    use crate::redisson::testing::{Listener, eventually, finished, java, redis};
+    use crate::redisson::testing::{Listener, eventually, finished, java};
 
     /// Waits until the queue is `expected` (lockNames, head first).
     async fn queue_is(lock: &JavaFairLock, expected: &[&str]) {
@@ -675,7 +673,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn unlocks_wake_the_head_even_of_a_missing_lock() {
         let server = RedisServer::start();
-        let mut redis = redis(&server).await;
+        let mut redis = raw(&server).await;
         let java = java(&server, RedissonVersion::V4).await;
         let lock = java.get_fair_lock("fair:missing");
         lock.lock(1).await.expect("lock");
@@ -702,7 +700,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn queued_replies_and_guards_follow_the_version() {
         let server = RedisServer::start();
-        let mut redis = redis(&server).await;
+        let mut redis = raw(&server).await;
         for (version, queued_ttl) in [
             (RedissonVersion::V3_31, 29_000..=31_000),
             (RedissonVersion::V3_44, 0..=0),

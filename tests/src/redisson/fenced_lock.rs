@@ -62,6 +62,10 @@ impl ObjectKind for FencedKind {
         "RFencedLock"
     }
 
+    fn described_as(&self) -> &'static str {
+        "fenced lock"
+    }
+
     fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
         JavaObject::Fenced(client.get_fenced_lock(name))
     }
@@ -194,15 +198,16 @@ impl JavaFencedLock {
 mod tests {
     use super::*;
     use crate::RedisServer;
+    use crate::harness::raw;
     use crate::redisson::RedissonVersion;
-    use crate::redisson::testing::{Listener, finished, java, redis, two_javas};
+    use crate::redisson::testing::{Listener, finished, java, two_javas};
 
     /// Every acquisition counts the token up, re-entries and plain calls included; the token key
     /// never expires; a contended token call returns nothing (§8.2).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tokens_increase_with_every_acquisition() {
         let server = RedisServer::start();
-        let mut redis = redis(&server).await;
+        let mut redis = raw(&server).await;
         let (a, b) = two_javas(&server).await;
         let (lock, other) = (a.get_fenced_lock("fenced"), b.get_fenced_lock("fenced"));
         assert_eq!(lock.token_name(), "redisson_lock_token:{fenced}");

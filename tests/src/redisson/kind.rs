@@ -4,9 +4,9 @@
 //! [`java_object!`](crate::java_object) and [`rlock_object!`](crate::rlock_object) open whatever
 //! their type. Each kind's impl lives in the module that emulates it; [`KINDS`] lists them all.
 //!
-//! A new kind: its impl (a unit struct) next to its emulator, an entry in [`KINDS`], and, if its
-//! objects are of new types, a variant in [`JavaObject`] and [`RlockObject`] with its arm in each
-//! macro.
+//! A new kind: its impl (a unit struct) next to its emulator, its line in
+//! [`lock_kinds!`](crate::lock_kinds) (which [`KINDS`] is made from), and, if its objects are of new
+//! types, a variant in [`JavaObject`] and [`RlockObject`] with its arm in each macro.
 
 use std::time::Duration;
 
@@ -21,6 +21,9 @@ use super::{
 pub trait ObjectKind: Sync {
     /// Redisson's interface (and, for the read-write lock's halves, the method that gives it).
     fn interface(&self) -> &'static str;
+
+    /// What rlock's messages call its objects: an error of one says `a fair lock "name"`.
+    fn described_as(&self) -> &'static str;
 
     /// The kind whose hash, channels, messages and release this one shares, acquiring otherwise:
     /// the reentrant twin of a non-reentrant lock.
@@ -76,17 +79,16 @@ pub trait ObjectKind: Sync {
     fn rlock(&self, client: &rlock_redisson::Client, name: &str) -> RlockObject;
 }
 
-/// Every kind, in the order the scenarios run them.
-pub const KINDS: [&dyn ObjectKind; 8] = [
-    &super::lock::ReentrantKind,
-    &super::fair_lock::FairKind,
-    &super::spin_lock::SpinKind,
-    &super::fenced_lock::FencedKind,
-    &super::rw_lock::ReadKind,
-    &super::rw_lock::WriteKind,
-    &super::non_reentrant::NonReentrantKind,
-    &super::non_reentrant::NonReentrantFairKind,
-];
+/// [`KINDS`] of [`lock_kinds!`](crate::lock_kinds)' rows.
+macro_rules! object_kinds {
+    ($($name:ident: $variant:ident($object:path)),+ $(,)?) => {
+        &[$(&$object),+]
+    };
+}
+
+/// Every kind, in the order the scenarios run them: the kinds of
+/// [`lock_kinds!`](crate::lock_kinds).
+pub const KINDS: &[&dyn ObjectKind] = crate::lock_kinds!(all object_kinds);
 
 /// How a waiter that hears nothing polls ([`ObjectKind::polling`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -244,6 +244,10 @@ impl ObjectKind for ReentrantKind {
         "RLock"
     }
 
+    fn described_as(&self) -> &'static str {
+        "lock"
+    }
+
     fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
         JavaObject::Lock(client.get_lock(name))
     }

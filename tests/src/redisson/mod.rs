@@ -1879,7 +1879,6 @@ mod testing {
     use std::time::Duration;
 
     use futures::StreamExt;
-    use redis::aio::MultiplexedConnection;
     use tokio::sync::mpsc;
     use tokio::task::JoinHandle;
 
@@ -1925,15 +1924,6 @@ mod testing {
             ..JavaConfig::default()
         };
         java_with(server, version, config).await
-    }
-
-    /// A plain connection, to look at keys.
-    pub(super) async fn redis(server: &RedisServer) -> MultiplexedConnection {
-        let client = server.client();
-        client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("plain connection")
     }
 
     /// Every message published on the server (`PSUBSCRIBE *`), as channel and payload.
@@ -2026,7 +2016,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_watchdog_renews_every_kind() {
         let server = crate::RedisServer::start();
-        let mut redis = testing::redis(&server).await;
+        let mut redis = crate::harness::raw(&server).await;
         for version in [RedissonVersion::V3_31, RedissonVersion::V4] {
             let watchdog = Duration::from_millis(300);
             let java = testing::java_watchdog(&server, version, watchdog).await;

@@ -200,6 +200,10 @@ impl ObjectKind for NonReentrantKind {
         "RNonReentrantLock"
     }
 
+    fn described_as(&self) -> &'static str {
+        "non-reentrant lock"
+    }
+
     fn twin(&self) -> Option<&'static dyn ObjectKind> {
         Some(&ReentrantKind)
     }
@@ -221,6 +225,10 @@ pub struct NonReentrantFairKind;
 impl ObjectKind for NonReentrantFairKind {
     fn interface(&self) -> &'static str {
         "RNonReentrantFairLock"
+    }
+
+    fn described_as(&self) -> &'static str {
+        "non-reentrant fair lock"
     }
 
     fn twin(&self) -> Option<&'static dyn ObjectKind> {
@@ -283,15 +291,16 @@ mod tests {
 
     use super::*;
     use crate::RedisServer;
+    use crate::harness::raw;
     use crate::redisson::RedissonVersion;
-    use crate::redisson::testing::{Listener, java, redis};
+    use crate::redisson::testing::{Listener, java};
 
     /// Every acquisition form refuses the holder's re-entry and changes nothing; another thread
     /// is kept out as by an `RLock`, and the one unlock releases and publishes.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reentry_is_refused_by_every_form() {
         let server = RedisServer::start();
-        let mut redis = redis(&server).await;
+        let mut redis = raw(&server).await;
         let java = java(&server, RedissonVersion::V4).await;
         let lock = java.get_non_reentrant_lock("nr:refused");
         lock.lock(1).await.expect("lock");

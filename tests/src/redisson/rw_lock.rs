@@ -393,6 +393,10 @@ macro_rules! rw_kind {
                 $interface
             }
 
+            fn described_as(&self) -> &'static str {
+                concat!($mode, " lock")
+            }
+
             fn mode(&self) -> Option<&'static str> {
                 Some($mode)
             }
@@ -595,7 +599,8 @@ mod tests {
 
     use super::*;
     use crate::RedisServer;
-    use crate::redisson::testing::{Listener, finished, java, java_watchdog, redis, two_javas};
+    use crate::harness::raw;
+    use crate::redisson::testing::{Listener, finished, java, java_watchdog, two_javas};
 
     async fn hash(redis: &mut MultiplexedConnection, name: &str) -> HashMap<String, String> {
         redis.hgetall(name).await.expect("HGETALL")
@@ -618,7 +623,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn readers_share_with_a_timeout_key_per_hold() {
         let server = RedisServer::start();
-        let mut redis = redis(&server).await;
+        let mut redis = raw(&server).await;
         let (a, b) = two_javas(&server).await;
         let (rw_a, rw_b) = (
             a.get_read_write_lock("rw:share"),
@@ -707,7 +712,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_downgrade_publishes_nothing() {
         let server = RedisServer::start();
-        let mut redis = redis(&server).await;
+        let mut redis = raw(&server).await;
         let java = java(&server, RedissonVersion::V4).await;
         let rw = java.get_read_write_lock("rw:downgrade");
         let (read, write) = (rw.read_lock(), rw.write_lock());
@@ -752,7 +757,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn read_renewal_follows_the_version() {
         let server = RedisServer::start();
-        let mut redis = redis(&server).await;
+        let mut redis = raw(&server).await;
         let watchdog = Duration::from_millis(300);
         let leased = java(&server, RedissonVersion::V4).await;
         for (version, renews_others) in [

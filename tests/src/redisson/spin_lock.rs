@@ -75,6 +75,10 @@ impl ObjectKind for SpinKind {
         "RSpinLock"
     }
 
+    fn described_as(&self) -> &'static str {
+        "spin lock"
+    }
+
     fn channel(&self, _name: &str, _owner: &str) -> Option<String> {
         None
     }
@@ -199,8 +203,9 @@ mod tests {
 
     use super::*;
     use crate::RedisServer;
+    use crate::harness::raw;
     use crate::redisson::RedissonVersion;
-    use crate::redisson::testing::{Listener, finished, java, redis, two_javas};
+    use crate::redisson::testing::{Listener, finished, java, two_javas};
 
     #[test]
     fn the_back_off_doubles_up_to_its_cap() {
@@ -221,7 +226,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn unlocks_publish_nothing() {
         let server = RedisServer::start();
-        let mut redis = redis(&server).await;
+        let mut redis = raw(&server).await;
         for version in [RedissonVersion::V3_23, RedissonVersion::V4] {
             let java = java(&server, version).await;
             let lock = java.get_spin_lock("spin:quiet");

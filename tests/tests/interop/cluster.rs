@@ -10,7 +10,7 @@ use rlock_tests::topology::Cluster;
 use tokio::time::Instant;
 
 use crate::support::{
-    JAVA_VERSION, Kind, Party, Redis, Side, Site, Topology, both_directions, woken,
+    InteropKind, JAVA_VERSION, Party, Redis, Side, Site, Topology, both_directions, woken,
 };
 use crate::wakeup::{rounds, wake_rounds};
 
@@ -37,9 +37,9 @@ async fn sharded_unlocks_wake_the_other_side(holder: Side, waiter: Side) {
     woken(waiting).await.1.release().await;
 
     let setup = "cluster, sharded";
-    let rounds = rounds(Kind::REENTRANT);
+    let rounds = rounds(InteropKind::REENTRANT);
     wake_rounds(
-        Kind::REENTRANT,
+        InteropKind::REENTRANT,
         &holder,
         &waiter,
         &mut redis,
@@ -61,7 +61,7 @@ async fn unlocks_of_every_kind_wake_the_other_side() {
     let site = Site::start(Topology::Cluster);
     let java = site.party(Side::Java).await;
     let rlock = site.party(Side::Rlock).await;
-    for kind in Kind::all() {
+    for kind in InteropKind::all() {
         let name = format!("interop:cluster-{kind}");
         let mut redis = site.redis(&name).await;
         for (holder, waiter) in [(&java, &rlock), (&rlock, &java)] {
@@ -98,9 +98,9 @@ async fn java_3_21_and_rlock_with_sharded_pubsub_off() {
     woken(waiting).await.1.release().await;
 
     let setup = "cluster, classic";
-    let rounds = rounds(Kind::REENTRANT);
+    let rounds = rounds(InteropKind::REENTRANT);
     wake_rounds(
-        Kind::REENTRANT,
+        InteropKind::REENTRANT,
         &java,
         &rlock,
         &mut redis,
@@ -110,7 +110,7 @@ async fn java_3_21_and_rlock_with_sharded_pubsub_off() {
     )
     .await;
     wake_rounds(
-        Kind::REENTRANT,
+        InteropKind::REENTRANT,
         &rlock,
         &java,
         &mut redis,

@@ -11,7 +11,7 @@ use redis::AsyncCommands;
 use rlock_tests::redisson::RedissonVersion;
 use rlock_tests::{RedisServer, harness};
 
-use crate::support::{Kind, Party, PartyLock, Redis, Side, every_kind};
+use crate::support::{InteropKind, Party, PartyLock, Redis, Side, every_kind};
 
 const NAME: &str = "interop:counter";
 const COUNTER: &str = "interop:counter:value";
@@ -30,7 +30,7 @@ const JAVA_WRITE_WAKE_UP_MISSED: Duration = Duration::from_secs(30);
 
 /// Two Java clients of `version` and two rlock clients, two workers each, every worker taking the
 /// `kind` lock `ITERATIONS` times (with `lease`, or the watchdog).
-async fn counter_stays_exact(kind: Kind, version: RedissonVersion, lease: Option<Duration>) {
+async fn counter_stays_exact(kind: InteropKind, version: RedissonVersion, lease: Option<Duration>) {
     let server = RedisServer::start();
     let mut redis = Redis::connect(&server).await;
     let parties = [
@@ -60,7 +60,7 @@ async fn counter_stays_exact(kind: Kind, version: RedissonVersion, lease: Option
     let rlock = tokio::time::timeout(LIMIT, futures::future::join_all(rlock))
         .await
         .expect("rlock's workers finish well before a 30 s PTTL: no wake-up was lost");
-    let java_limit = if kind == Kind::WRITE && lease.is_none() {
+    let java_limit = if kind == InteropKind::WRITE && lease.is_none() {
         LIMIT + JAVA_WRITE_WAKE_UP_MISSED
     } else {
         LIMIT
@@ -115,15 +115,15 @@ async fn work(
     }
 }
 
-async fn java_head_and_rlock_with_watchdog_holds(kind: Kind) {
+async fn java_head_and_rlock_with_watchdog_holds(kind: InteropKind) {
     counter_stays_exact(kind, RedissonVersion::V4, None).await;
 }
 
-async fn java_3_12_and_rlock_with_leases(kind: Kind) {
+async fn java_3_12_and_rlock_with_leases(kind: InteropKind) {
     counter_stays_exact(kind, RedissonVersion::V3_12, Some(Duration::from_secs(10))).await;
 }
 
-async fn java_3_31_and_rlock_with_leases(kind: Kind) {
+async fn java_3_31_and_rlock_with_leases(kind: InteropKind) {
     counter_stays_exact(kind, RedissonVersion::V3_31, Some(Duration::from_secs(10))).await;
 }
 

@@ -5,10 +5,11 @@
 //! (hex on the APIs, the raw 16 bytes in Redis); both sides read the same leases.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redis::AsyncCommands;
 use rlock_tests::RedisServer;
+use rlock_tests::harness::epoch_ms;
 use rlock_tests::redisson::new_request_id;
 use tokio::time::Instant;
 
@@ -173,12 +174,6 @@ async fn assert_lease(semaphore: &PartyExpirable, id: &str, lease: Duration) {
         (lease - 1_000..=lease).contains(&left),
         "{left} ms left of {lease}"
     );
-}
-
-/// Now, in epoch milliseconds: the clock both sides write expiries in.
-fn epoch_ms() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH);
-    u64::try_from(since_epoch.expect("after 1970").as_millis()).expect("ms")
 }
 
 /// The bytes of an id written in hex.

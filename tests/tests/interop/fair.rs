@@ -11,7 +11,7 @@ use rlock_tests::redisson::{ThreadId, prefix_name};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::support::{Hold, Kind, Party, Redis, Side, both_directions, woken};
+use crate::support::{Hold, InteropKind, Party, Redis, Side, both_directions, woken};
 
 const NAME: &str = "interop:fair";
 /// How long the waiters that give up wait.
@@ -43,7 +43,7 @@ impl Queue {
     /// Asserts that both sides list `expected` as the queue, and that exactly they have deadlines.
     async fn assert_is(&self, redis: &mut Redis, parties: [&Party; 2], expected: &[String]) {
         for party in parties {
-            let listed = party.get(Kind::FAIR, NAME).queue().await;
+            let listed = party.get(InteropKind::FAIR, NAME).queue().await;
             assert_eq!(listed, expected, "the queue as {} lists it", party.side());
         }
         let mut with_deadlines: Vec<String> = redis
@@ -100,7 +100,7 @@ impl Turns {
 /// releases the lock at once; it is queued and asleep when this returns.
 async fn queue_waiter(
     party: &Party,
-    kind: Kind,
+    kind: InteropKind,
     thread: ThreadId,
     redis: &mut Redis,
     turns: &Turns,
@@ -124,7 +124,7 @@ async fn queue_waiter(
 /// queued when this returns.
 async fn timed_waiter(
     party: &Party,
-    kind: Kind,
+    kind: InteropKind,
     thread: ThreadId,
     redis: &mut Redis,
     queue: &Queue,
@@ -146,7 +146,7 @@ async fn timed_waiter(
 
 /// A server with a party of `a` and one of `b`, an observer, and `a`'s hold (thread 1) of the
 /// `kind` lock.
-async fn held_by(kind: Kind, a: Side, b: Side) -> (RedisServer, [Party; 2], Redis, Hold) {
+async fn held_by(kind: InteropKind, a: Side, b: Side) -> (RedisServer, [Party; 2], Redis, Hold) {
     let server = RedisServer::start();
     let a = Party::connect(a, &server).await;
     let b = Party::connect(b, &server).await;
@@ -156,13 +156,13 @@ async fn held_by(kind: Kind, a: Side, b: Side) -> (RedisServer, [Party; 2], Redi
 }
 
 async fn waiters_acquire_in_queue_order(a: Side, b: Side) {
-    in_queue_order(Kind::FAIR, [Kind::FAIR; 4], a, b).await;
+    in_queue_order(InteropKind::FAIR, [InteropKind::FAIR; 4], a, b).await;
 }
 
 /// A non-reentrant fair holder, and waiters of both fair kinds (non-reentrant or not) and both
 /// sides, alternating: one queue, one order.
 async fn both_fair_kinds_share_one_queue(a: Side, b: Side) {
-    let (fair, non_reentrant) = (Kind::FAIR, Kind::NON_REENTRANT_FAIR);
+    let (fair, non_reentrant) = (InteropKind::FAIR, InteropKind::NON_REENTRANT_FAIR);
     let waiters = [fair, non_reentrant, non_reentrant, fair];
     in_queue_order(non_reentrant, waiters, a, b).await;
 }
@@ -171,7 +171,7 @@ async fn both_fair_kinds_share_one_queue(a: Side, b: Side) {
 /// `waiters` kinds in turn; both sides' `queue()` list them in that order; when `a` releases,
 /// each waiter in turn (woken alone, on its own channel) takes the lock and releases it, in queue
 /// order.
-async fn in_queue_order(holder: Kind, waiters: [Kind; 4], a: Side, b: Side) {
+async fn in_queue_order(holder: InteropKind, waiters: [InteropKind; 4], a: Side, b: Side) {
     let (_server, [a, b], mut redis, hold) = held_by(holder, a, b).await;
     let queue = Queue::new();
 
@@ -193,18 +193,18 @@ async fn in_queue_order(holder: Kind, waiters: [Kind; 4], a: Side, b: Side) {
 }
 
 async fn give_ups_leave_no_entry(a: Side, b: Side) {
-    give_ups_of(Kind::FAIR, a, b).await;
+    give_ups_of(InteropKind::FAIR, a, b).await;
 }
 
 async fn non_reentrant_give_ups_leave_no_entry(a: Side, b: Side) {
-    give_ups_of(Kind::NON_REENTRANT_FAIR, a, b).await;
+    give_ups_of(InteropKind::NON_REENTRANT_FAIR, a, b).await;
 }
 
 /// `a` holds the `kind` lock. A timed waiter of `b` queues between two waiters of `a` and gives
 /// up: it leaves the queue and the deadlines, and the deadline of the waiter behind it moves up by
 /// its wait. Then a timed waiter of `a` does the same in front of a waiter of `b`. The waiters
 /// left acquire in order, and nothing of the queue remains.
-async fn give_ups_of(kind: Kind, a: Side, b: Side) {
+async fn give_ups_of(kind: InteropKind, a: Side, b: Side) {
     let (_server, [a, b], mut redis, hold) = held_by(kind, a, b).await;
     let queue = Queue::new();
     let turns = Turns::new();

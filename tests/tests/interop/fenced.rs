@@ -7,7 +7,7 @@ use std::time::Duration;
 use rlock_tests::RedisServer;
 use rlock_tests::redisson::prefix_name;
 
-use crate::support::{Kind, Party, Redis, Side, both_directions};
+use crate::support::{InteropKind, Party, Redis, Side, both_directions};
 
 const NAME: &str = "interop:fenced";
 
@@ -22,7 +22,7 @@ async fn tokens_increase_across_sides(a: Side, b: Side) {
     let parties = [&a, &b];
     for party in parties {
         assert_eq!(
-            party.get(Kind::FENCED, NAME).token().await,
+            party.get(InteropKind::FENCED, NAME).token().await,
             0,
             "no token yet"
         );
@@ -31,7 +31,7 @@ async fn tokens_increase_across_sides(a: Side, b: Side) {
     let mut latest = 0;
     for _round in 0..2 {
         for holder in parties {
-            let lock = holder.get(Kind::FENCED, NAME);
+            let lock = holder.get(InteropKind::FENCED, NAME);
             let (outer, token) = lock.lock_with_token(1).await;
             assert_eq!(token, latest + 1, "{}'s acquisition", holder.side());
             let (inner, token) = lock.lock_with_token(1).await;
@@ -39,7 +39,7 @@ async fn tokens_increase_across_sides(a: Side, b: Side) {
             let plain = lock.lock(1).await;
             latest += 3;
             for reader in parties {
-                let token = reader.get(Kind::FENCED, NAME).token().await;
+                let token = reader.get(InteropKind::FENCED, NAME).token().await;
                 assert_eq!(token, latest, "{} reads the latest token", reader.side());
             }
             for hold in [plain, inner, outer] {
@@ -48,10 +48,10 @@ async fn tokens_increase_across_sides(a: Side, b: Side) {
         }
     }
 
-    let hold = a.get(Kind::FENCED, NAME).lock(1).await;
-    let other = b.get(Kind::FENCED, NAME);
+    let hold = a.get(InteropKind::FENCED, NAME).lock(1).await;
+    let other = b.get(InteropKind::FENCED, NAME);
     assert!(other.try_lock(1, Duration::ZERO, None).await.is_none());
-    assert_eq!(b.get(Kind::FENCED, NAME).token().await, latest + 1);
+    assert_eq!(b.get(InteropKind::FENCED, NAME).token().await, latest + 1);
     hold.release().await;
     let token_key = prefix_name("redisson_lock_token", NAME);
     assert_eq!(redis.pttl(&token_key).await, -1, "the token never expires");

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::support::{
-    Acquired, Acquisition, Hold, Kind, Party, PartyLock, Redis, Side, Unlocked, woken,
+    Acquired, Acquisition, Hold, InteropKind, Party, PartyLock, Redis, Side, Unlocked, woken,
 };
 use crate::wire::lock_expected;
 
@@ -484,7 +484,7 @@ pub(crate) fn assert_same_trace(label: &str, actual: &Trace, expected: &Trace) {
 /// The tour of the kinds that hold like the `RLock` (thread 1 of `party`, the `kind` lock `name`):
 /// acquire, re-enter, a partial and a full unlock, a try while a third client holds the lock, an
 /// unlock by a non-owner, a force unlock.
-pub(crate) async fn lock_tour(tracer: &mut Tracer, party: &Party, kind: Kind, name: &str) {
+pub(crate) async fn lock_tour(tracer: &mut Tracer, party: &Party, kind: InteropKind, name: &str) {
     let lock = party.get(kind, name);
     let outer = reentered_once(tracer, &lock).await;
     lock_tour_end(tracer, &lock, name, outer).await;
@@ -533,7 +533,7 @@ const FOREIGN_WAITER: &str = "00000000-0000-4000-8000-000000000000:9";
 /// Thread 1's tour of the fair lock `FAIR`: the lock tour's steps, plus an unlock that wakes a
 /// queued head, a wait that queues and gives up, and the unlock of a lock that no longer exists.
 async fn fair_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::FAIR, FAIR);
+    let lock = party.get(InteropKind::FAIR, FAIR);
     let outer = reentered_once(tracer, &lock).await;
     queue_foreign_waiter(tracer).await;
     fair_tour_end(tracer, party, &lock, outer).await;
@@ -781,7 +781,7 @@ fn refusing(mut trace: Trace, refusal: &[String]) -> Trace {
 
 /// The lock tour with the re-entry refused instead: acquire, the refusals, then as the lock tour.
 async fn non_reentrant_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::NON_REENTRANT, NON_REENTRANT);
+    let lock = party.get(InteropKind::NON_REENTRANT, NON_REENTRANT);
     tracer.mark("acquire").await;
     let hold = lock.lock(1).await;
     refused_reentries(tracer, &lock).await;
@@ -807,7 +807,7 @@ async fn non_reentrant_lock_scripts_follow_the_protocol() {
 /// The fair tour with the re-entry refused instead, while [`FOREIGN_WAITER`] queues: acquire, the
 /// refusals, then as the fair tour (whose queueing waiter gives up).
 async fn non_reentrant_fair_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::NON_REENTRANT_FAIR, FAIR);
+    let lock = party.get(InteropKind::NON_REENTRANT_FAIR, FAIR);
     tracer.mark("acquire").await;
     let hold = lock.lock(1).await;
     queue_foreign_waiter(tracer).await;
@@ -860,7 +860,7 @@ fn spin_expected(side: Side) -> Trace {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spin_lock_scripts_follow_the_protocol() {
     let tour = async |tracer: &mut _, party: &Party| {
-        lock_tour(tracer, party, Kind::SPIN, SPIN).await;
+        lock_tour(tracer, party, InteropKind::SPIN, SPIN).await;
     };
     check_every_side(&[SPIN], tour, |_| (), spin_expected).await;
 }
@@ -876,8 +876,8 @@ fn token_key() -> String {
 /// The lock tour on the fenced lock (plain acquisitions), then `getToken`, and an acquisition
 /// through the token call (Java's `lockAndGetToken`).
 async fn fenced_tour(tracer: &mut Tracer, party: &Party) {
-    lock_tour(tracer, party, Kind::FENCED, FENCED).await;
-    let lock = party.get(Kind::FENCED, FENCED);
+    lock_tour(tracer, party, InteropKind::FENCED, FENCED).await;
+    let lock = party.get(InteropKind::FENCED, FENCED);
     tracer.mark("get token").await;
     let _ = lock.token().await;
     tracer.mark("acquire with a token").await;
@@ -946,14 +946,14 @@ async fn hold_foreign_rw(tracer: &mut Tracer, mode: &str) {
 /// Phases that come after a tour's own: a try while a third client writes, an unlock by a
 /// non-owner, a force unlock of the other mode (refused), one of this mode, and the unlock of a
 /// lock that no longer exists, which both sides refuse (3.31: accepts, §7.3 / §7.5 step 2).
-async fn rw_tour_end(tracer: &mut Tracer, party: &Party, kind: Kind) {
+async fn rw_tour_end(tracer: &mut Tracer, party: &Party, kind: InteropKind) {
     let lock = party.get(kind, RW);
     hold_foreign_rw(tracer, "write").await;
     tracer.mark("contended try").await;
     assert!(lock.try_lock(1, Duration::ZERO, None).await.is_none());
     tracer.mark("unlock by a non-owner").await;
     assert_eq!(lock.unlock_as(1).await, Unlocked::NotOwner);
-    let (other, mine) = if kind == Kind::READ {
+    let (other, mine) = if kind == InteropKind::READ {
         ("write", "read")
     } else {
         ("read", "write")
@@ -1067,11 +1067,11 @@ fn read_hold(k: u32) -> Vec<String> {
 
 /// Thread 1's tour of the read lock.
 async fn read_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::READ, RW);
+    let lock = party.get(InteropKind::READ, RW);
     let outer = reentered_once(tracer, &lock).await;
     tracer.mark("full unlock").await;
     outer.release().await;
-    rw_tour_end(tracer, party, Kind::READ).await;
+    rw_tour_end(tracer, party, InteropKind::READ).await;
 }
 
 /// The read lock's scripts (§7.2, §7.3, §7.6) in the states of [`read_tour`].
@@ -1145,10 +1145,10 @@ async fn read_lock_scripts_follow_the_protocol() {
 /// Thread 1's tour of the write lock, with a read hold taken while writing and the write unlock
 /// that leaves it (the downgrade).
 async fn write_tour(tracer: &mut Tracer, party: &Party) {
-    let lock = party.get(Kind::WRITE, RW);
+    let lock = party.get(InteropKind::WRITE, RW);
     let outer = reentered_once(tracer, &lock).await;
     tracer.mark("read while writing").await;
-    let read = party.get(Kind::READ, RW).lock(1).await;
+    let read = party.get(InteropKind::READ, RW).lock(1).await;
     tracer.mark("downgrade").await;
     outer.release().await;
     tracer.mark("read unlock after the downgrade").await;
@@ -1157,7 +1157,7 @@ async fn write_tour(tracer: &mut Tracer, party: &Party) {
     let write = lock.lock(1).await;
     tracer.mark("full unlock").await;
     write.release().await;
-    rw_tour_end(tracer, party, Kind::WRITE).await;
+    rw_tour_end(tracer, party, InteropKind::WRITE).await;
 }
 
 /// The write lock's scripts (§7.4, §7.5, §7.6), and the read lock's where the writer reads, in
@@ -1287,14 +1287,14 @@ pub(crate) const JAVA_FIELD: &str = "<java>:7";
 
 /// The lock name of the hand-off tour of `kind`, and the keys to trace: the names the kind's other
 /// traces use, so that its acquire and unlock are theirs.
-fn hand_off_keys(kind: Kind) -> (&'static str, Vec<String>) {
-    if kind == Kind::REENTRANT {
+fn hand_off_keys(kind: InteropKind) -> (&'static str, Vec<String>) {
+    if kind == InteropKind::REENTRANT {
         (HAND_OFF, vec![HAND_OFF.to_owned()])
-    } else if kind == Kind::FENCED {
+    } else if kind == InteropKind::FENCED {
         (FENCED, vec![FENCED.to_owned(), token_key()])
-    } else if kind == Kind::WRITE {
+    } else if kind == InteropKind::WRITE {
         (RW, vec![RW.to_owned()])
-    } else if kind == Kind::NON_REENTRANT {
+    } else if kind == InteropKind::NON_REENTRANT {
         (NON_REENTRANT, vec![NON_REENTRANT.to_owned()])
     } else {
         panic!("{kind} does not hand off")
@@ -1316,8 +1316,8 @@ enum Passing {
 
 impl Passing {
     /// How a hold of `kind` passes when thread 2 waits as `self` says.
-    fn of(self, kind: Kind) -> Self {
-        if kind == Kind::FENCED || kind == Kind::WRITE {
+    fn of(self, kind: InteropKind) -> Self {
+        if kind == InteropKind::FENCED || kind == InteropKind::WRITE {
             Self::Script
         } else {
             self
@@ -1334,7 +1334,7 @@ impl Passing {
 ///   (Free: thread 2 passes to thread 3, as [`Passing::Free`] says.)
 /// - "unlock": the last holder releases for real, publishing the unlock message; the Java waiter
 ///   wakes and acquires.
-async fn hand_off_tour(kind: Kind, passing: Passing) -> Trace {
+async fn hand_off_tour(kind: InteropKind, passing: Passing) -> Trace {
     let (name, keys) = hand_off_keys(kind);
     let server = RedisServer::start();
     // A streak may last a minute (default 10 ms): the release hands off however slow this run is.
@@ -1399,10 +1399,10 @@ async fn hand_off_tour(kind: Kind, passing: Passing) -> Trace {
 /// mode first), the hash's size (the owner alone, besides a write lock's `mode`), the next owner's
 /// field set, the releasing owner's deleted, the next owner's lease applied; a fenced lock then
 /// takes the next owner's token, as every acquisition does; the outcome stored at the latch.
-pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> Vec<String> {
+pub(crate) fn hand_off_script(kind: InteropKind, name: &str, from: &str, to: &str) -> Vec<String> {
     let (from, to, latch) = (kind.field(from), kind.field(to), latch(name));
     let mut script = commands(&[&["get", &latch]]);
-    if kind == Kind::WRITE {
+    if kind == InteropKind::WRITE {
         script.extend(commands(&[&["hget", name, "mode"]]));
     }
     script.extend(commands(&[
@@ -1414,7 +1414,7 @@ pub(crate) fn hand_off_script(kind: Kind, name: &str, from: &str, to: &str) -> V
     ]));
     // The latch keeps the outcome (1, or the next owner's token) for a re-send to replay. A fenced
     // hand-off is traced in the hand-off tour alone, where thread 1 took token 1: the next is 2.
-    let outcome = if kind == Kind::FENCED {
+    let outcome = if kind == InteropKind::FENCED {
         script.push(format!("incr {}", token_key()));
         "2"
     } else {
@@ -1439,13 +1439,13 @@ pub(crate) fn script_of(trace: &Trace, phase: &str, field: &str) -> Vec<String> 
 /// The hand-off tour's trace: the hand-off script alone (nothing for a free one), then the full
 /// unlock of thread 2's field and the Java waiter's acquire, both as the kind's own trace has
 /// them.
-fn hand_off_expected(kind: Kind, passing: Passing) -> Trace {
+fn hand_off_expected(kind: InteropKind, passing: Passing) -> Trace {
     let (name, _) = hand_off_keys(kind);
-    let own = if kind == Kind::REENTRANT {
+    let own = if kind == InteropKind::REENTRANT {
         lock_expected(name, Side::Rlock)
-    } else if kind == Kind::FENCED {
+    } else if kind == InteropKind::FENCED {
         fenced_expected(Side::Rlock)
-    } else if kind == Kind::NON_REENTRANT {
+    } else if kind == InteropKind::NON_REENTRANT {
         non_reentrant_expected(Side::Rlock)
     } else {
         write_expected(Side::Rlock)
@@ -1469,7 +1469,7 @@ fn hand_off_expected(kind: Kind, passing: Passing) -> Trace {
     ])
 }
 
-async fn hand_off_follows_its_script(kind: Kind, passing: Passing) {
+async fn hand_off_follows_its_script(kind: InteropKind, passing: Passing) {
     let trace = hand_off_tour(kind, passing).await;
     let label = format!("rlock {kind}, {passing:?}");
     assert_same_trace(&label, &trace, &hand_off_expected(kind, passing));
@@ -1477,36 +1477,36 @@ async fn hand_off_follows_its_script(kind: Kind, passing: Passing) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::REENTRANT, Passing::Script).await;
+    hand_off_follows_its_script(InteropKind::REENTRANT, Passing::Script).await;
 }
 
 /// Between watchdog holds the lock passes freely: to Java, one hold of thread 2's field, from the
 /// hand-off that gave it to thread 3's release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_free_hand_off_runs_nothing_and_the_release_unlocks_the_first_field() {
-    hand_off_follows_its_script(Kind::REENTRANT, Passing::Free).await;
+    hand_off_follows_its_script(InteropKind::REENTRANT, Passing::Free).await;
 }
 
 /// A fenced acquisition must take a new token: even a watchdog waiter is passed the lock by script.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::FENCED, Passing::Free).await;
+    hand_off_follows_its_script(InteropKind::FENCED, Passing::Free).await;
 }
 
 /// The write lock is never passed freely: this client's read acquire would be admitted as the
 /// streak's first owner's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::WRITE, Passing::Free).await;
+    hand_off_follows_its_script(InteropKind::WRITE, Passing::Free).await;
 }
 
 /// The non-reentrant lock hands off with its twin's (the `RLock`'s) script, and freely as it does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_reentrant_hand_off_runs_one_script_and_publishes_nothing() {
-    hand_off_follows_its_script(Kind::NON_REENTRANT, Passing::Script).await;
+    hand_off_follows_its_script(InteropKind::NON_REENTRANT, Passing::Script).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_reentrant_free_hand_off_runs_nothing() {
-    hand_off_follows_its_script(Kind::NON_REENTRANT, Passing::Free).await;
+    hand_off_follows_its_script(InteropKind::NON_REENTRANT, Passing::Free).await;
 }

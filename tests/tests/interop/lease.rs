@@ -10,13 +10,13 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel};
 use tokio::time::Instant;
 
 use crate::support::{
-    Kind, Latencies, Listener, Message, Party, Redis, Side, Unlocked, WAKE_LIMIT, every_kind,
-    holds, woken,
+    InteropKind, Latencies, Listener, Message, Party, Redis, Side, Unlocked, WAKE_LIMIT,
+    every_kind, holds, woken,
 };
 
 const LEASE: Duration = Duration::from_millis(500);
 
-async fn expiry_hands_over_without_a_message(kind: Kind, holder: Side, waiter: Side) {
+async fn expiry_hands_over_without_a_message(kind: InteropKind, holder: Side, waiter: Side) {
     let server = RedisServer::start();
     let holder = Party::connect(holder, &server).await;
     let waiter = Party::connect(waiter, &server).await;

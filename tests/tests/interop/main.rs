@@ -6,8 +6,9 @@
 //! test checks what Redis shows (hash fields and counts, PTTLs, channels, messages, latch keys) or
 //! what the clock shows (wake-ups within [`support::WAKE_LIMIT`] of the release).
 //!
-//! The scenarios every lock kind shares are also written once over a [`support::Kind`] and run for
-//! each kind (`…::<kind>::…`, e.g. `wakeup::unlock_wakes_the_waiter::reentrant::java_to_rlock`);
+//! The scenarios every lock kind shares are also written once over a [`support::InteropKind`] and
+//! run for each kind of `rlock_tests::lock_kinds!` (`…::<kind>::…`, e.g.
+//! `wakeup::unlock_wakes_the_waiter::lock::java_to_rlock`);
 //! the others are about one kind (most about the reentrant lock, `RLock`, some also run for its
 //! non-reentrant twin).
 //!

@@ -10,7 +10,9 @@ use rlock_tests::RedisServer;
 use rlock_tests::redisson::lock_channel;
 use tokio::time::Instant;
 
-use crate::support::{Kind, Latencies, Party, Redis, Side, WAKE_LIMIT, every_kind, holds, woken};
+use crate::support::{
+    InteropKind, Latencies, Party, Redis, Side, WAKE_LIMIT, every_kind, holds, woken,
+};
 
 /// Payloads Java's `Long.valueOf` rejects, or numbers other than 0 and 1: nobody wakes.
 const IGNORED: &[&[u8]] = &[
@@ -34,7 +36,7 @@ const ZEROES: &[&str] = &["0", "00", "+0", "-0"];
 /// A `kind` waiter of `side` on a lock held by a third client: ignored payloads cause no retry; each
 /// zero causes exactly one retry, after which the waiter sleeps again (the lock is still held); a
 /// silent release goes unnoticed until a `0` arrives, which then hands over within milliseconds.
-async fn only_integer_zero_or_one_wakes(kind: Kind, side: Side) {
+async fn only_integer_zero_or_one_wakes(kind: InteropKind, side: Side) {
     let server = RedisServer::start();
     let party = Party::connect(side, &server).await;
     let mut redis = Redis::connect(&server).await;
@@ -86,7 +88,7 @@ async fn only_integer_zero_or_one_wakes(kind: Kind, side: Side) {
 /// Three `kind` waiters of `side` (one client, racing: rlock without its local queue): `1` makes all three
 /// retry, `0` only one; on a free lock a `1` lets exactly one of them win while the others go back
 /// to sleep.
-async fn one_wakes_every_local_waiter(kind: Kind, side: Side) {
+async fn one_wakes_every_local_waiter(kind: InteropKind, side: Side) {
     let server = RedisServer::start();
     let party = Party::racing(side, &server).await;
     let mut redis = Redis::connect(&server).await;

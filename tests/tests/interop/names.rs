@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use rlock_tests::RedisServer;
 
-use crate::support::{Kind, Listener, Message, Party, Redis, Side, every_kind, holds, woken};
+use crate::support::{
+    InteropKind, Listener, Message, Party, Redis, Side, every_kind, holds, woken,
+};
 
 /// Lock names and the channel Redisson derives from each.
 const NAMES: &[(&str, &str)] = &[
@@ -25,7 +27,7 @@ const NAMES: &[(&str, &str)] = &[
 /// For each name: `holder` holds, `waiter` waits; the hash is the raw name; the only subscribed
 /// channel is the expected one; both unlocks are heard on exactly that channel; every latch key is
 /// `redisson_unlock_latch` + the same brace rule + `:<32 hex>`.
-async fn names_match_byte_for_byte(kind: Kind, holder: Side, waiter: Side) {
+async fn names_match_byte_for_byte(kind: InteropKind, holder: Side, waiter: Side) {
     let server = RedisServer::start();
     let holder = Party::connect(holder, &server).await;
     let waiter = Party::connect(waiter, &server).await;

@@ -12,8 +12,8 @@ use rlock_tests::redisson::{ThreadId, prefix_name};
 use tokio::time::Instant;
 
 use crate::support::{
-    Acquired, Acquisition, Kind, Latencies, Listener, Party, Redis, Side, WAKE_LIMIT, every_kind,
-    woken,
+    Acquired, Acquisition, InteropKind, Latencies, Listener, Party, Redis, Side, WAKE_LIMIT,
+    every_kind, woken,
 };
 
 const NAME: &str = "interop:non-reentrant";
@@ -35,7 +35,7 @@ fn every_form() -> [(Acquisition, Option<Duration>); 5] {
 /// `thread` is refused as a re-entry (through a new object).
 async fn assert_refused(
     party: &Party,
-    kind: Kind,
+    kind: InteropKind,
     thread: ThreadId,
     how: Acquisition,
     lease: Option<Duration>,
@@ -64,7 +64,7 @@ async fn queued(redis: &mut Redis) -> (Vec<String>, Vec<String>) {
 /// time: the hash keeps its one field and count 1, its PTTL is not renewed, the queue keeps the
 /// waiter alone, nothing is published. The holder's release wakes the waiter, whose own re-entry is
 /// refused in turn.
-async fn a_reentry_is_refused(kind: Kind, holder: Side, waiter: Side) {
+async fn a_reentry_is_refused(kind: InteropKind, holder: Side, waiter: Side) {
     let server = RedisServer::start();
     let holder = Party::connect(holder, &server).await;
     let waiter = Party::connect(waiter, &server).await;
@@ -73,7 +73,7 @@ async fn a_reentry_is_refused(kind: Kind, holder: Side, waiter: Side) {
     let waiting = waiter.get(kind, NAME).spawn_lock(2);
     redis.wait_waiting(kind, NAME, &waiter.field(2)).await;
     let queue = queued(&mut redis).await;
-    if kind == Kind::NON_REENTRANT_FAIR {
+    if kind == InteropKind::NON_REENTRANT_FAIR {
         let fields = vec![waiter.field(2)];
         assert_eq!(queue, (fields.clone(), fields), "the waiter queued");
     }
@@ -103,7 +103,7 @@ async fn a_reentry_is_refused(kind: Kind, holder: Side, waiter: Side) {
 /// holder's kind, the waiter's), with `a` holding and a waiter of `b` or of `a`'s own client, the
 /// holder keeps the other out, the holder's owner is refused the non-reentrant lock whichever kind
 /// it holds by, and the release wakes the waiter within [`WAKE_LIMIT`].
-async fn twins_are_one_lock(kind: Kind, a: Side, b: Side) {
+async fn twins_are_one_lock(kind: InteropKind, a: Side, b: Side) {
     let server = RedisServer::start();
     let a = Party::connect(a, &server).await;
     let b = Party::connect(b, &server).await;

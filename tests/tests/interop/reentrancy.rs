@@ -9,7 +9,7 @@ use rlock_tests::RedisServer;
 use rlock_tests::redisson::suffix_name;
 
 use crate::support::{
-    Kind, Listener, Party, Redis, Side, Site, Topology, Unlocked, every_kind, woken,
+    InteropKind, Listener, Party, Redis, Side, Site, Topology, Unlocked, every_kind, woken,
 };
 
 /// Both sides use thread / owner id 7: the fields still differ by client id.
@@ -18,7 +18,7 @@ const THREAD: u64 = 7;
 /// `first` re-enters with a lease while `second` waits (as the contender of `first`'s kind);
 /// `first`'s partial unlocks re-apply its lease; its last unlock hands over to `second`, which
 /// re-enters with the watchdog and whose partial unlock re-applies the watchdog lease.
-async fn holds_coexist_over_time(kind: Kind, topology: Topology, first: Side, second: Side) {
+async fn holds_coexist_over_time(kind: InteropKind, topology: Topology, first: Side, second: Side) {
     let site = Site::start(topology);
     let a = site.party(first).await;
     let b = site.party(second).await;
@@ -48,7 +48,7 @@ async fn holds_coexist_over_time(kind: Kind, topology: Topology, first: Side, se
     a3.release().await;
     assert_eq!(redis.hash(name).await, kind.holds(&a_field, 2));
     let after = redis.pttl(name).await;
-    let expected = if kind == Kind::READ {
+    let expected = if kind == InteropKind::READ {
         // A read unlock gives the lock the PTTL of the longest-lived read hold left (§7.3 step
         // 6): the second, taken with the 5 s lease a moment ago. Both count down together.
         let second = format!("{}:rwlock_timeout:2", suffix_name(name, &a_field));
@@ -94,7 +94,7 @@ async fn holds_coexist_over_time(kind: Kind, topology: Topology, first: Side, se
 /// with the holder's thread number and another): refused, the hash, its TTL and the channels
 /// untouched; the holder then unlocks normally (and publishes what its kind publishes), and the
 /// intruder's unlock of the lock that is gone gets what the kind answers there.
-async fn the_other_side_cannot_unlock(kind: Kind, holder: Side, intruder: Side) {
+async fn the_other_side_cannot_unlock(kind: InteropKind, holder: Side, intruder: Side) {
     let server = RedisServer::start();
     let holder = Party::connect(holder, &server).await;
     let intruder = Party::connect(intruder, &server).await;

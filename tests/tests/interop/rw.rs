@@ -10,15 +10,16 @@ use rlock_tests::redisson::prefix_name;
 use tokio::time::Instant;
 
 use crate::support::{
-    Kind, Latencies, Listener, Message, Party, Redis, Side, WAKE_LIMIT, both_directions, woken,
+    InteropKind, Latencies, Listener, Message, Party, Redis, Side, WAKE_LIMIT, both_directions,
+    woken,
 };
 
 const NAME: &str = "interop:rw";
 
 /// The hash while the readers `owners` (owner fields) each hold one read lock.
 fn readers(owners: [String; 2]) -> BTreeMap<String, String> {
-    let mut hash = Kind::READ.holds(&owners[0], 1);
-    hash.extend(Kind::READ.holds(&owners[1], 1));
+    let mut hash = InteropKind::READ.holds(&owners[0], 1);
+    hash.extend(InteropKind::READ.holds(&owners[1], 1));
     hash
 }
 
@@ -34,18 +35,23 @@ async fn readers_share_and_writers_exclude(a: Side, b: Side) {
     let channel = prefix_name("redisson_rwlock", NAME);
     let mut latencies = Latencies::default();
 
-    let a_read = a.get(Kind::READ, NAME).lock(1).await;
-    let b_read = b.get(Kind::READ, NAME).lock(1).await;
+    let a_read = a.get(InteropKind::READ, NAME).lock(1).await;
+    let b_read = b.get(InteropKind::READ, NAME).lock(1).await;
     assert_eq!(redis.hash(NAME).await, readers([a.field(1), b.field(1)]));
     for party in [&a, &b] {
-        let writer = party.get(Kind::WRITE, NAME);
+        let writer = party.get(InteropKind::WRITE, NAME);
         let refused = writer.try_lock(2, Duration::ZERO, None).await;
         assert!(refused.is_none(), "{}'s writer is kept out", party.side());
     }
-    let writer = a.get(Kind::WRITE, NAME).spawn_lock(2);
-    redis.wait_waiting(Kind::WRITE, NAME, &a.field(2)).await;
+    let writer = a.get(InteropKind::WRITE, NAME).spawn_lock(2);
+    redis
+        .wait_waiting(InteropKind::WRITE, NAME, &a.field(2))
+        .await;
     a_read.release().await;
-    assert_eq!(redis.hash(NAME).await, Kind::READ.holds(&b.field(1), 1));
+    assert_eq!(
+        redis.hash(NAME).await,
+        InteropKind::READ.holds(&b.field(1), 1)
+    );
     assert_eq!(messages.drain(Duration::from_millis(100)).await, vec![]);
     assert!(!writer.is_finished(), "a reader still holds the lock");
 
@@ -53,15 +59,18 @@ async fn readers_share_and_writers_exclude(a: Side, b: Side) {
     b_read.release().await;
     let (acquired_at, write) = woken(writer).await;
     latencies.record(released_at, acquired_at);
-    assert_eq!(redis.hash(NAME).await, Kind::WRITE.holds(&a.field(2), 1));
+    assert_eq!(
+        redis.hash(NAME).await,
+        InteropKind::WRITE.holds(&a.field(2), 1)
+    );
     assert_eq!(
         messages.drain(Duration::from_millis(100)).await,
         vec![Message::new(&channel, "0")]
     );
 
     let waiting = [
-        a.get(Kind::READ, NAME).spawn_lock(3),
-        b.get(Kind::READ, NAME).spawn_lock(3),
+        a.get(InteropKind::READ, NAME).spawn_lock(3),
+        b.get(InteropKind::READ, NAME).spawn_lock(3),
     ];
     // One subscription per client: its local entry serves all its waiters (§3.1).
     let _ = redis.wait_parked(&channel, 2).await;

@@ -7,7 +7,9 @@ use std::time::Duration;
 use rlock_tests::RedisServer;
 use tokio::time::Instant;
 
-use crate::support::{Kind, Latencies, Listener, Party, Redis, Side, both_directions, woken};
+use crate::support::{
+    InteropKind, Latencies, Listener, Party, Redis, Side, both_directions, woken,
+};
 
 const NAME: &str = "interop:spin";
 const ROUNDS: usize = 3;
@@ -22,9 +24,11 @@ async fn unlock_is_seen_by_the_other_poller(holder: Side, poller: Side) {
     let mut messages = Listener::unlock_messages(&server).await;
     let mut latencies = Latencies::default();
     for _ in 0..ROUNDS {
-        let hold = holder.get(Kind::SPIN, NAME).lock(1).await;
-        let polling = poller.get(Kind::SPIN, NAME).spawn_lock(2);
-        redis.wait_waiting(Kind::SPIN, NAME, &poller.field(2)).await;
+        let hold = holder.get(InteropKind::SPIN, NAME).lock(1).await;
+        let polling = poller.get(InteropKind::SPIN, NAME).spawn_lock(2);
+        redis
+            .wait_waiting(InteropKind::SPIN, NAME, &poller.field(2))
+            .await;
         assert_eq!(redis.channels().await, Vec::<Vec<u8>>::new(), "no channel");
 
         let released_at = Instant::now();
@@ -33,14 +37,14 @@ async fn unlock_is_seen_by_the_other_poller(holder: Side, poller: Side) {
         latencies.record(released_at, acquired_at);
         assert_eq!(
             redis.hash(NAME).await,
-            Kind::SPIN.holds(&poller.field(2), 1)
+            InteropKind::SPIN.holds(&poller.field(2), 1)
         );
         hold.release().await;
         assert_eq!(messages.drain(Duration::from_millis(50)).await, vec![]);
     }
     latencies.check(
         &format!("RSpinLock poller, {} -> {}", holder.side(), poller.side()),
-        Kind::SPIN.wake_limit(),
+        InteropKind::SPIN.wake_limit(),
     );
 }
 

@@ -1,15 +1,15 @@
 //! What the scenarios share: a [`Party`] is a client of either side (the Redisson emulator or
 //! rlock) behind one interface, so that every scenario is written once and run in both directions;
-//! [`Party::get`] hands out a [`PartyLock`] of any [`Kind`], so that the scenarios every lock kind
-//! shares are written once and run for each kind; a [`Site`] runs them on one server or in a
-//! cluster ([`Topology`]); [`Redis`] and [`Listener`] observe the server directly.
+//! [`Party::get`] hands out a [`PartyLock`] of any [`InteropKind`], so that the scenarios every
+//! lock kind shares are written once and run for each kind; a [`Site`] runs them on one server or
+//! in a cluster ([`Topology`]); [`Redis`] and [`Listener`] observe the server directly.
 //!
 //! A kind is described, and its objects made, by its [`ObjectKind`] impl in the emulator module of
-//! that kind (`rlock_tests::redisson`); here it takes a [`Kind`] constant and a line in
-//! [`every_kind!`]'s lists, which run the generic scenarios for it (and [`Kind::all`] runs the
-//! scenarios that loop over the kinds within one test). Its own scenarios go into a module of their
-//! own. A kind that is another's with a different acquire (the non-reentrant locks) names that one
-//! as its [`Kind::twin`], whose channels and messages it shares.
+//! that kind (`rlock_tests::redisson`); its line in [`rlock_tests::lock_kinds!`] runs the generic
+//! scenarios for it ([`every_kind!`], and [`InteropKind::all`] for the scenarios that loop over the
+//! kinds within one test). An [`InteropKind`] constant names it in the scenarios of its own, which
+//! go into a module of their own. A kind that is another's with a different acquire (the non-reentrant locks) names that one
+//! as its [`InteropKind::twin`], whose channels and messages it shares.
 //!
 //! The synchronizers (semaphores, count-down latch) have their own parties: [`synchronizers`].
 
@@ -81,9 +81,9 @@ impl fmt::Display for Side {
 /// What it looks like on the wire and how its objects are made is its [`ObjectKind`], in the
 /// emulator module of that kind; this adds what the scenarios compare with.
 #[derive(Clone, Copy)]
-pub(crate) struct Kind(&'static dyn ObjectKind);
+pub(crate) struct InteropKind(&'static dyn ObjectKind);
 
-impl Kind {
+impl InteropKind {
     // The kinds the scenarios name, one per `ObjectKind` impl.
     pub(crate) const REENTRANT: Self = Self(&ReentrantKind);
     pub(crate) const FAIR: Self = Self(&FairKind);
@@ -94,10 +94,15 @@ impl Kind {
     pub(crate) const NON_REENTRANT: Self = Self(&NonReentrantKind);
     pub(crate) const NON_REENTRANT_FAIR: Self = Self(&NonReentrantFairKind);
 
+    /// The kind of `object`, for [`every_kind!`]'s cases.
+    pub(crate) const fn of(object: &'static dyn ObjectKind) -> Self {
+        Self(object)
+    }
+
     /// Every kind, for a scenario that loops over them within one test (as [`every_kind!`]
     /// instantiates the others).
     pub(crate) fn all() -> impl Iterator<Item = Self> {
-        KINDS.into_iter().map(Self)
+        KINDS.iter().copied().map(Self)
     }
 
     /// The kind whose hash, channels, messages and release this one shares, acquiring otherwise:
@@ -139,7 +144,7 @@ impl Kind {
         self.twin().0.channel(name, owner)
     }
 
-    /// How a waiter that has no [channel](Kind::channel) polls.
+    /// How a waiter that has no [channel](InteropKind::channel) polls.
     fn polling(self) -> Option<Polling> {
         self.twin().0.polling()
     }
@@ -176,21 +181,21 @@ impl Kind {
 }
 
 /// Kinds are told apart by their interface.
-impl PartialEq for Kind {
+impl PartialEq for InteropKind {
     fn eq(&self, other: &Self) -> bool {
         self.0.interface() == other.0.interface()
     }
 }
 
-impl Eq for Kind {}
+impl Eq for InteropKind {}
 
-impl fmt::Debug for Kind {
+impl fmt::Debug for InteropKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0.interface())
     }
 }
 
-impl fmt::Display for Kind {
+impl fmt::Display for InteropKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0.interface())
     }
@@ -304,7 +309,7 @@ impl Party {
     }
 
     /// The `kind` object `name` (Java: a new object, as `getLock` and its siblings make).
-    pub(crate) fn get(&self, kind: Kind, name: &str) -> PartyLock {
+    pub(crate) fn get(&self, kind: InteropKind, name: &str) -> PartyLock {
         match self {
             Self::Java(java) => PartyLock::Java(kind.0.java(java, name)),
             Self::Rlock(client) => PartyLock::Rlock(kind.0.rlock(client, name)),
@@ -313,7 +318,7 @@ impl Party {
 
     /// The reentrant lock `name`, for the scenarios about the `RLock` alone.
     pub(crate) fn lock(&self, name: &str) -> PartyLock {
-        self.get(Kind::REENTRANT, name)
+        self.get(InteropKind::REENTRANT, name)
     }
 
     /// Whether this client's watchdog renews something. For Java, lock `name`; rlock only tells
@@ -326,7 +331,7 @@ impl Party {
     }
 }
 
-/// A lock of either side and any [`Kind`]. Threads are Java thread ids, or rlock owner ids.
+/// A lock of either side and any [`InteropKind`]. Threads are Java thread ids, or rlock owner ids.
 #[derive(Clone, Debug)]
 pub(crate) enum PartyLock {
     Java(JavaObject),
@@ -671,77 +676,78 @@ macro_rules! both_sides {
     )*};
 }
 
-/// Instantiates a scenario written over a [`Kind`] once per kind, as module `<scenario>::<kind>`:
-/// - `every_kind!(one_test: scenario)` for `scenario(kind: Kind)`: the test `<scenario>::<kind>`;
-/// - `every_kind!(both_directions: scenario)` for `scenario(kind: Kind, a: Side, b: Side)`: the
-///   tests `<scenario>::<kind>::java_to_rlock` and `…::rlock_to_java` (see [`both_directions!`]);
-/// - `every_kind!(both_sides: scenario)` for `scenario(kind: Kind, side: Side)`: the tests
+/// Instantiates a scenario written over an [`InteropKind`] once per kind of
+/// [`rlock_tests::lock_kinds!`] ([`rlock_tests::kind_matrix!`]), as module `<scenario>::<kind>`:
+/// - `every_kind!(one_test: scenario)` for `scenario(kind: InteropKind)`: the test
+///   `<scenario>::<kind>`;
+/// - `every_kind!(both_directions: scenario)` for `scenario(kind: InteropKind, a: Side, b: Side)`:
+///   the tests `<scenario>::<kind>::java_to_rlock` and `…::rlock_to_java` (see
+///   [`both_directions!`]);
+/// - `every_kind!(both_sides: scenario)` for `scenario(kind: InteropKind, side: Side)`: the tests
 ///   `<scenario>::<kind>::java` and `…::rlock` (see [`both_sides!`]);
-/// - `every_kind!(matrix: scenario)` for `scenario(kind: Kind, topology: Topology, a: Side,
+/// - `every_kind!(matrix: scenario)` for `scenario(kind: InteropKind, topology: Topology, a: Side,
 ///   b: Side)`: those two tests on a single server, and the same in a cluster as
 ///   `<scenario>::<kind>::cluster::…`, ignored by default (`scripts/interop-matrix.sh` runs them).
 ///
-/// A word before the shape leaves kinds out: `exclusive` the read lock, whose holders share (for
-/// the scenarios where everyone excludes everyone); `reentrant` the non-reentrant locks (for the
-/// scenarios that re-enter; they are also the kinds every emulated Redisson version has);
-/// `exclusive reentrant` both. `non_reentrant` runs it for the non-reentrant locks alone, and
-/// `lock_and_twin` for the `RLock` and the non-reentrant lock, which share its hash, channel,
-/// messages and watchdog (for the scenarios about those).
+/// A word before the shape skips kinds, each with its reason: `exclusive` the read lock, whose
+/// holders share (for the scenarios where everyone excludes everyone); `reentrant` the
+/// non-reentrant locks (for the scenarios that re-enter; they are also the kinds every emulated
+/// Redisson version has); `exclusive reentrant` both. `non_reentrant` runs it for the
+/// non-reentrant locks alone, and `lock_and_twin` for the `RLock` and the non-reentrant lock, which
+/// share its hash, channel, messages and watchdog (for the scenarios about those). A new kind runs
+/// in every scenario its words do not skip.
 macro_rules! every_kind {
-    (exclusive reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
-        }
-    )*};
-    (exclusive $shape:ident: $($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
-            $crate::support::every_kind!(@non_reentrant $shape $scenario);
-        }
-    )*};
-    (non_reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            $crate::support::every_kind!(@non_reentrant $shape $scenario);
-        }
-    )*};
-    (lock_and_twin $shape:ident: $($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::REENTRANT, $scenario);
-            $crate::support::every_kind!(
-                @$shape non_reentrant, $crate::support::Kind::NON_REENTRANT, $scenario
-            );
-        }
-    )*};
-    (reentrant $shape:ident: $($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
-            $crate::support::every_kind!(@$shape read, $crate::support::Kind::READ, $scenario);
-        }
-    )*};
-    ($shape:ident: $($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            $crate::support::every_kind!(@exclusive_reentrant $shape $scenario);
-            $crate::support::every_kind!(@$shape read, $crate::support::Kind::READ, $scenario);
-            $crate::support::every_kind!(@non_reentrant $shape $scenario);
-        }
-    )*};
-    // The kinds whose holders exclude each other and re-enter, one line each: a new kind joins
-    // here, or, if its holders share, next to the read lock above, or, if it refuses re-entries,
-    // below.
-    (@exclusive_reentrant $shape:ident $scenario:ident) => {
-        $crate::support::every_kind!(@$shape reentrant, $crate::support::Kind::REENTRANT, $scenario);
-        $crate::support::every_kind!(@$shape fair, $crate::support::Kind::FAIR, $scenario);
-        $crate::support::every_kind!(@$shape spin, $crate::support::Kind::SPIN, $scenario);
-        $crate::support::every_kind!(@$shape fenced, $crate::support::Kind::FENCED, $scenario);
-        $crate::support::every_kind!(@$shape write, $crate::support::Kind::WRITE, $scenario);
+    (exclusive reentrant $shape:ident: $($scenario:ident),* $(,)?) => {
+        $crate::support::every_kind!(@skip {
+            read: "its holders share: here everyone excludes everyone",
+            non_reentrant: "it refuses re-entries: the scenario re-enters",
+            non_reentrant_fair: "it refuses re-entries: the scenario re-enters",
+        } $shape: $($scenario),*);
     };
-    // The non-reentrant kinds (their holders exclude each other).
-    (@non_reentrant $shape:ident $scenario:ident) => {
+    (exclusive $shape:ident: $($scenario:ident),* $(,)?) => {
+        $crate::support::every_kind!(@skip {
+            read: "its holders share: here everyone excludes everyone",
+        } $shape: $($scenario),*);
+    };
+    (non_reentrant $shape:ident: $($scenario:ident),* $(,)?) => {
+        $crate::support::every_kind!(@skip {
+            lock: "it re-enters: the scenario is about refused re-entries",
+            fair: "it re-enters: the scenario is about refused re-entries",
+            spin: "it re-enters: the scenario is about refused re-entries",
+            fenced: "it re-enters: the scenario is about refused re-entries",
+            read: "it re-enters: the scenario is about refused re-entries",
+            write: "it re-enters: the scenario is about refused re-entries",
+        } $shape: $($scenario),*);
+    };
+    (lock_and_twin $shape:ident: $($scenario:ident),* $(,)?) => {
+        $crate::support::every_kind!(@skip {
+            fair: "not the `RLock`'s hash, channel, messages and watchdog",
+            spin: "not the `RLock`'s hash, channel, messages and watchdog",
+            fenced: "not the `RLock`'s hash, channel, messages and watchdog",
+            read: "not the `RLock`'s hash, channel, messages and watchdog",
+            write: "not the `RLock`'s hash, channel, messages and watchdog",
+            non_reentrant_fair: "not the `RLock`'s hash, channel, messages and watchdog",
+        } $shape: $($scenario),*);
+    };
+    (reentrant $shape:ident: $($scenario:ident),* $(,)?) => {
+        $crate::support::every_kind!(@skip {
+            non_reentrant: "it refuses re-entries: the scenario re-enters",
+            non_reentrant_fair: "it refuses re-entries: the scenario re-enters",
+        } $shape: $($scenario),*);
+    };
+    ($shape:ident: $($scenario:ident),* $(,)?) => {$(
+        rlock_tests::kind_matrix! { $scenario => $crate::support::every_kind!(@case $shape) }
+    )*};
+    (@skip $skip:tt $shape:ident: $($scenario:ident),*) => {$(
+        rlock_tests::kind_matrix! {
+            $scenario => $crate::support::every_kind!(@case $shape),
+            skip $skip,
+        }
+    )*};
+    // A kind's case ([`rlock_tests::kind_matrix!`]): the shape, named after the kind.
+    ($scenario:ident (@case $shape:ident) [] $name:ident: $variant:ident($object:path)) => {
         $crate::support::every_kind!(
-            @$shape non_reentrant, $crate::support::Kind::NON_REENTRANT, $scenario
-        );
-        $crate::support::every_kind!(
-            @$shape non_reentrant_fair, $crate::support::Kind::NON_REENTRANT_FAIR, $scenario
+            @$shape $name, $crate::support::InteropKind::of(&$object), $scenario
         );
     };
     (@one_test $name:ident, $kind:expr, $scenario:ident) => {
@@ -994,7 +1000,7 @@ impl Redis {
 
     /// Waits until a `kind` waiter whose owner field is `owner` waits for `name`: subscribed and
     /// asleep, or, for the spin lock, polling at its slowest back-off.
-    pub(crate) async fn wait_waiting(&mut self, kind: Kind, name: &str, owner: &str) {
+    pub(crate) async fn wait_waiting(&mut self, kind: InteropKind, name: &str, owner: &str) {
         let Some(channel) = kind.channel(name, owner) else {
             let polling = kind
                 .polling()

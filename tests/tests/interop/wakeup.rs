@@ -1,25 +1,30 @@
 //! Wake-ups across the sides, for every lock kind: a waiter of one side owns the lock within
 //! milliseconds of the other side's unlock or force-unlock, although the lock's PTTL (30 s) would
-//! have let it sleep on. The waiter is the holder's contender ([`Kind::contender`]): a writer waits
+//! have let it sleep on. The waiter is the holder's contender ([`InteropKind::contender`]): a writer waits
 //! for a reader. A spin-lock waiter hears nothing (its kind publishes nothing, §8.1): it must own
-//! the lock within one back-off delay instead ([`Kind::wake_limit`]).
+//! the lock within one back-off delay instead ([`InteropKind::wake_limit`]).
 
 use tokio::time::Instant;
 
 use crate::support::{
-    Kind, Latencies, Party, Redis, Side, Site, Topology, Unlocked, every_kind, woken,
+    InteropKind, Latencies, Party, Redis, Side, Site, Topology, Unlocked, every_kind, woken,
 };
 
 const NAME: &str = "interop:wake";
 
 /// How many hand-offs a wake-up scenario times for `kind`: fewer for the spin lock, each of whose
 /// rounds waits for the poller to reach its slowest back-off.
-pub(crate) fn rounds(kind: Kind) -> usize {
-    if kind == Kind::SPIN { 3 } else { 10 }
+pub(crate) fn rounds(kind: InteropKind) -> usize {
+    if kind == InteropKind::SPIN { 3 } else { 10 }
 }
 
 /// `holder` unlocks while `waiter` waits for the lock; the waiter owns it within milliseconds.
-async fn unlock_wakes_the_waiter(kind: Kind, topology: Topology, holder: Side, waiter: Side) {
+async fn unlock_wakes_the_waiter(
+    kind: InteropKind,
+    topology: Topology,
+    holder: Side,
+    waiter: Side,
+) {
     let site = Site::start(topology);
     let holder = site.party(holder).await;
     let waiter = site.party(waiter).await;
@@ -42,7 +47,7 @@ async fn unlock_wakes_the_waiter(kind: Kind, topology: Topology, holder: Side, w
 /// kind's wake limit. `redis` observes the node that owns `name`; `setup` names the topology in the
 /// timing report.
 pub(crate) async fn wake_rounds(
-    kind: Kind,
+    kind: InteropKind,
     holder: &Party,
     waiter: &Party,
     redis: &mut Redis,
@@ -82,7 +87,12 @@ pub(crate) async fn wake_rounds(
 /// `forcer` holds the lock and force-unlocks it (through another lock object) while `waiter`
 /// waits: the waiter owns it within milliseconds, the forced holder stops renewing, and its late
 /// unlock is refused without touching the new holder.
-async fn force_unlock_wakes_the_waiter(kind: Kind, topology: Topology, forcer: Side, waiter: Side) {
+async fn force_unlock_wakes_the_waiter(
+    kind: InteropKind,
+    topology: Topology,
+    forcer: Side,
+    waiter: Side,
+) {
     let site = Site::start(topology);
     let forcer = site.party(forcer).await;
     let waiter = site.party(waiter).await;

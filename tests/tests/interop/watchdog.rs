@@ -13,7 +13,9 @@ use rlock_tests::redisson::{RedissonVersion, lock_channel};
 use rlock_tests::{RedisServer, harness};
 use tokio::time::Instant;
 
-use crate::support::{Kind, Latencies, Party, Redis, Side, WAKE_LIMIT, every_kind, holds, woken};
+use crate::support::{
+    InteropKind, Latencies, Party, Redis, Side, WAKE_LIMIT, every_kind, holds, woken,
+};
 
 /// Renewed every 300 ms, which leaves 600 ms for a stalled machine.
 const SCALED_WATCHDOG: Duration = Duration::from_millis(900);
@@ -23,7 +25,7 @@ const SCALED_WATCHDOG: Duration = Duration::from_millis(900);
 /// waiter owns the lock within milliseconds of the unlock.
 async fn renewal_outlasts_the_lease(
     server: &RedisServer,
-    kind: Kind,
+    kind: InteropKind,
     holder: Party,
     waiter: Party,
     hold_for: Duration,
@@ -72,7 +74,7 @@ mod thirty_seconds {
         let server = RedisServer::start();
         let holder = Party::connect(Side::Java, &server).await;
         let waiter = Party::connect(Side::Rlock, &server).await;
-        renewal_outlasts_the_lease(&server, Kind::REENTRANT, holder, waiter, HOLD_FOR).await;
+        renewal_outlasts_the_lease(&server, InteropKind::REENTRANT, holder, waiter, HOLD_FOR).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,7 +82,7 @@ mod thirty_seconds {
         let server = RedisServer::start();
         let holder = Party::connect(Side::Rlock, &server).await;
         let waiter = Party::connect(Side::Java, &server).await;
-        renewal_outlasts_the_lease(&server, Kind::REENTRANT, holder, waiter, HOLD_FOR).await;
+        renewal_outlasts_the_lease(&server, InteropKind::REENTRANT, holder, waiter, HOLD_FOR).await;
     }
 }
 
@@ -90,14 +92,14 @@ mod scaled {
     /// Three leases.
     const HOLD_FOR: Duration = Duration::from_millis(2_700);
 
-    async fn java_holder(version: RedissonVersion, kind: Kind) {
+    async fn java_holder(version: RedissonVersion, kind: InteropKind) {
         let server = RedisServer::start();
         let holder = Party::java(&server, version, Some(SCALED_WATCHDOG)).await;
         let waiter = Party::connect_with(Side::Rlock, &server, Some(SCALED_WATCHDOG)).await;
         renewal_outlasts_the_lease(&server, kind, holder, waiter, HOLD_FOR).await;
     }
 
-    async fn rlock_holder(kind: Kind) {
+    async fn rlock_holder(kind: InteropKind) {
         let server = RedisServer::start();
         let holder = Party::connect_with(Side::Rlock, &server, Some(SCALED_WATCHDOG)).await;
         let waiter = Party::connect_with(Side::Java, &server, Some(SCALED_WATCHDOG)).await;
@@ -107,36 +109,36 @@ mod scaled {
     /// 3.31: one renewal timer per lock (§4.3).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn java_3_31_holder_keeps_rlock_waiting() {
-        java_holder(RedissonVersion::V3_31, Kind::REENTRANT).await;
+        java_holder(RedissonVersion::V3_31, InteropKind::REENTRANT).await;
     }
 
     /// HEAD: one batched renewal task (§4.2).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn java_head_holder_keeps_rlock_waiting() {
-        java_holder(RedissonVersion::V4, Kind::REENTRANT).await;
+        java_holder(RedissonVersion::V4, InteropKind::REENTRANT).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rlock_holder_keeps_java_waiting() {
-        rlock_holder(Kind::REENTRANT).await;
+        rlock_holder(InteropKind::REENTRANT).await;
     }
 
     /// HEAD's batched task renews a non-reentrant hold as an `RLock`'s (§8.8: `LockTask`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn java_head_non_reentrant_holder_keeps_rlock_waiting() {
-        java_holder(RedissonVersion::V4, Kind::NON_REENTRANT).await;
+        java_holder(RedissonVersion::V4, InteropKind::NON_REENTRANT).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rlock_non_reentrant_holder_keeps_java_waiting() {
-        rlock_holder(Kind::NON_REENTRANT).await;
+        rlock_holder(InteropKind::NON_REENTRANT).await;
     }
 }
 
 /// `forcer` deletes a lock that `holder` keeps with a (900 ms) watchdog: within a renewal or two
 /// the holder's watchdog finds its field gone and stops, without recreating the key; an rlock
 /// holder's guard reports the lease lost.
-async fn foreign_force_unlock_is_noticed(kind: Kind, holder: Side, forcer: Side) {
+async fn foreign_force_unlock_is_noticed(kind: InteropKind, holder: Side, forcer: Side) {
     let server = RedisServer::start();
     let holder = Party::connect_with(holder, &server, Some(SCALED_WATCHDOG)).await;
     let forcer = Party::connect(forcer, &server).await;

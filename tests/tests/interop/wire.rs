@@ -6,7 +6,7 @@
 use rlock_tests::redisson::lock_channel;
 
 use crate::golden::{FIELD, Trace, check_every_side, commands, latch, lock_tour, trace};
-use crate::support::{Kind, Party, Side};
+use crate::support::{InteropKind, Party, Side};
 
 const NAME: &str = "interop:wire";
 
@@ -78,7 +78,7 @@ pub(crate) fn lock_expected(name: &str, side: Side) -> Trace {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_sides_run_the_same_commands() {
     let tour = async |tracer: &mut _, party: &Party| {
-        lock_tour(tracer, party, Kind::REENTRANT, NAME).await;
+        lock_tour(tracer, party, InteropKind::REENTRANT, NAME).await;
     };
     let expected = |side| lock_expected(NAME, side);
     check_every_side(&[NAME], tour, |_| (), expected).await;
