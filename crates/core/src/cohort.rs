@@ -1,5 +1,8 @@
 //! Local wait queues and bounded local hand-off (lock cohorting) for the exclusive kinds.
 //!
+//! The words of the engine (hold, patience, undo, latch, live, queue, head, claim, streak, root,
+//! lent, yield, ...) mean what the glossary of `docs/architecture.md` says.
+//!
 //! # Implementation details
 //!
 //! Redisson's protocol wakes one waiter *per client* on each unlock (docs/protocol.md §3.2): every

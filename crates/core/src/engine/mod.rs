@@ -1,5 +1,8 @@
 //! The acquisition engine that every lock kind runs on.
 //!
+//! The words of the engine (hold, patience, undo, latch, live, queue, head, claim, streak, root,
+//! lent, yield, ...) mean what the glossary of `docs/architecture.md` says.
+//!
 //! # Implementation details
 //!
 //! A lock kind (a [`LockWire`]) says *what* to send: its scripts and their arguments, how to read
