@@ -27,6 +27,11 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     if ARGV[6] then
         return redis.error_reply(ARGV[6])
     end
+    -- rlock only (§6.4 step 3): an owner that also waits in the queue (another future of it queued
+    -- before this one took the lock) leaves it, as its give-up would (§6.6).
+    if redis.call('zscore', KEYS[3], ARGV[2]) ~= false then
+        leave_queue(KEYS[2], KEYS[3], ARGV[2], wait)
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil

@@ -623,15 +623,26 @@ fn fair_expected(side: Side) -> Trace {
             ])],
         ),
         (
-            // §6.4 step 3.
+            // §6.4 step 3; rlock also looks whether the owner is queued, to leave the queue.
             "re-enter",
-            vec![commands(&[
-                purge,
-                &["exists", FAIR],
-                &["hexists", FAIR, FIELD],
-                &["hincrby", FAIR, FIELD, "1"],
-                &["pexpire", FAIR, "30000"],
-            ])],
+            vec![if side == Side::Rlock {
+                commands(&[
+                    purge,
+                    &["exists", FAIR],
+                    &["hexists", FAIR, FIELD],
+                    &["zscore", t, FIELD],
+                    &["hincrby", FAIR, FIELD, "1"],
+                    &["pexpire", FAIR, "30000"],
+                ])
+            } else {
+                commands(&[
+                    purge,
+                    &["exists", FAIR],
+                    &["hexists", FAIR, FIELD],
+                    &["hincrby", FAIR, FIELD, "1"],
+                    &["pexpire", FAIR, "30000"],
+                ])
+            }],
         ),
         (
             // §6.7 step 5.

@@ -177,17 +177,11 @@ async fn acquire_as<K: LockWire>(
     .await;
     drop(queued);
     match acquired {
+        // An acquisition leaves the queue in its own script, a re-entry of a waiter queued in Redis
+        // included (docs/protocol.md §6.4 step 3): telling a re-entry here by the owner's local hold
+        // count raced with the release of the owner's other hold.
         Ok(Some(acquired)) => {
-            // A waiter that queued in Redis (a fair lock's queue) and then acquired as a re-entry
-            // (another future of its owner took the lock meanwhile, through any kind) is still in
-            // that queue: the script re-enters without looking at it. It leaves it in the
-            // background (dropping the armed give-up), or it would block the queue until its
-            // deadline. Any other acquisition left the queue in its own script.
-            if busy.load(Ordering::Relaxed) && services.holds.count(kind.key(), field) > 1 {
-                drop(give_up);
-            } else {
-                give_up.disarm();
-            }
+            give_up.disarm();
             Ok(Some(acquired))
         }
         Ok(None) => {
