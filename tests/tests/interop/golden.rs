@@ -337,7 +337,8 @@ fn first_and_last(trace: &mut Trace, phase: &str) {
 }
 
 /// The parties a trace is checked against, each with the latch TTLs its unlocks set (§2.4;
-/// rlock's: `(command_timeout + retry_max_delay) × retry_attempts`, README): Java 3.31 and HEAD
+/// rlock's: `(command_timeout + retry_max_delay) × retry_attempts`, 20 s, or the released hold's
+/// lease if longer, 30 s for a watchdog hold): Java 3.31 and HEAD
 /// (those of them from `since` on, for a kind that younger releases added) and rlock.
 pub(crate) async fn parties(
     server: &RedisServer,
@@ -352,7 +353,7 @@ pub(crate) async fn parties(
             parties.push((Party::java(server, version, None).await, latch_ttls));
         }
     }
-    parties.push((Party::connect(Side::Rlock, server).await, 20_000..=20_000));
+    parties.push((Party::connect(Side::Rlock, server).await, 20_000..=30_000));
     parties
 }
 

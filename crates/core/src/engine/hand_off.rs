@@ -35,7 +35,7 @@ use tokio::time::Instant;
 
 use super::hold::count_in_redis;
 use super::latched::{
-    Latched, Released, resend_until_seen, send_latched, settled_in_background, unlock,
+    Latched, Released, latch_ttl, resend_until_seen, send_latched, settled_in_background, unlock,
 };
 use super::lock_wire::LockWire;
 use super::patience::Patience;
@@ -587,7 +587,7 @@ pub(super) async fn pass<K: LockWire + ?Sized>(
         claim.field(),
         claim.lease(),
         &latch,
-        services.config.unlock_latch_ttl(),
+        latch_ttl(services, lease),
     );
     // The lease runs from the first send at the earliest, whichever send applied it; the next
     // owner listens on the channel from before it too.

@@ -40,7 +40,7 @@ pub(super) async fn unlock<K: LockWire + ?Sized>(
     conn: Option<Connection>,
 ) -> Result<Released> {
     let latch = names::unlock_latch(kind.key(), names::new_request_id());
-    let call = kind.unlock_call(field, lease, &latch, services.config.unlock_latch_ttl());
+    let call = kind.unlock_call(field, lease, &latch, latch_ttl(services, lease));
     let reused = conn.and_then(|conn| services.commands.still_fresh(conn));
     let name = kind.name();
     let sent_at = Instant::now();
@@ -73,6 +73,15 @@ pub(super) async fn unlock<K: LockWire + ?Sized>(
         Value::Nil => Err(Error::not_owner(kind.subject(), field)),
         other => Err(Error::unexpected(Operation::Unlock, kind.subject(), other)),
     }
+}
+
+/// The time to live of the latch of a write that releases a hold of `lease` (docs/protocol.md
+/// §2.4): the configured one, or the lease if longer. A write whose reply is still unknown after
+/// its re-sends is re-sent in the background until the hold has expired by itself
+/// ([`resend_until_seen`]); a copy that ran after its latch had expired would apply again instead
+/// of replaying its first outcome.
+pub(super) fn latch_ttl(services: &Services, lease: Duration) -> Duration {
+    services.config.unlock_latch_ttl().max(lease)
 }
 
 /// How a write under a latch ended.
