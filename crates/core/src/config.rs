@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
+use crate::codec::Codec;
 use crate::credentials::{Credentials, CredentialsProvider};
 use crate::error::{Error, Result};
 use crate::name_mapper::NameMapper;
@@ -179,6 +180,11 @@ pub struct Config {
     /// name is not mapped (operations refuse it), and neither is a name that maps to "" accepted.
     /// Default none: names are used as given.
     pub name_mapper: Option<NameMapper>,
+    /// The codec Java encodes objects with (Redisson's `codec`): the default of
+    /// [`Client::map`](crate::Client::map) and its kin, whose entries' locks are named after their
+    /// keys as this codec encodes them, and of a group lock's values. A Redisson YAML file's
+    /// `codec` sets it. Default [`Codec::Kryo5`], Redisson's.
+    pub codec: Codec,
 }
 
 impl Config {
@@ -211,6 +217,7 @@ impl Config {
             local_handoff_window: Duration::from_millis(10),
             metrics_lock_names: false,
             name_mapper: None,
+            codec: Codec::Kryo5,
         }
     }
 
@@ -417,6 +424,7 @@ impl fmt::Debug for Config {
             .field("local_handoff_window", &self.local_handoff_window)
             .field("metrics_lock_names", &self.metrics_lock_names)
             .field("name_mapper", &self.name_mapper)
+            .field("codec", &self.codec)
             .finish()
     }
 }

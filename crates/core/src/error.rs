@@ -99,6 +99,18 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// A codec that cannot encode a key the way Java does, so that the name Redisson gives the
+    /// key's lock cannot be reproduced: a key of a type rlock does not encode under a codec it does
+    /// not reproduce ([`Codec::Other`](crate::Codec::Other)). Nothing was sent to Redis; give the
+    /// key as the bytes the codec writes ([`EntryKey::Encoded`](crate::EntryKey::Encoded)).
+    #[error("codec {codec}: {reason}")]
+    #[non_exhaustive]
+    Codec {
+        /// The codec's Java class.
+        codec: String,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// A bad argument: an empty name, a zero or out-of-range duration, an invalid configuration.
     /// Nothing was sent to Redis.
     #[error("invalid argument: {0}")]

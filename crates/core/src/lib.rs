@@ -17,11 +17,14 @@
 #[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;
+mod codec;
 mod cohort;
 mod config;
 mod connection;
 mod credentials;
 mod engine;
+mod entries;
+mod entry_names;
 mod error;
 mod locks;
 mod name_mapper;
@@ -41,9 +44,12 @@ mod watchdog;
 pub use redis;
 
 pub use client::{Client, ClientStats};
+pub use codec::{Codec, EntryKey};
 pub use config::{Config, ProxiedCluster, ShardedPubSub, Topology};
 pub use credentials::{Credentials, CredentialsProvider, ProviderError};
 pub use engine::Guard;
+pub use entries::EntryLocks;
+pub use entry_names::{Container, EntryNames, EntryObject};
 pub use error::{Error, Operation, Result};
 pub use locks::fair_lock::{FairLock, QueuedWaiter};
 pub use locks::fenced_lock::{FencedGuard, FencedLock};

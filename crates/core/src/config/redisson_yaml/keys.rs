@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 
-/// Redisson settings that exist but mean nothing to rlock: thread pools, codecs, connection pools and
+/// Redisson settings that exist but mean nothing to rlock: thread pools, connection pools and
 /// their idle sizes, read balancing, keep-alives, DNS and cluster scans, Netty hooks, reconnection
 /// back-off (rlock opens a new connection on the next command, without one). They are skipped
 /// without a word, since Redisson writes most of them into every file it generates.
@@ -13,7 +13,6 @@ pub(super) const NOT_APPLICABLE: &[&str] = &[
     // Top level (org.redisson.config.Config).
     "threads",
     "nettyThreads",
-    "codec",
     "referenceEnabled",
     "transportMode",
     "keepPubSubOrder",

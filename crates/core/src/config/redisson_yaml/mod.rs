@@ -27,6 +27,7 @@ use serde::de::IgnoredAny;
 use self::java::{Tagged, class_tags, retry_delays};
 use self::keys::{NOT_APPLICABLE, SHARED, Section, invalid, key_path};
 use self::servers::{Levels, Servers, Shared, deployment, trusted_ca};
+use crate::codec::Codec;
 use crate::config::{Config, Topology};
 use crate::error::{Error, Result};
 
@@ -38,6 +39,8 @@ mod tests;
 
 /// The Java classes of Redisson's defaults, which do what rlock does.
 const DEFAULT_NAME_MAPPER: &str = "org.redisson.api.DefaultNameMapper";
+/// Redisson's default codec, which is rlock's.
+const DEFAULT_CODEC: &str = "org.redisson.codec.Kryo5Codec";
 const DEFAULT_COMMAND_MAPPER: &str = "org.redisson.config.DefaultCommandMapper";
 const DEFAULT_CREDENTIALS_RESOLVER: &str = "org.redisson.client.DefaultCredentialsResolver";
 
@@ -58,6 +61,9 @@ struct RedissonYaml<S> {
     check_lock_synced_slaves: Option<bool>,
     slaves_sync_timeout: Option<u64>,
     fair_lock_wait_timeout: Option<u64>,
+    /// Names entry locks and group-lock values (`Config::codec`). Its settings are read as a
+    /// value (not skipped as `IgnoredAny`, which would report the key as unknown).
+    codec: Option<Tagged<serde_yaml_ng::Value>>,
 }
 
 impl<S> RedissonYaml<S> {
@@ -93,8 +99,10 @@ impl Config {
     /// the section's wins, the top level is the fallback), over rlock's defaults.
     ///
     /// `${VAR}` and `${VAR:-default}` are replaced by environment variables first, as Redisson does.
-    /// Redisson settings that do not apply to rlock (threads, codec, pool sizes, read mode, ...) are
-    /// skipped; unknown keys, and settings rlock reads but cannot honour in full (e.g. a
+    /// The `codec` becomes [`Config::codec`], which names the locks of map entries and set values (a
+    /// codec rlock cannot reproduce is kept by its class name, with a warning, and refused when such
+    /// a lock is named from a typed key). Redisson settings that do not apply to rlock (threads,
+    /// pool sizes, read mode, ...) are skipped; unknown keys, and settings rlock reads but cannot honour in full (e.g. a
     /// `FullJitterDelay` retry delay), are skipped with a `tracing` warning that names them and
     /// says why. The README section "Redisson's config file" lists what maps to what.
     ///
@@ -120,7 +128,7 @@ impl Config {
     ///   retryDelay: !<org.redisson.config.EqualJitterDelay> {baseDelay: PT0.5S, maxDelay: PT4S}
     /// password: "s3cret"
     /// lockWatchdogTimeout: 10000
-    /// codec: !<org.redisson.codec.Kryo5Codec> {}
+    /// codec: !<org.redisson.client.codec.StringCodec> {}
     /// "#,
     /// )?;
     /// assert_eq!(config.url, "redis://:s3cret@127.0.0.1:6379/2");
@@ -128,6 +136,7 @@ impl Config {
     /// assert_eq!(config.retry_delay, Duration::from_millis(500));
     /// assert_eq!(config.retry_max_delay, Duration::from_secs(4));
     /// assert_eq!(config.watchdog_timeout, Duration::from_secs(10));
+    /// assert_eq!(config.codec, rlock_redisson::Codec::String);
     /// # Ok::<(), rlock_redisson::Error>(())
     /// ```
     pub fn from_redisson_yaml(yaml: &str) -> Result<Self> {
@@ -252,6 +261,20 @@ fn parse(yaml: &str, env: impl Fn(&str) -> Option<String>) -> Result<Parsed> {
     if let Some(timeout) = millis("fairLockWaitTimeout", file.fair_lock_wait_timeout)? {
         config.fair_lock_wait_timeout = timeout;
     }
+    let codec_class = file
+        .codec
+        .as_ref()
+        .map(|codec| custom_class("codec", codec, DEFAULT_CODEC));
+    if let Some(class) = codec_class.transpose()?.flatten() {
+        config.codec = Codec::from_java_class(&class);
+        if let Codec::Other(class) = &config.codec {
+            warnings.push(format!(
+                "codec {class}: rlock cannot reproduce what it writes, so the locks of map \
+                 entries and set values, and group locks, can only be named with keys given \
+                 as the bytes it writes (EntryKey::Encoded, the CLI's --key-type hex)"
+            ));
+        }
+    }
     // The checks every `Config` passes, in rlock's field names (lockWatchdogTimeout is
     // `watchdog_timeout`).
     config.validate().map_err(|e| match e {
@@ -337,7 +360,7 @@ fn check_java_objects(levels: &Levels<'_>, warnings: &mut Vec<String>) -> Result
 }
 
 /// The class of a Java object the file names at `key`, unless it is Redisson's `default`.
-fn custom_class(key: &str, object: &Tagged<IgnoredAny>, default: &str) -> Result<Option<String>> {
+fn custom_class<T>(key: &str, object: &Tagged<T>, default: &str) -> Result<Option<String>> {
     match object.class.as_deref() {
         None => Err(invalid(
             key,

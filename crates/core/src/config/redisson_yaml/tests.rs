@@ -664,3 +664,32 @@ fn nat_mappers_fill_the_nat_map() {
         "{message}"
     );
 }
+
+#[test]
+fn the_codec_names_entry_locks_and_one_rlock_cannot_reproduce_is_kept_with_a_warning() {
+    assert_eq!(parse_ok(&single("")).config.codec, Codec::Kryo5);
+    for (class, codec) in [
+        ("org.redisson.codec.Kryo5Codec", Codec::Kryo5),
+        ("org.redisson.client.codec.StringCodec", Codec::String),
+        ("org.redisson.client.codec.LongCodec", Codec::Long),
+        ("org.redisson.codec.JsonJacksonCodec", Codec::JsonJackson),
+    ] {
+        let parsed = parse_ok(&single(&format!("codec: !<{class}> {{}}\n")));
+        assert_eq!(parsed.config.codec, codec, "{class}");
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        assert!(parsed.unknown.is_empty(), "{:?}", parsed.unknown);
+    }
+    let parsed = parse_ok(&single(
+        "codec: !<org.redisson.codec.SnappyCodecV2> {innerCodec: !<org.redisson.codec.Kryo5Codec> {}}\n",
+    ));
+    assert_eq!(
+        parsed.config.codec,
+        Codec::Other("org.redisson.codec.SnappyCodecV2".into())
+    );
+    assert!(
+        parsed.warnings[0].contains("EntryKey::Encoded"),
+        "{:?}",
+        parsed.warnings
+    );
+    assert!(error(&single("codec: {}\n")).contains("codec"));
+}
