@@ -12,15 +12,15 @@ use rlock_redisson::{Client, Lock};
 use serde::Serialize;
 use tokio::task::JoinSet;
 
+use crate::entry::Named;
 use crate::kinds::{LockKindArg, OnLock, Token};
 use crate::target::Target;
 use crate::{Result, critical, output, stats};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The lock name; the counter is NAME:counter (both after --name-prefix).
-    #[arg(value_parser = crate::non_empty_name)]
-    name: String,
+    #[command(flatten)]
+    named: Named,
     /// Concurrent tasks, each a separate lock owner.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     tasks: u32,
@@ -52,11 +52,12 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
                 .into(),
         );
     }
+    let name = args.named.resolve_lock(&target.config()?, args.kind)?;
     let client = target.client().await?;
     args.kind
         .with(
             &client,
-            &args.name,
+            &name,
             Check {
                 client: &client,
                 args: &args,

@@ -6,14 +6,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use rlock_redisson::EntryObject;
+
+use crate::entry::Named;
 use crate::target::Target;
 use crate::{Result, hold, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The semaphore name.
-    #[arg(value_parser = crate::non_empty_name)]
-    name: String,
+    #[command(flatten)]
+    named: Named,
     #[command(subcommand)]
     action: Action,
 }
@@ -52,8 +54,11 @@ struct Released<'a> {
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
+    let name = args
+        .named
+        .resolve(&target.config()?, EntryObject::PermitExpirableSemaphore)?;
     let client = target.client().await?;
-    let semaphore = client.permit_expirable_semaphore(args.name);
+    let semaphore = client.permit_expirable_semaphore(name);
     match args.action {
         Action::SetPermits { permits } => {
             output::outcome(semaphore.try_set_permits(permits).await?)?;

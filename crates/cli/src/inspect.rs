@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use rlock_redisson::Client;
 use serde::Serialize;
 
+use crate::entry::Named;
 use crate::kinds::Object;
 use crate::lock_state::{self, Key};
 use crate::target::Target;
@@ -22,9 +23,8 @@ use crate::{Result, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The name of the lock or synchronizer.
-    #[arg(value_parser = crate::non_empty_name)]
-    name: String,
+    #[command(flatten)]
+    named: Named,
     /// What the name is: any lock kind gets the lock report (the default), the other kinds theirs.
     #[arg(long, value_enum, default_value_t)]
     kind: Object,
@@ -71,8 +71,8 @@ struct LatchState {
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
+    let name = args.named.resolve_object(&target.config()?, args.kind)?;
     let client = target.client().await?;
-    let name = args.name;
     match args.kind {
         Object::Lock(_) => inspect_lock(&client, name).await?,
         Object::Semaphore => {

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use clap::ValueEnum;
 use clap::builder::PossibleValue;
 use rlock_redisson::kind::LockKind;
-use rlock_redisson::{Client, Lock};
+use rlock_redisson::{Client, EntryObject, Lock};
 
 /// A lock kind, as named on the command line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -31,6 +31,24 @@ pub(crate) enum LockKindArg {
     /// The non-reentrant fair lock (`RNonReentrantFairLock`, Redisson 4.4+).
     #[value(name = "nonreentrant-fair", alias = "non-reentrant-fair")]
     NonReentrantFair,
+}
+
+impl LockKindArg {
+    /// The object of a map's, multimap's or set's entry this kind is, if Java hands one out.
+    pub(crate) fn entry_object(self) -> Option<EntryObject> {
+        match self {
+            Self::Lock => Some(EntryObject::Lock),
+            Self::Fair => Some(EntryObject::FairLock),
+            Self::Read | Self::Write => Some(EntryObject::ReadWriteLock),
+            Self::Spin | Self::Fenced | Self::NonReentrant | Self::NonReentrantFair => None,
+        }
+    }
+
+    /// The kind as `--kind` spells it.
+    pub(crate) fn as_arg(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |value| value.get_name().to_owned())
+    }
 }
 
 /// What an acquisition yields, as it goes into JSON.

@@ -3,14 +3,16 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use rlock_redisson::EntryObject;
+
+use crate::entry::Named;
 use crate::target::Target;
 use crate::{Result, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The latch name.
-    #[arg(value_parser = crate::non_empty_name)]
-    name: String,
+    #[command(flatten)]
+    named: Named,
     #[command(subcommand)]
     action: Action,
 }
@@ -32,8 +34,11 @@ enum Action {
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
+    let name = args
+        .named
+        .resolve(&target.config()?, EntryObject::CountDownLatch)?;
     let client = target.client().await?;
-    let latch = client.count_down_latch(args.name);
+    let latch = client.count_down_latch(name);
     match args.action {
         Action::SetCount { count } => output::outcome(latch.try_set_count(count).await?)?,
         Action::CountDown => {

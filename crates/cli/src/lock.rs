@@ -7,15 +7,15 @@ use rlock_redisson::Lock;
 use rlock_redisson::kind::LockKind;
 use serde::Serialize;
 
+use crate::entry::Named;
 use crate::kinds::{LockKindArg, OnLock, Token};
 use crate::target::Target;
 use crate::{Result, hold, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The lock name.
-    #[arg(value_parser = crate::non_empty_name)]
-    name: String,
+    #[command(flatten)]
+    named: Named,
     /// How long to hold the lock once acquired.
     #[arg(long, value_name = "MS")]
     hold_ms: u64,
@@ -35,8 +35,9 @@ struct Fencing {
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
+    let name = args.named.resolve_lock(&target.config()?, args.kind)?;
     let client = target.client().await?;
-    args.kind.with(&client, &args.name, Hold(&args)).await
+    args.kind.with(&client, &name, Hold(&args)).await
 }
 
 /// Acquires, holds and releases one lock of any kind.

@@ -9,6 +9,7 @@
 mod check;
 mod critical;
 mod demo;
+mod entry;
 mod expirable_semaphore;
 mod force_unlock;
 mod hold;
@@ -65,6 +66,9 @@ enum Command {
     ExpirableSemaphore(expirable_semaphore::Args),
     /// Set a count-down latch's count, count it down, wait for it to open.
     Latch(latch::Args),
+    /// Print the Redis name Redisson gives an object of a map's, multimap's or set's entry
+    /// (map.getLock(key), ...).
+    EntryName(entry::Args),
     /// Show several processes sharing locks, on a private redis-server unless a URL is given.
     Demo(demo::Args),
     /// One process of the demo (started by `demo` itself).
@@ -96,6 +100,7 @@ async fn main() -> ExitCode {
         Command::Semaphore(args) => semaphore::run(target, args).await,
         Command::ExpirableSemaphore(args) => expirable_semaphore::run(target, args).await,
         Command::Latch(args) => latch::run(target, args).await,
+        Command::EntryName(args) => entry::run(target, args),
         Command::Demo(args) => demo::run(target, args).await,
         Command::DemoWorker(args) => demo::worker::run(target, args).await,
     };

@@ -4,14 +4,16 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
+use rlock_redisson::EntryObject;
+
+use crate::entry::Named;
 use crate::target::Target;
 use crate::{Result, hold, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The semaphore name.
-    #[arg(value_parser = crate::non_empty_name)]
-    name: String,
+    #[command(flatten)]
+    named: Named,
     #[command(subcommand)]
     action: Action,
 }
@@ -54,8 +56,11 @@ struct Available {
 }
 
 pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
+    let name = args
+        .named
+        .resolve(&target.config()?, EntryObject::Semaphore)?;
     let client = target.client().await?;
-    let semaphore = client.semaphore(args.name);
+    let semaphore = client.semaphore(name);
     match args.action {
         Action::SetPermits { permits } => {
             output::outcome(semaphore.try_set_permits(permits).await?)?

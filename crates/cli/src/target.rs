@@ -120,6 +120,22 @@ impl Target {
         Ok(config)
     }
 
+    /// What entry names need, without connecting: the codec (the --redisson-config file's, else
+    /// Redisson's default) and the name mapper (--name-prefix).
+    pub(crate) fn naming(
+        &self,
+    ) -> Result<(rlock_redisson::Codec, Option<rlock_redisson::NameMapper>)> {
+        let codec = match &self.redisson_config {
+            Some(path) => rlock_redisson::Config::from_redisson_yaml_file(path)?.codec,
+            None => rlock_redisson::Codec::default(),
+        };
+        let mapper = self
+            .name_prefix
+            .as_deref()
+            .map(rlock_redisson::NameMapper::prefix);
+        Ok((codec, mapper))
+    }
+
     /// An rlock client of [`Target::config`].
     pub(crate) async fn client(&self) -> Result<rlock_redisson::Client> {
         Ok(rlock_redisson::Client::with_config(self.config()?).await?)

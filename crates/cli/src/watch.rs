@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use rlock_redisson::{ChannelListener, Client};
 use serde::Serialize;
 
+use crate::entry::{EntryArgs, EntryKind};
 use crate::lock_state::{self, Key, LockState};
 use crate::target::Target;
 use crate::{Result, output};
@@ -40,8 +41,15 @@ const SUBSCRIBE_WAIT: Duration = Duration::from_secs(2);
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The locks to watch, of any kind (each one's kind is read from what Redis holds).
-    #[arg(required = true, value_parser = crate::non_empty_name)]
+    #[arg(required_unless_present = "entry", conflicts_with = "entry",
+          value_parser = crate::non_empty_name)]
     names: Vec<String>,
+    /// Or one lock of a map's, multimap's or set's entry, in place of the names.
+    #[command(flatten)]
+    entry: EntryArgs,
+    /// Which of the entry's locks, with --entry (rw, read and write all name its read-write lock).
+    #[arg(long, value_enum, default_value_t, requires = "entry")]
+    kind: EntryKind,
     /// How often to refresh.
     #[arg(long, value_name = "MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -68,10 +76,12 @@ pub(crate) async fn run(target: &Target, args: Args) -> Result<ExitCode> {
 
 /// Refreshes until `--count` refreshes are shown.
 async fn watch(target: &Target, args: &Args) -> Result<ExitCode> {
+    let entry = args.entry.name(&target.config()?, args.kind.object())?;
     let client = target.client().await?;
     let mut locks: Vec<Watched> = args
         .names
         .iter()
+        .chain(&entry)
         .map(|name| Watched::new(&client, name))
         .collect();
     let confirmed = async {

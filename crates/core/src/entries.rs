@@ -157,13 +157,9 @@ impl Client {
     }
 
     fn entries(&self, container: Container, name: impl Into<String>) -> EntryLocks {
-        let config = self.config();
-        let names = EntryNames::new(
-            container,
-            name,
-            config.codec.clone(),
-            config.name_mapper.clone(),
-        );
-        EntryLocks::new(self.clone(), names)
+        EntryLocks::new(
+            self.clone(),
+            EntryNames::of_client(self.config(), container, name),
+        )
     }
 }

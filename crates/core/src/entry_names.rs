@@ -10,6 +10,7 @@
 use std::fmt;
 
 use crate::codec::{Codec, EntryKey};
+use crate::config::Config;
 use crate::error::Result;
 use crate::name_mapper::NameMapper;
 use crate::names::suffix_name;
@@ -130,6 +131,21 @@ impl EntryNames {
             codec,
             mapper,
         }
+    }
+
+    /// The entries of the `container` called `name` in a client configured by `config`: its
+    /// codec and name mapper.
+    pub(crate) fn of_client(
+        config: &Config,
+        container: Container,
+        name: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            container,
+            name,
+            config.codec.clone(),
+            config.name_mapper.clone(),
+        )
     }
 
     /// The same entries, encoded with `codec` (a map whose Java side was given a codec of its own,

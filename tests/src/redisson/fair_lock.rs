@@ -291,6 +291,10 @@ impl ObjectKind for FairKind {
         "fair lock"
     }
 
+    fn entry_suffix(&self) -> Option<&'static str> {
+        Some("fairlock")
+    }
+
     /// Each waiter's own: the lock's channel with its owner field appended (§6.2).
     fn channel(&self, name: &str, owner: &str) -> Option<String> {
         Some(format!("{}:{owner}", lock_channel(name)))

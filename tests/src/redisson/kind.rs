@@ -25,6 +25,12 @@ pub trait ObjectKind: Sync {
     /// What rlock's messages call its objects: an error of one says `a fair lock "name"`.
     fn described_as(&self) -> &'static str;
 
+    /// The suffix of its object per map entry (`map.getLock(key)` is `…:lock`, docs/protocol.md
+    /// §13.1); `None` for the kinds Redisson hands out by name only.
+    fn entry_suffix(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The kind whose hash, channels, messages and release this one shares, acquiring otherwise:
     /// the reentrant twin of a non-reentrant lock.
     fn twin(&self) -> Option<&'static dyn ObjectKind> {

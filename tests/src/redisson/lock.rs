@@ -248,6 +248,10 @@ impl ObjectKind for ReentrantKind {
         "lock"
     }
 
+    fn entry_suffix(&self) -> Option<&'static str> {
+        Some("lock")
+    }
+
     fn java(&self, client: &JavaClient, name: &str) -> JavaObject {
         JavaObject::Lock(client.get_lock(name))
     }

@@ -77,6 +77,7 @@
 //! ```
 
 mod count_down_latch;
+mod entries;
 mod expirable_semaphore;
 mod fair_lock;
 mod fenced_lock;
@@ -106,6 +107,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use count_down_latch::JavaCountDownLatch;
+pub use entries::{JAVA_KEYS, JavaEntries, JavaKey, hash128_to_base64};
 pub use expirable_semaphore::{JavaPermitExpirableSemaphore, NON_EXPIRING_SCORE};
 pub use fair_lock::{FairKind, JavaFairLock};
 pub use fenced_lock::{FencedKind, JavaFencedLock};

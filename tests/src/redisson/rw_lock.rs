@@ -397,6 +397,10 @@ macro_rules! rw_kind {
                 concat!($mode, " lock")
             }
 
+            fn entry_suffix(&self) -> Option<&'static str> {
+                Some("rw_lock")
+            }
+
             fn mode(&self) -> Option<&'static str> {
                 Some($mode)
             }

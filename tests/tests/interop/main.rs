@@ -67,6 +67,7 @@ mod support;
 mod cluster;
 mod count_down;
 mod differences;
+mod entries;
 mod exclusion;
 mod expirable;
 mod fair;

@@ -105,6 +105,11 @@ impl InteropKind {
         KINDS.iter().copied().map(Self)
     }
 
+    /// The suffix of its object per map entry, for the kinds Redisson hands out per entry.
+    pub(crate) fn entry_suffix(self) -> Option<&'static str> {
+        self.0.entry_suffix()
+    }
+
     /// The kind whose hash, channels, messages and release this one shares, acquiring otherwise:
     /// the reentrant twin of a non-reentrant lock, else the kind itself.
     pub(crate) fn twin(self) -> Self {
@@ -707,6 +712,14 @@ macro_rules! every_kind {
     (exclusive $shape:ident: $($scenario:ident),* $(,)?) => {
         $crate::support::every_kind!(@skip {
             read: "its holders share: here everyone excludes everyone",
+        } $shape: $($scenario),*);
+    };
+    (entry $shape:ident: $($scenario:ident),* $(,)?) => {
+        $crate::support::every_kind!(@skip {
+            spin: "Redisson hands out no spin lock per map entry",
+            fenced: "Redisson hands out no fenced lock per map entry",
+            non_reentrant: "Redisson hands out no non-reentrant lock per map entry",
+            non_reentrant_fair: "Redisson hands out no non-reentrant fair lock per map entry",
         } $shape: $($scenario),*);
     };
     (non_reentrant $shape:ident: $($scenario:ident),* $(,)?) => {

@@ -38,12 +38,14 @@
 //! ```
 
 mod client;
+mod entries;
 mod lock;
 mod multi_lock;
 mod runtime;
 mod synchronizers;
 
 pub use client::Client;
+pub use entries::EntryLocks;
 pub use lock::{Guard, Lock, LockGuard, ReadWriteLock};
 pub use multi_lock::{AnyLock, MultiGuard, MultiLock};
 pub use synchronizers::{CountDownLatch, PermitExpirableSemaphore, Semaphore, SemaphorePermits};
