@@ -16,7 +16,9 @@
 #   (`re_entries_and_two_futures_of_one_owner`), under force unlocks of every kind by the workers'
 #   own clients and by other clients (`force_unlocks_of_every_kind_local_and_remote`), and under
 #   deletes that publish nothing, an operator's DEL or UNLINK and Java's spin and fair forceUnlock
-#   (`silent_deletes_by_an_operator`). The kind-generic ones run once per lock kind, named
+#   (`silent_deletes_by_an_operator`); and what users do on the locks of a map's entries, named as
+#   Java names them (kind `entries`: `what_users_do_on_map_entries::entries`, the mixed kinds).
+#   The kind-generic ones run once per lock kind, named
 #   `<scenario>::<kind>`; the others on the reentrant lock (kind `lock`). The non-reentrant kinds'
 #   cases that the quick suite leaves out (ignored, for its budget) run here too.
 # - tests/tests/faults_synchronizers.rs (kind `synchronizers`): the semaphore, the permit-expirable
@@ -31,7 +33,8 @@
 #   pass freely (`a_black_holed_subscriber_under_force_unlocks`).
 # Then the property tests of tests/tests/fuzz.rs run with more cases. --kinds picks among lock,
 # fair, spin, fenced, read, write, rw (readers and writers of one read-write lock), non_reentrant,
-# non_reentrant_fair, mixed (the five kinds sharing a lock's hash on each name) and synchronizers.
+# non_reentrant_fair, mixed (the five kinds sharing a lock's hash on each name), entries (the same
+# on map entries' locks) and synchronizers.
 # At the end the figures of all runs are added up and printed
 # (acquisitions checked and how many of them re-entered their owner's hold, faults injected by
 # kind, overlaps inside and outside signalled lease loss,
@@ -48,7 +51,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-all_kinds=lock,fair,spin,fenced,read,write,rw,non_reentrant,non_reentrant_fair,mixed,synchronizers
+all_kinds=lock,fair,spin,fenced,read,write,rw,non_reentrant,non_reentrant_fair,mixed,entries,synchronizers
 minutes=5
 kinds=$all_kinds
 usage="usage: scripts/soak.sh [--minutes N] [--kinds KIND,...]"
@@ -58,7 +61,7 @@ while [ $# -gt 0 ]; do
     --minutes=*) minutes=${1#*=}; shift ;;
     --kinds) kinds=${2:-}; shift 2 || die "--kinds needs a value" ;;
     --kinds=*) kinds=${1#*=}; shift ;;
-    -h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 ($usage)" ;;
     esac
 done

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rlock_redisson::{Error, Owner};
+use rlock_redisson::{Codec, Container, EntryNames, EntryObject, Error, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, epoch_ms, eventually, raw, raw_blocking};
 use rlock_tests::history::fleet::FleetKind;
@@ -191,6 +191,42 @@ what_users_do!(
     force_unlocks_of_every_kind_local_and_remote,
     silent_deletes_by_an_operator,
 );
+
+/// What users do (`Users`, the five kinds that share a lock's hash mixed, with Java's threads) on
+/// the locks of a map's entries, named as Java names them: braces, `+` and `/` in every key and
+/// channel. Kind `entries` of `scripts/soak.sh`.
+mod what_users_do_on_map_entries {
+    use super::*;
+
+    #[test]
+    fn entries() {
+        let server = RedisServer::start();
+        let names = map_entry_names();
+        let users = Users::start_on(
+            &server,
+            FleetKind::Mixed,
+            &names,
+            length(Duration::from_secs(4)),
+            3,
+        );
+        let (report, summary) =
+            users.finish(&scenario("what users do, map entries", FleetKind::Mixed));
+        assert!(
+            summary.reentered_holds > 0,
+            "owners re-entered their holds: {summary}"
+        );
+        assert!(
+            report.acquired_after("w2", 0),
+            "the Java process held the entry locks too: {summary}"
+        );
+        for name in &names {
+            assert!(
+                report.holds.keys().any(|held| held == name),
+                "nobody held {name}: {summary}"
+            );
+        }
+    }
+}
 
 /// A scenario's name in the figures, with the kind it ran on.
 fn scenario(what: &str, kind: FleetKind) -> String {
@@ -1026,6 +1062,20 @@ fn now_and_then(started: Instant, run: Duration, names: &[&str], mut fault: impl
 /// The locks of the scenarios of what users do.
 const USERS_NAMES: [&str; 2] = ["users:a", "users:b"];
 
+/// The locks of two entries of the map `users`, as Java's `getLock(key)` names them: a Kryo5
+/// string `"a"` and a StringCodec `"héllo"`, whose hashes hold a `+` and a `/`, behind the map's
+/// hash tag (docs/protocol.md §13.1).
+fn map_entry_names() -> Vec<String> {
+    let names = |codec| EntryNames::new(Container::Map, "users", codec, None);
+    vec![
+        names(Codec::Kryo5).name("a", EntryObject::Lock),
+        names(Codec::String).name("héllo", EntryObject::Lock),
+    ]
+    .into_iter()
+    .map(|name| name.expect("a string encodes"))
+    .collect()
+}
+
 /// What users do to a lock, as a fleet on one server, with what it watches there. Two processes of
 /// four tasks whose owners take the lock through `kind` (the reentrant lock, or `mixed`: one of the
 /// five kinds that share the lock's hash at random, lock, spin, fair, fenced, non-reentrant) and
@@ -1043,6 +1093,7 @@ const USERS_NAMES: [&str; 2] = ["users:a", "users:b"];
 /// but as the kinds refuse re-entries.
 struct Users {
     fleet: Fleet,
+    names: Vec<String>,
     redis: redis::Connection,
     doubles: DoubleApplies,
     hand_offs_before: u64,
@@ -1059,6 +1110,19 @@ impl Users {
         run: Duration,
         local_force_unlocks: u8,
     ) -> Self {
+        let names = USERS_NAMES.map(str::to_owned);
+        Self::start_on(server, kind, &names, run, local_force_unlocks)
+    }
+
+    /// [`Users::start`] on the locks `names`.
+    fn start_on(
+        server: &RedisServer,
+        kind: FleetKind,
+        names: &[String],
+        run: Duration,
+        local_force_unlocks: u8,
+    ) -> Self {
+        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut redis = raw_blocking(server);
         let hand_offs_before = local_hand_offs(&mut redis);
         let mut fleet = Fleet::new(TORTURE, &server.url());
@@ -1073,7 +1137,7 @@ impl Users {
             join_percent: 20,
             try_after_release: true,
             force_unlock_percent: local_force_unlocks,
-            ..WorkerSpec::new(&USERS_NAMES)
+            ..WorkerSpec::new(&name_refs)
         };
         let java = WorkerSpec {
             tasks: 2,
@@ -1094,7 +1158,8 @@ impl Users {
         }
         Self {
             fleet,
-            doubles: DoubleApplies::watch(raw_blocking(server), &USERS_NAMES),
+            doubles: DoubleApplies::watch(raw_blocking(server), &name_refs),
+            names: names.to_vec(),
             redis,
             hand_offs_before,
             started,
@@ -1106,9 +1171,8 @@ impl Users {
     /// record it in.
     fn meanwhile(&mut self, mut fault: impl FnMut(&mut Fleet, &str)) {
         let fleet = &mut self.fleet;
-        now_and_then(self.started, self.run, &USERS_NAMES, |name| {
-            fault(fleet, name)
-        });
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        now_and_then(self.started, self.run, &names, |name| fault(fleet, name));
     }
 
     /// Ends the run: publishes the figures of `scenario` with the double applies and the local
