@@ -137,7 +137,7 @@ impl EntryLocks {
 impl Client {
     /// The entries of the map called `name`, for the locks Java hands out per entry:
     /// `redisson.getMap(name).getLock(key)` is `client.map(name).lock(key)`, and so on for every
-    /// kind of [`EntryLocks`]. The keys are encoded with [`Config::codec`]
+    /// kind of [`EntryLocks`]. The keys are encoded with [`Config::codec`](crate::Config::codec)
     /// ([`EntryLocks::with_codec`] for a map Java made with a codec of its own). The same for
     /// `RMapCache` and `RLocalCachedMap`, which name their entries alike.
     pub fn map(&self, name: impl Into<String>) -> EntryLocks {

@@ -51,6 +51,7 @@
 //! | permit-expirable semaphore: raw 16-byte ids in `{N}:timeout`, reclaim of expired permits, the `OK` / `:<score>` / nil acquire reply and its wait bound, single and list release, the permit counts, lease updates | §8.6 | `expirable_semaphore`: [`JavaPermitExpirableSemaphore`] |
 //! | count-down latch: always-braced channel, `1` on set and delete, `0` at zero, the reclosable local latch of `await` | §8.7 | `count_down_latch`: [`JavaCountDownLatch`] |
 //! | synchronizers' publish command: an argument (3.22+) or a literal `publish` (≤3.21) | §2.6 | here, for every synchronizer script |
+//! | the names of the objects of map, multimap and set entries, from the bytes Java's codecs wrote on the JVM | §13 | `entries`: [`JavaEntries`], [`JAVA_KEYS`] |
 //!
 //! Not emulated: WAIT-synced writes and their retries (§5: single-server Redisson sends a plain
 //! EVAL; the emulator never waits for replicas), pub/sub reconnects (§3.7), the connection pools

@@ -43,6 +43,10 @@
 //! - [`local_hand_off`]: rlock's tasks hand the lock to each other in bounded streaks, and a
 //!   Java waiter still gets its turn; a Java unlock wakes rlock's queue head, which hands on in
 //!   queue order;
+//! - [`entries`]: the objects of map entries (`getMap(n).getLock(key)` and its kin): names for every
+//!   codec, key type and container, and for every kind Java hands out per entry, wake-ups (also
+//!   in a cluster), leases and watchdogs both ways, the entry's synchronizers, a Java
+//!   transaction's hold;
 //! - [`cluster`]: the same in a Redis Cluster, with sharded pub/sub as Redisson picks it (and, for
 //!   every kind, wake-ups both ways; the rest of the kind × direction × topology matrix is the
 //!   ignored `…::cluster::…` tests, run by `scripts/interop-matrix.sh`);
