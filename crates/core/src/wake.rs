@@ -17,6 +17,7 @@
 //! | rule | message | effect |
 //! |---|---|---|
 //! | [`WakeRule::OneOrAll`] (locks) | `0` / `1` | wake one / wake every armed waiter |
+//! | [`WakeRule::All`] (group locks) | `0` or `1` | wake every armed waiter |
 //! | [`WakeRule::Permits`] (semaphores) | `n` | wake up to `n` armed waiters |
 //! | [`WakeRule::CountDown`] (count-down latch) | `0` / `1` | open (every waiter passes) / close |
 //!
@@ -37,6 +38,10 @@ use tokio::sync::{Notify, Semaphore};
 pub enum WakeRule {
     /// Lock channels: `0` wakes one waiter (banked if none sleeps yet), `1` wakes every waiter.
     OneOrAll,
+    /// Group lock channels: `0` or `1` wakes every waiter. Waiters of one group wait for different
+    /// values, and a release frees some of them: the one waiter `0` would wake may not be the one
+    /// whose values are free (docs/protocol.md §8.9).
+    All,
     /// Semaphore channels: a message carrying `n` wakes up to `n` waiters.
     Permits,
     /// Count-down latch channels: `0` opens the latch (every waiter passes until it closes), `1`
@@ -56,7 +61,7 @@ impl WakeRule {
         };
         match (self, value) {
             (Self::OneOrAll, 0) => wakeups.wake(1),
-            (Self::OneOrAll, 1) => wakeups.wake_all(),
+            (Self::OneOrAll, 1) | (Self::All, 0 | 1) => wakeups.wake_all(),
             (Self::Permits, n) if n > 0 => wakeups.wake(usize::try_from(n).unwrap_or(usize::MAX)),
             (Self::CountDown, 0) => wakeups.open(),
             (Self::CountDown, 1) => wakeups.close(),
@@ -282,6 +287,20 @@ mod tests {
         settle().await;
         assert_eq!(count(&woken), 4);
         assert_eq!(wakeups.banked.available_permits(), 0, "nothing left over");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn on_a_group_channel_zero_wakes_everyone() {
+        let wakeups = Arc::new(Wakeups::default());
+        let woken = sleepers(&wakeups, 3).await;
+        assert!(WakeRule::All.apply(b"0", &wakeups));
+        settle().await;
+        assert_eq!(count(&woken), 3);
+        let woken = sleepers(&wakeups, 2).await;
+        assert!(WakeRule::All.apply(b"1", &wakeups));
+        settle().await;
+        assert_eq!(count(&woken), 2);
+        assert!(!WakeRule::All.apply(b"2", &wakeups));
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -2,8 +2,9 @@
 //!
 //! # Implementation details
 //!
-//! Each watchdog hold is registered here by its key and hash field, under the [`Renewal`] of its
-//! kind (the script that renews it and how one lock is encoded into a batch call). Every
+//! Each watchdog hold is registered here by its scope (its key, or for a hold of part of a key the
+//! key and that part: see `LockWire::scope`) and hash field, under the [`Renewal`] of its kind (the
+//! script that renews it and how one lock is encoded into a batch call). Every
 //! [`Config::renewal_interval`] (a third of the watchdog timeout) the task renews all registered
 //! locks, batched per renewal script (and per slot where a script may not cross slots: a cluster,
 //! reached as one or behind a proxy, docs/protocol.md §9.2), [`Config::watchdog_batch_size`] keys
@@ -40,15 +41,26 @@ use crate::telemetry::{self, KindLabel, LostBecause, Renewals};
 
 /// How one kind's holds are renewed: a script that takes `ARGV[1]` = the lease in ms and, for each
 /// lock of the batch, what [`Renewal::add`] appends; it replies with one flag per lock, 1 when the
-/// lock is still held by one of the given fields (and was renewed), else 0.
+/// lock (or the part of it the holds are of) is still held by one of the given fields (and was
+/// renewed), else 0.
 #[derive(Debug)]
 pub struct Renewal {
     /// Tells batches apart (locks renewed by different scripts never share a batch) and names them
     /// in logs.
     pub(crate) name: &'static str,
     pub(crate) script: &'static LazyLock<Script>,
-    /// Appends one lock to a batch call: its key and this client's fields that hold it.
-    pub(crate) add: fn(ScriptCall, &str, &[String]) -> ScriptCall,
+    /// Appends one lock to a batch call: its key, this client's fields that hold it and the part of
+    /// the key they hold (empty for the whole key: see [`Renewed`]).
+    pub(crate) add: fn(ScriptCall, &str, &[String], &[String]) -> ScriptCall,
+}
+
+/// What one registration renews: the lock's key, the scope it is registered under (the key, or the
+/// key and a part of it) and that part (empty for the whole key; a group lock's values).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Renewed<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) scope: &'a str,
+    pub(crate) part: &'a [String],
 }
 
 /// How much before its lease ends a lock without a confirmed renewal is declared lost: the timer
@@ -56,13 +68,16 @@ pub struct Renewal {
 /// the key (and a waiter elsewhere may take it) right at the end of the lease.
 const LOSS_MARGIN: Duration = Duration::from_millis(5);
 
-/// Registrations are per (renewal, key); the fields that hold the key are inside the entry.
+/// Registrations are per (renewal, scope); the fields that hold the key are inside the entry.
 type EntryKey = (&'static str, String);
 
 #[derive(Debug)]
 struct Entry {
     generation: u64,
     renewal: &'static Renewal,
+    /// The key renewed, and the part of it the holds are of (see [`Renewed`]).
+    key: String,
+    part: Arc<[String]>,
     /// The kind of the first hold registered (for metrics: kinds that share a key and a renewal,
     /// a lock and a fenced lock of one name, share the entry).
     kind: KindLabel,
@@ -75,10 +90,10 @@ struct Entry {
 }
 
 impl Entry {
-    /// The lock `key` is lost `because`: told to telemetry (with the name if `lock_names`) and to
-    /// its holders.
-    fn lose(&self, key: &str, because: LostBecause, lock_names: bool) {
-        telemetry::lease_lost(self.kind, key, because, lock_names);
+    /// The lock is lost `because`: told to telemetry (with its key if `lock_names`) and to its
+    /// holders.
+    fn lose(&self, because: LostBecause, lock_names: bool) {
+        telemetry::lease_lost(self.kind, &self.key, because, lock_names);
         self.lost.cancel();
     }
 }
@@ -149,18 +164,18 @@ impl Watchdog {
         }
     }
 
-    /// Whether `field`'s watchdog hold of `key` is surely still in Redis: registered, not lost, and
+    /// Whether `field`'s watchdog hold of `scope` is surely still in Redis: registered, not lost, and
     /// its last confirmed renewal (or its acquire) sent less than the timeout minus one renewal
     /// interval ago, on the clock now, so the key has at least that interval left whatever the
     /// renewal task is doing. Returns the registration (see [`Registration`]).
     pub(crate) fn surely_held(
         &self,
         renewal: &'static Renewal,
-        key: &str,
+        scope: &str,
         field: &str,
     ) -> Option<Registration> {
         let entries = self.watched.entries.lock();
-        let entry = entries.get(&(renewal.name, key.to_owned()))?;
+        let entry = entries.get(&(renewal.name, scope.to_owned()))?;
         let sure = !entry.lost.is_cancelled()
             && entry.renewed_at.elapsed() < self.sure_for
             && entry.holders.iter().any(|(f, _)| f == field);
@@ -171,51 +186,53 @@ impl Watchdog {
         })
     }
 
-    /// Declares the registration `generation` of `key` lost (the engine learnt that its field is
+    /// Declares the registration `generation` of `scope` lost (the engine learnt that its field is
     /// gone): its holders' lease-lost token is cancelled and renewal stops. A newer registration of
-    /// the key is left alone.
-    pub(crate) fn lost(&self, renewal: &'static Renewal, key: &str, generation: u64) {
+    /// the scope is left alone.
+    pub(crate) fn lost(&self, renewal: &'static Renewal, scope: &str, generation: u64) {
         let mut entries = self.watched.entries.lock();
-        let id = (renewal.name, key.to_owned());
+        let id = (renewal.name, scope.to_owned());
         if entries
             .get(&id)
             .is_some_and(|entry| entry.generation == generation)
             && let Some(entry) = entries.remove(&id)
         {
-            entry.lose(key, LostBecause::Gone, self.lock_names);
+            entry.lose(LostBecause::Gone, self.lock_names);
         }
     }
 
-    /// Declares the registration of `key` under `renewal` lost (the engine learnt that the field
+    /// Declares the registration of `scope` under `renewal` lost (the engine learnt that the field
     /// its holds count on is gone): its holders' lease-lost token is cancelled and renewal stops.
-    pub(crate) fn lose(&self, renewal: &'static Renewal, key: &str) {
-        let id = (renewal.name, key.to_owned());
+    pub(crate) fn lose(&self, renewal: &'static Renewal, scope: &str) {
+        let id = (renewal.name, scope.to_owned());
         let removed = self.watched.entries.lock().remove(&id);
         if let Some(entry) = removed {
-            entry.lose(key, LostBecause::Gone, self.lock_names);
+            entry.lose(LostBecause::Gone, self.lock_names);
         }
     }
 
-    /// Registers one hold of `key` (a lock of `kind`) by `field`, acquired by a script sent at
+    /// Registers one hold of `held` (a lock of `kind`) by `field`, acquired by a script sent at
     /// `sent_at`, to be renewed by `renewal`. Returns the token cancelled if the lock is lost.
     pub(crate) fn register(
         &self,
         renewal: &'static Renewal,
         kind: KindLabel,
-        key: &str,
+        held: Renewed<'_>,
         field: &str,
         sent_at: Instant,
     ) -> CancellationToken {
         let mut entries = self.watched.entries.lock();
         let first = entries.is_empty();
         let entry = entries
-            .entry((renewal.name, key.to_owned()))
+            .entry((renewal.name, held.scope.to_owned()))
             .or_insert_with(|| {
                 let mut next = self.watched.next_generation.lock();
                 *next += 1;
                 Entry {
                     generation: *next,
                     renewal,
+                    key: held.key.to_owned(),
+                    part: held.part.into(),
                     kind,
                     holders: Vec::new(),
                     lost: CancellationToken::new(),
@@ -237,12 +254,12 @@ impl Watchdog {
         lost
     }
 
-    /// Removes one hold of `key` by `field`; renewal of `key` stops with its last hold. Returns
-    /// whether `key` is still renewed under `renewal` (other holds of it remain here), i.e. whether
-    /// its lease should stay the watchdog timeout.
-    pub(crate) fn deregister(&self, renewal: &'static Renewal, key: &str, field: &str) -> bool {
+    /// Removes one hold of `scope` by `field`; renewal of `scope` stops with its last hold.
+    /// Returns whether `scope` is still renewed under `renewal` (other holds of it remain here),
+    /// i.e. whether its lease should stay the watchdog timeout.
+    pub(crate) fn deregister(&self, renewal: &'static Renewal, scope: &str, field: &str) -> bool {
         let mut entries = self.watched.entries.lock();
-        let id = (renewal.name, key.to_owned());
+        let id = (renewal.name, scope.to_owned());
         let Some(entry) = entries.get_mut(&id) else {
             return false;
         };
@@ -259,11 +276,11 @@ impl Watchdog {
         true
     }
 
-    /// Stops renewing `key` under every renewal and tells its holders the lock is gone (after a
+    /// Stops renewing `scope` under every renewal and tells its holders the lock is gone (after a
     /// force unlock).
-    pub(crate) fn forget(&self, key: &str) {
-        self.watched.entries.lock().retain(|(_, k), entry| {
-            let keep = k != key;
+    pub(crate) fn forget(&self, scope: &str) {
+        self.watched.entries.lock().retain(|(_, s), entry| {
+            let keep = s != scope;
             if !keep {
                 entry.lost.cancel();
             }
@@ -350,11 +367,13 @@ impl Renewer {
         let started = Instant::now();
         let mut locks = 0;
         let mut batches: HashMap<(&'static str, Option<Slot>), Vec<Renewing>> = HashMap::new();
-        for ((name, key), entry) in self.watched.entries.lock().iter() {
-            let slot = self.commands.batch_slot(key);
+        for ((name, scope), entry) in self.watched.entries.lock().iter() {
+            let slot = self.commands.batch_slot(&entry.key);
             batches.entry((name, slot)).or_default().push(Renewing {
                 renewal: entry.renewal,
-                key: key.clone(),
+                scope: scope.clone(),
+                key: entry.key.clone(),
+                part: entry.part.clone(),
                 generation: entry.generation,
                 fields: entry.holders.iter().map(|(f, _)| f.clone()).collect(),
             });
@@ -376,7 +395,7 @@ impl Renewer {
         };
         let mut call = ScriptCall::new(renewal.script).arg(self.timeout.as_millis());
         for lock in batch {
-            call = (renewal.add)(call, &lock.key, &lock.fields);
+            call = (renewal.add)(call, &lock.key, &lock.fields, &lock.part);
         }
         let sent_at = Instant::now();
         let written = match self.commands.get(Operation::Renew, Subject::CLIENT).await {
@@ -410,7 +429,7 @@ impl Renewer {
         };
         let mut entries = self.watched.entries.lock();
         for (lock, flag) in batch.iter().zip(flags) {
-            let id = (renewal.name, lock.key.clone());
+            let id = (renewal.name, lock.scope.clone());
             let Some(entry) = entries
                 .get_mut(&id)
                 .filter(|e| e.generation == lock.generation)
@@ -429,7 +448,7 @@ impl Renewer {
                 // flight): not lost. Its acquire set the lease (`register` took that into
                 // `renewed_at`), and the next round renews it with its field.
             } else if let Some(entry) = entries.remove(&id) {
-                entry.lose(&lock.key, LostBecause::Gone, self.lock_names);
+                entry.lose(LostBecause::Gone, self.lock_names);
             }
         }
         true
@@ -446,10 +465,10 @@ impl Renewer {
     /// hears of the loss before anyone else can acquire.
     fn expire_overdue(&self) {
         let now = Instant::now();
-        self.watched.entries.lock().retain(|(_, key), entry| {
+        self.watched.entries.lock().retain(|_, entry| {
             let alive = now.duration_since(entry.renewed_at) < self.lease_known();
             if !alive {
-                entry.lose(key, LostBecause::NotRenewed, self.lock_names);
+                entry.lose(LostBecause::NotRenewed, self.lock_names);
             }
             alive
         });
@@ -459,7 +478,9 @@ impl Renewer {
 /// One lock of a renewal batch, as registered when the batch was put together.
 struct Renewing {
     renewal: &'static Renewal,
+    scope: String,
     key: String,
+    part: Arc<[String]>,
     generation: u64,
     fields: Vec<String>,
 }

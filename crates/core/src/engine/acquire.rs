@@ -28,7 +28,7 @@ use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
 use crate::telemetry::{self, Acquisition, Reconciles};
 use crate::wake::WakeRule;
-use crate::watchdog::Expiry;
+use crate::watchdog::{Expiry, Renewed};
 
 /// Acquires `kind` for `owner`, waiting as `wait` says. `Ok(None)` means the wait ran out.
 ///
@@ -104,10 +104,10 @@ async fn acquire_as<K: LockWire>(
     let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
     // A local event sends the waiter back to its attempt: its queue changed, or the streak of
     // free hand-offs that held it back is over.
-    let (queued_ref, key) = (queued.as_ref(), kind.key());
+    let (queued_ref, scope) = (queued.as_ref(), kind.scope());
     let nudge = move || -> Nudge<'_> {
         Box::pin(async move {
-            let streak_over = services.cohorts.streak_over(key);
+            let streak_over = services.cohorts.streak_over(scope);
             match queued_ref {
                 Some(queued) => tokio::select! {
                     () = queued.ticket.nudged() => {}
@@ -149,9 +149,9 @@ async fn acquire_as<K: LockWire>(
                 // A re-entry on the wire keeps the owner's last hold from passing without Redis
                 // meanwhile; marked before the streak is looked at, so that a hold lent from now on
                 // waits for this attempt, and an attempt from now on sees a streak opened before.
-                let _reentering = services.holds.reentering(kind_ref.key(), field);
+                let _reentering = services.holds.reentering(kind_ref.scope(), field);
                 // While a streak of free hand-offs holds the key, only its holder acts on it.
-                if gated_by_streak(services, kind_ref.key(), field) {
+                if gated_by_streak(services, kind_ref.scope(), field) {
                     return Ok(Attempt::Busy(RECHECK));
                 }
                 let listening = listening(services, kind_ref, field);
@@ -213,11 +213,11 @@ fn held_outside_the_queue<K: LockWire>(
 ) {
     if kind.hand_off().is_some()
         && services.config.local_handoff
-        && services.holds.count(kind.key(), field) == 1
+        && services.holds.count(kind.scope(), field) == 1
     {
         services
             .cohorts
-            .held(kind.key(), kind.label(), field, expiry, listening);
+            .held(kind.scope(), kind.label(), field, expiry, listening);
     }
 }
 
@@ -247,7 +247,7 @@ impl<K: LockWire> Queued<K> {
         if kind.hand_off().is_none()
             || !services.config.local_handoff
             || one_try
-            || services.holds.count(kind.key(), field) > 0
+            || services.holds.count(kind.scope(), field) > 0
         {
             return None;
         }
@@ -255,7 +255,7 @@ impl<K: LockWire> Queued<K> {
         let lease = lease_time(services, lease);
         let ticket = services
             .cohorts
-            .join(kind.key(), kind.label(), field, lease, renewed);
+            .join(kind.scope(), kind.label(), field, lease, renewed);
         let listening = channel
             .filter(|_| ticket.joined_behind())
             .map(|(channel, rule)| services.subscriber.registry().subscribe(channel, *rule));
@@ -300,7 +300,7 @@ impl<K: LockWire> Queued<K> {
                     let expiry = take_hold(services, kind, field, lease, self.lease, sent_at, None);
                     services
                         .cohorts
-                        .took_over(kind.key(), kind.label(), field, expiry.clone());
+                        .took_over(kind.scope(), kind.label(), field, expiry.clone());
                     return Some(Attempt::Acquired((hand_off.handed_off(reply), expiry)));
                 }
                 Step::Lent => {
@@ -309,7 +309,7 @@ impl<K: LockWire> Queued<K> {
                     // The lend counted the hold already (see `hand_off::count_lent`).
                     let Some(expiry) = self.ticket.take_lent() else {
                         // The streak ended before this waiter took the hold up: it holds nothing.
-                        let _ = services.holds.remove(kind.key(), field);
+                        let _ = services.holds.remove(kind.scope(), field);
                         return None;
                     };
                     return Some(Attempt::Acquired((token, expiry)));
@@ -352,12 +352,17 @@ fn take_hold<K: LockWire>(
     sent_at: Instant,
     conn: Option<&Connection>,
 ) -> Expiry {
-    services.holds.add(kind.key(), field, lease_time, conn);
+    services.holds.add(kind.scope(), field, lease_time, conn);
+    let renewed = Renewed {
+        key: kind.key(),
+        scope: kind.scope(),
+        part: kind.renewal_part(),
+    };
     match lease {
         Lease::Watchdog => Expiry::Watchdog(services.watchdog.register(
             kind.renewal(),
             kind.label(),
-            kind.key(),
+            renewed,
             field,
             sent_at,
         )),
@@ -408,7 +413,7 @@ async fn attempt_on<K: LockWire>(
     refused: &AtomicBool,
 ) -> Result<Synced<Attempt<(K::Token, Expiry)>>> {
     let lease_time = lease_time(services, lease);
-    let held_before = services.holds.count(kind.key(), field);
+    let held_before = services.holds.count(kind.scope(), field);
     let mut undo = Undo::arm(
         services,
         conn,
@@ -417,7 +422,7 @@ async fn attempt_on<K: LockWire>(
         Reconciles::Acquire,
     )
     .settling(&services.reconciling, kind.key(), field);
-    let call = kind.acquire_call(field, lease_time, patience);
+    let call = kind.acquire_call(field, held_before, lease_time, patience);
     let sent_at = Instant::now();
     let written = write_armed(
         services,

@@ -186,7 +186,7 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
         // A hold lent along a streak of free hand-offs keeps the streak's watchdog lease, as a
         // fixed-lease re-entry of it does: the key's expiry is the streak's registration's, which
         // counts on a whole watchdog lease from its last renewal (see `Watchdog::surely_held`).
-        if held_in_streak(&self.services, self.kind.key(), &self.field).is_some() {
+        if held_in_streak(&self.services, self.kind.scope(), &self.field).is_some() {
             return Ok(());
         }
         let sent_at = Instant::now();

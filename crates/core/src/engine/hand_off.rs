@@ -469,14 +469,14 @@ pub(super) fn answered_in_streak<K: LockWire>(
     wait_for: Patience,
     lease: Duration,
 ) -> Option<Acquired<K::Token>> {
-    let key = kind.key();
-    let streak = services.cohorts.streak_on(key)?;
+    let scope = kind.scope();
+    let streak = services.cohorts.streak_on(scope)?;
     if streak.is_held_by(field) {
         let token = match kind.local_reentry() {
             Some(token) if !kind.refuses_reentry() => token,
             _ => return Some(Err(Error::reentry_refused(kind.subject()))),
         };
-        if streak.reenter(field, || services.holds.add(key, field, lease, None)) {
+        if streak.reenter(field, || services.holds.add(scope, field, lease, None)) {
             return Some(Ok(Some((token, streak.expiry()))));
         }
     }
@@ -484,12 +484,12 @@ pub(super) fn answered_in_streak<K: LockWire>(
     one_try.then_some(Ok(None))
 }
 
-/// Whether an attempt by `field` on `key` must wait instead of going to Redis: a streak is open on
-/// the key and `field` does not hold its lent hold.
-pub(super) fn gated_by_streak(services: &Services, key: &str, field: &str) -> bool {
+/// Whether an attempt by `field` on `scope` must wait instead of going to Redis: a streak is open
+/// on it and `field` does not hold its lent hold.
+pub(super) fn gated_by_streak(services: &Services, scope: &str, field: &str) -> bool {
     services
         .cohorts
-        .streak_on(key)
+        .streak_on(scope)
         .is_some_and(|streak| !streak.is_held_by(field))
 }
 

@@ -62,6 +62,25 @@ pub trait LockWire: Send + Sync + 'static {
         self.name()
     }
 
+    /// What this client keeps its books of the lock's holds under: the hold counts ([`Holds`]), the
+    /// watchdog's registrations, the local queues and streaks. The key (the default) for every kind
+    /// whose holds are of the whole key; a kind whose holds are of *some* of the key's fields (the
+    /// group lock's are of its values, docs/protocol.md §8.9) names the key and that part, so that
+    /// holds of different parts of one key are counted and renewed apart. A kind that hands off
+    /// ([`LockWire::hand_off`]) holds the whole key. What holds an owner back from the lock while a
+    /// reconciliation may run (an undo, a release in the background) stays per key.
+    ///
+    /// [`Holds`]: crate::services::Holds
+    fn scope(&self) -> &str {
+        self.key()
+    }
+
+    /// What the watchdog's renewal of a hold sends besides its key and the owners' fields (see
+    /// [`Renewal::add`]): nothing for a hold of the whole key, the values of a group lock.
+    fn renewal_part(&self) -> &[String] {
+        &[]
+    }
+
     /// The hash field of an owner whose client-wide field is `field` (`<node-uuid>:<owner-id>`);
     /// a kind with its own suffix (the write lock's `:write`) adds it here.
     fn field(&self, field: String) -> String {
@@ -80,7 +99,16 @@ pub trait LockWire: Send + Sync + 'static {
 
     /// One acquire attempt by `field` for a hold of `lease`, by a caller prepared to wait as `wait`
     /// says (a fair lock queues only a caller that waits, and tells the queue how long).
-    fn acquire_call(&self, field: &str, lease: Duration, patience: Patience) -> ScriptCall;
+    /// `held_before` is the owner's hold count as this client knows it, the count the undo of this
+    /// attempt compares with: a kind whose script cannot tell the owner's holds of this lock from
+    /// its other holds of the key (the group lock) checks it there.
+    fn acquire_call(
+        &self,
+        field: &str,
+        held_before: u32,
+        lease: Duration,
+        patience: Patience,
+    ) -> ScriptCall;
 
     /// Decodes the acquire script's reply; `None` for a reply the protocol does not allow.
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Self::Token>>;

@@ -39,14 +39,14 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
     kind: &Arc<K>,
     field: &str,
 ) -> Result<Released> {
-    let key = kind.key();
+    let scope = kind.scope();
     // An undo of this owner's that may still run counts its holds: let it run first.
-    services.reconciling.settled(key, field).await;
-    if let Some(streak) = services.cohorts.streak_on(key) {
+    services.reconciling.settled(kind.key(), field).await;
+    if let Some(streak) = services.cohorts.streak_on(scope) {
         let holds = &services.holds;
         let released = streak.release(field, || {
-            let _ = holds.remove(key, field);
-            holds.count(key, field) == 0
+            let _ = holds.remove(scope, field);
+            holds.count(scope, field) == 0
         });
         return match released {
             StreakRelease::Partially => Ok(Released::Partially),
@@ -57,20 +57,20 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
             StreakRelease::NotHolder => {
                 // Nothing of this owner's is in Redis while the streak lasts: a holder the streak
                 // no longer counts (its hold was lost) or any other owner.
-                holds.forget(key, field);
+                holds.forget(scope, field);
                 if kind.hand_off().is_some() {
-                    services.cohorts.released(key, kind.label(), field, None);
+                    services.cohorts.released(scope, kind.label(), field, None);
                 }
                 Err(Error::not_owner(kind.subject(), field))
             }
         };
     }
-    let last = services.holds.count(key, field) <= 1;
+    let last = services.holds.count(scope, field) <= 1;
     let hands_off = last && kind.hand_off().is_some() && services.config.local_handoff;
     let (queue, config) = (kind.label(), &services.config);
     let next = hands_off.then(|| {
         services.cohorts.releasing(
-            key,
+            scope,
             queue,
             field,
             config.local_handoff_limit,
@@ -85,14 +85,14 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         Some(Next::AlreadyPassing) => return Err(Error::not_owner(kind.subject(), field)),
         next => next,
     };
-    let taken = services.holds.remove(key, field);
-    if taken.is_none() && services.cohorts.streak_on(key).is_some() {
+    let taken = services.holds.remove(scope, field);
+    if taken.is_none() && services.cohorts.streak_on(scope).is_some() {
         // Another release of this owner lent its last hold meanwhile (a misuse: two releases of
         // one hold at once): nothing of this owner's is left in Redis to release.
         return Err(Error::not_owner(kind.subject(), field));
     }
     // The hash changes from here on: renewal stops first.
-    let renewing = services.watchdog.deregister(kind.renewal(), key, field);
+    let renewing = services.watchdog.deregister(kind.renewal(), scope, field);
     let (lease, conn) = match taken {
         Some((lease, conn)) if !renewing => (lease, conn),
         Some((_, conn)) => (services.watchdog.timeout(), conn),
@@ -106,12 +106,12 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         None => {
             let released = unlock(services, &**kind, field, lease, conn).await;
             if matches!(released, Err(Error::NotOwner { .. }))
-                && services.holds.count(key, field) > 0
+                && services.holds.count(scope, field) > 0
             {
                 // Redis no longer has the field that this owner's other holds count on (a delete
                 // that nobody heard): they are lost, and are told now rather than at the next
                 // renewal, so that none of them is lent on.
-                services.watchdog.lose(kind.renewal(), key);
+                services.watchdog.lose(kind.renewal(), scope);
             }
             released
         }
@@ -196,12 +196,12 @@ pub(crate) async fn force_unlock<K: LockWire + ?Sized>(
     // now, and its watch does not unlock the root's field behind the force unlock's back.
     let streak = services
         .cohorts
-        .streak_on(kind.key())
+        .streak_on(kind.scope())
         .filter(|streak| streak.ending());
     if let Some(streak) = &streak {
         streak.lose();
     }
-    services.watchdog.forget(kind.key());
+    services.watchdog.forget(kind.scope());
     let deleted = delete(services, kind, subject).await;
     if let Some(streak) = &streak {
         services.cohorts.close_streak(streak);

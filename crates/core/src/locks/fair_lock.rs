@@ -90,7 +90,13 @@ impl LockWire for Fair {
         Some((Cow::Owned(channel), WakeRule::OneOrAll))
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, patience: Patience) -> ScriptCall {
+    fn acquire_call(
+        &self,
+        field: &str,
+        _held_before: u32,
+        lease: Duration,
+        patience: Patience,
+    ) -> ScriptCall {
         // A single try (`tryLock()`) never queues.
         let queues = !patience.one_try();
         ScriptCall::new(&ACQUIRE)

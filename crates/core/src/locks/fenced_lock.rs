@@ -52,7 +52,13 @@ impl LockWire for Fenced {
         self.lock.channel(field)
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, _patience: Patience) -> ScriptCall {
+    fn acquire_call(
+        &self,
+        field: &str,
+        _held_before: u32,
+        lease: Duration,
+        _patience: Patience,
+    ) -> ScriptCall {
         ScriptCall::new(&ACQUIRE)
             .key(self.lock.key())
             .key(&self.token)

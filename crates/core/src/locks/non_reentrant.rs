@@ -52,8 +52,13 @@ pub trait Twin: LockWire<Token = ()> {
     /// The twin's acquire call for what [`LockWire::acquire_call`] is given: the reentrant one's
     /// arguments, then [`REACQUIRE`].
     #[doc(hidden)]
-    fn refusing_acquire_call(&self, field: &str, lease: Duration, patience: Patience)
-    -> ScriptCall;
+    fn refusing_acquire_call(
+        &self,
+        field: &str,
+        held_before: u32,
+        lease: Duration,
+        patience: Patience,
+    ) -> ScriptCall;
 }
 
 impl Twin for Reentrant {
@@ -63,6 +68,7 @@ impl Twin for Reentrant {
     fn refusing_acquire_call(
         &self,
         field: &str,
+        _held_before: u32,
         lease: Duration,
         _patience: Patience,
     ) -> ScriptCall {
@@ -81,11 +87,13 @@ impl Twin for Fair {
     fn refusing_acquire_call(
         &self,
         field: &str,
+        held_before: u32,
         lease: Duration,
         patience: Patience,
     ) -> ScriptCall {
         // The fair lock's own script: a last argument turns its re-entry into the refusal.
-        self.acquire_call(field, lease, patience).arg(REACQUIRE)
+        self.acquire_call(field, held_before, lease, patience)
+            .arg(REACQUIRE)
     }
 }
 
@@ -137,8 +145,15 @@ impl<K: Twin> LockWire for NonReentrant<K> {
         self.twin.poll_delay(previous, polls)
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, patience: Patience) -> ScriptCall {
-        self.twin.refusing_acquire_call(field, lease, patience)
+    fn acquire_call(
+        &self,
+        field: &str,
+        held_before: u32,
+        lease: Duration,
+        patience: Patience,
+    ) -> ScriptCall {
+        self.twin
+            .refusing_acquire_call(field, held_before, lease, patience)
     }
 
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {

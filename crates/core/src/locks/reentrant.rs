@@ -29,7 +29,9 @@ static HAND_OFF: LazyLock<Script> = lua!("hand_off_prelude.lua", "lock_hand_off.
 pub(crate) static RENEWAL: Renewal = Renewal {
     name: "lock",
     script: &RENEW,
-    add: |call, key, fields| call.key(key).arg(fields.first().map_or("", String::as_str)),
+    add: |call, key, fields, _whole_key| {
+        call.key(key).arg(fields.first().map_or("", String::as_str))
+    },
 };
 
 /// The message that wakes one waiter.
@@ -65,7 +67,13 @@ impl LockWire for Reentrant {
         Some((Cow::Borrowed(&self.channel), WakeRule::OneOrAll))
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, _patience: Patience) -> ScriptCall {
+    fn acquire_call(
+        &self,
+        field: &str,
+        _held_before: u32,
+        lease: Duration,
+        _patience: Patience,
+    ) -> ScriptCall {
         ScriptCall::new(&ACQUIRE)
             .key(&self.name)
             .arg(lease.as_millis())

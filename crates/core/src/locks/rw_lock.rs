@@ -42,7 +42,7 @@ static IS_LOCKED: LazyLock<Script> = lua!("rw_is_locked.lua");
 static READ_RENEWAL: Renewal = Renewal {
     name: "read",
     script: &READ_RENEW,
-    add: |call, key, fields| {
+    add: |call, key, fields, _whole_key| {
         fields.iter().fold(
             call.key(key)
                 .key(names::read_key_prefix(key))
@@ -107,7 +107,13 @@ impl LockWire for Read {
         self.lock.channel()
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, _patience: Patience) -> ScriptCall {
+    fn acquire_call(
+        &self,
+        field: &str,
+        _held_before: u32,
+        lease: Duration,
+        _patience: Patience,
+    ) -> ScriptCall {
         ScriptCall::new(&READ_ACQUIRE)
             .key(&self.lock.name)
             .key(names::read_timeouts(&self.lock.name, field))
@@ -209,7 +215,13 @@ impl LockWire for Write {
         Ok(())
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, _patience: Patience) -> ScriptCall {
+    fn acquire_call(
+        &self,
+        field: &str,
+        _held_before: u32,
+        lease: Duration,
+        _patience: Patience,
+    ) -> ScriptCall {
         ScriptCall::new(&WRITE_ACQUIRE)
             .key(&self.lock.name)
             .arg(lease.as_millis())

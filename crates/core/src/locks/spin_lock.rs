@@ -115,8 +115,14 @@ impl LockWire for Spin {
         }
     }
 
-    fn acquire_call(&self, field: &str, lease: Duration, patience: Patience) -> ScriptCall {
-        self.lock.acquire_call(field, lease, patience)
+    fn acquire_call(
+        &self,
+        field: &str,
+        held_before: u32,
+        lease: Duration,
+        patience: Patience,
+    ) -> ScriptCall {
+        self.lock.acquire_call(field, held_before, lease, patience)
     }
 
     fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
