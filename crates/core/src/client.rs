@@ -3,10 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::codec::{Codec, EntryKey};
 use crate::config::Config;
 use crate::error::{Operation, Result, Subject};
 use crate::locks::fair_lock::{Fair, FairLock};
 use crate::locks::fenced_lock::{Fenced, FencedLock};
+use crate::locks::group_lock::GroupLock;
 use crate::locks::lock::Lock;
 use crate::locks::non_reentrant::{NonReentrant, NonReentrantFairLock, NonReentrantLock};
 use crate::locks::reentrant::Reentrant;
@@ -125,6 +127,39 @@ impl Client {
             self.services.clone(),
             Reentrant::new(self.raw_name(name), self.services.publish),
         )
+    }
+
+    /// The group lock of `values` in the group `group`: Redisson's `getMultiLock(group, values)`
+    /// (its `RedissonFasterMultiLock`, not the [`MultiLock`](crate::MultiLock) of several locks,
+    /// which is `getMultiLock(locks...)`). The values are encoded with [`Config::codec`], as Java
+    /// encodes them with its client's codec; the group's name is mapped as every lock name is.
+    /// Making it sends nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Codec`](crate::Error::Codec) when the codec cannot encode a value as Java does, and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) without values.
+    pub fn group_lock(
+        &self,
+        group: impl Into<String>,
+        values: impl IntoIterator<Item = impl Into<EntryKey>>,
+    ) -> Result<GroupLock> {
+        self.group_lock_with_codec(group, &self.services.config.codec, values)
+    }
+
+    /// The group lock of `values` in `group`, encoded with `codec`: for values Java encodes with
+    /// another codec than its client's (Redisson's object options). See [`Client::group_lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::group_lock`].
+    pub fn group_lock_with_codec(
+        &self,
+        group: impl Into<String>,
+        codec: &Codec,
+        values: impl IntoIterator<Item = impl Into<EntryKey>>,
+    ) -> Result<GroupLock> {
+        GroupLock::new(self.services.clone(), self.raw_name(group), codec, values)
     }
 
     /// The fair lock called `name`: Redisson's `getFairLock(name)`.

@@ -53,6 +53,7 @@ pub use entry_names::{Container, EntryNames, EntryObject};
 pub use error::{Error, Operation, Result};
 pub use locks::fair_lock::{FairLock, QueuedWaiter};
 pub use locks::fenced_lock::{FencedGuard, FencedLock};
+pub use locks::group_lock::{GroupGuard, GroupLock};
 pub use locks::listener::ChannelListener;
 pub use locks::lock::{Holder, Lock, LockGuard, RemainingTtl};
 #[allow(deprecated)]

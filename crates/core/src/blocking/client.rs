@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::group_lock::GroupLock;
 use super::lock::{Lock, ReadWriteLock};
 use super::runtime::{Runtime, block_on};
 use super::synchronizers::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
@@ -98,6 +99,36 @@ impl Client {
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         let lock = self.inner.read_write_lock(name);
         ReadWriteLock::new(self.wrap(lock.read()), self.wrap(lock.write()))
+    }
+
+    /// The group lock of `values` in `group` (see [`crate::Client::group_lock`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::group_lock`].
+    pub fn group_lock(
+        &self,
+        group: impl Into<String>,
+        values: impl IntoIterator<Item = impl Into<crate::EntryKey>>,
+    ) -> Result<GroupLock> {
+        let inner = self.inner.group_lock(group, values)?;
+        Ok(GroupLock::new(inner, self.runtime.clone()))
+    }
+
+    /// The group lock of `values` in `group`, encoded with `codec` (see
+    /// [`crate::Client::group_lock_with_codec`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::group_lock`].
+    pub fn group_lock_with_codec(
+        &self,
+        group: impl Into<String>,
+        codec: &crate::Codec,
+        values: impl IntoIterator<Item = impl Into<crate::EntryKey>>,
+    ) -> Result<GroupLock> {
+        let inner = self.inner.group_lock_with_codec(group, codec, values)?;
+        Ok(GroupLock::new(inner, self.runtime.clone()))
     }
 
     /// The semaphore called `name`.

@@ -67,10 +67,7 @@ impl<K: LockKind> Lock<K> {
     }
 
     fn guard(&self, guard: crate::Guard<K::Token>) -> Guard<K::Token> {
-        Guard {
-            inner: guard,
-            runtime: self.runtime.clone(),
-        }
+        Guard::new(guard, self.runtime.clone())
     }
 
     /// The async handle for a call made now, on this thread: bound to this thread's owner unless the
@@ -301,6 +298,10 @@ pub struct Guard<T: fmt::Debug + Send + 'static = ()> {
 pub type LockGuard = Guard<()>;
 
 impl<T: fmt::Debug + Send + 'static> Guard<T> {
+    pub(super) fn new(inner: crate::Guard<T>, runtime: Arc<Runtime>) -> Self {
+        Self { inner, runtime }
+    }
+
     /// See [`crate::Guard::name`].
     pub fn name(&self) -> &str {
         self.inner.name()

@@ -39,6 +39,7 @@
 
 mod client;
 mod entries;
+mod group_lock;
 mod lock;
 mod multi_lock;
 mod runtime;
@@ -46,6 +47,7 @@ mod synchronizers;
 
 pub use client::Client;
 pub use entries::EntryLocks;
+pub use group_lock::{GroupGuard, GroupLock};
 pub use lock::{Guard, Lock, LockGuard, ReadWriteLock};
 pub use multi_lock::{AnyLock, MultiGuard, MultiLock};
 pub use synchronizers::{CountDownLatch, PermitExpirableSemaphore, Semaphore, SemaphorePermits};

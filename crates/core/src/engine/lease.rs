@@ -1,6 +1,6 @@
 //! How long a hold lasts, and the durations a kind sends as milliseconds.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 
@@ -31,4 +31,14 @@ pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
         )));
     }
     Ok(millis)
+}
+
+/// Now, in epoch milliseconds: the clock Redisson writes absolute expiries in (a permit's, a group
+/// lock value's).
+pub(crate) fn epoch_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }

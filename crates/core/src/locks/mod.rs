@@ -13,6 +13,7 @@
 
 pub(crate) mod fair_lock;
 pub(crate) mod fenced_lock;
+pub(crate) mod group_lock;
 pub(crate) mod listener;
 pub(crate) mod lock;
 pub(crate) mod lock_kind;

@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Script, Value};
 
-use crate::engine::{self, Attempt, Object, Patience, RECHECK, Replicas, Undo};
+use crate::engine::{self, Attempt, Object, Patience, RECHECK, Replicas, Undo, epoch_millis};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
@@ -742,15 +742,6 @@ fn millis_of(score: f64) -> u64 {
     } else {
         0
     }
-}
-
-/// Now, in epoch milliseconds: the clock Redisson's expiries are written in.
-fn epoch_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }
 
 #[cfg(test)]
