@@ -82,6 +82,7 @@ mod entries;
 mod expirable_semaphore;
 mod fair_lock;
 mod fenced_lock;
+mod group_lock;
 mod kind;
 mod lock;
 mod non_reentrant;
@@ -112,6 +113,7 @@ pub use entries::{JAVA_KEYS, JavaEntries, JavaKey, hash128_to_base64};
 pub use expirable_semaphore::{JavaPermitExpirableSemaphore, NON_EXPIRING_SCORE};
 pub use fair_lock::{FairKind, JavaFairLock};
 pub use fenced_lock::{FencedKind, JavaFencedLock};
+pub use group_lock::JavaGroupLock;
 pub use kind::{JavaObject, KINDS, MissingUnlock, ObjectKind, Polling, RlockObject};
 pub use lock::{JavaLock, ReentrantKind};
 pub use non_reentrant::{
