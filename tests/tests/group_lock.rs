@@ -43,6 +43,22 @@ async fn pttl(redis: &mut MultiplexedConnection, name: &str) -> i64 {
     redis.pttl(name).await.expect("PTTL")
 }
 
+/// An emulated Redisson 4.7 client.
+async fn java(server: &RedisServer) -> JavaClient {
+    JavaClient::connect(&server.url(), RedissonVersion::V4)
+        .await
+        .expect("java connects")
+}
+
+/// Waits until one client (a waiter) listens on the group's channel.
+async fn until_subscribed(redis: &mut MultiplexedConnection, name: &str) {
+    let subscribed = eventually(Duration::from_secs(5), async || {
+        harness::lock_channel_subscribers(redis, name).await == 1
+    })
+    .await;
+    assert!(subscribed, "a waiter subscribes to {name}'s channel");
+}
+
 /// Asserts that `hash` is exactly the fields of `field` holding each of `values` `count` times,
 /// their hold ending `lease_ms` after about `sent` (epoch ms).
 fn assert_held(
@@ -208,9 +224,7 @@ async fn force_unlock_frees_java_s_values_and_wakes_its_waiter() {
     let server = RedisServer::start();
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
-    let java = JavaClient::connect(&server.url(), RedissonVersion::V4)
-        .await
-        .expect("java connects");
+    let java = java(&server).await;
     let held = java.get_multi_lock("g:force", &[HASH_42, HASH_ORDERS]);
     held.lock(1, Some(Duration::from_secs(30)))
         .await
@@ -225,12 +239,7 @@ async fn force_unlock_frees_java_s_values_and_wakes_its_waiter() {
             std::time::Instant::now()
         })
     };
-    assert!(
-        eventually(Duration::from_secs(5), async || {
-            harness::lock_channel_subscribers(&mut redis, "g:force").await == 1
-        })
-        .await
-    );
+    until_subscribed(&mut redis, "g:force").await;
     let lock = group(&client, "g:force", &["42", "orders"]);
     let forced = std::time::Instant::now();
     assert!(lock.force_unlock().await.expect("force_unlock"));
@@ -291,9 +300,7 @@ async fn java_unlock_wakes_an_rlock_waiter() {
     let server = RedisServer::start();
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
-    let java = JavaClient::connect(&server.url(), RedissonVersion::V4)
-        .await
-        .expect("java connects");
+    let java = java(&server).await;
     let held = java.get_multi_lock("g:j2r", &[HASH_42, HASH_ORDERS]);
     held.lock(1, Some(Duration::from_secs(30)))
         .await
@@ -307,12 +314,7 @@ async fn java_unlock_wakes_an_rlock_waiter() {
         let guard = lock.lock().await.expect("rlock waits");
         (std::time::Instant::now(), guard)
     });
-    assert!(
-        eventually(Duration::from_secs(5), async || {
-            harness::lock_channel_subscribers(&mut redis, "g:j2r").await == 1
-        })
-        .await
-    );
+    until_subscribed(&mut redis, "g:j2r").await;
     let released = std::time::Instant::now();
     assert_eq!(held.unlock(1).await.expect("java unlocks"), Some(1));
     let (woke, guard) = tokio::time::timeout(WAKE_LIMIT, waiter)
@@ -338,9 +340,7 @@ async fn rlock_unlock_wakes_a_java_waiter() {
     let server = RedisServer::start();
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
-    let java = JavaClient::connect(&server.url(), RedissonVersion::V4)
-        .await
-        .expect("java connects");
+    let java = java(&server).await;
     let lock = group(&client, "g:r2j", &["42"]);
     let guard = lock.lock().await.expect("rlock locks");
     let contender = java.get_multi_lock("g:r2j", &[HASH_42, HASH_ORDERS]);
@@ -358,12 +358,7 @@ async fn rlock_unlock_wakes_a_java_waiter() {
             std::time::Instant::now()
         })
     };
-    assert!(
-        eventually(Duration::from_secs(5), async || {
-            harness::lock_channel_subscribers(&mut redis, "g:r2j").await == 1
-        })
-        .await
-    );
+    until_subscribed(&mut redis, "g:r2j").await;
     let released = std::time::Instant::now();
     guard.unlock().await.expect("rlock unlocks");
     let woke = tokio::time::timeout(WAKE_LIMIT, waiter)
@@ -444,21 +439,14 @@ async fn dropping_a_waiting_acquisition_leaves_nothing() {
     let server = RedisServer::start();
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
-    let java = JavaClient::connect(&server.url(), RedissonVersion::V4)
-        .await
-        .expect("java connects");
+    let java = java(&server).await;
     let held = java.get_multi_lock("g:cancel", &[HASH_42]);
     held.lock(1, Some(Duration::from_secs(30)))
         .await
         .expect("java locks");
     let lock = group(&client, "g:cancel", &["42", "orders"]);
     let waiting = tokio::spawn(async move { lock.lock().await.map(drop) });
-    assert!(
-        eventually(Duration::from_secs(5), async || {
-            harness::lock_channel_subscribers(&mut redis, "g:cancel").await == 1
-        })
-        .await
-    );
+    until_subscribed(&mut redis, "g:cancel").await;
     waiting.abort();
     assert!(waiting.await.is_err_and(|e| e.is_cancelled()));
     assert_eq!(held.unlock(1).await.expect("java unlocks"), Some(1));
@@ -523,9 +511,7 @@ async fn java_s_quirks_and_rlock_s_differences() {
     let server = RedisServer::start();
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
-    let java = JavaClient::connect(&server.url(), RedissonVersion::V4)
-        .await
-        .expect("java connects");
+    let java = java(&server).await;
     // Sorted, the first value is HASH_42's: Java holds only the second one.
     let second = java.get_multi_lock("g:quirks", &[HASH_ORDERS]);
     second

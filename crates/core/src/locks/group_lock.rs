@@ -342,9 +342,7 @@ impl GroupLock {
     /// Cancel safe: dropping the future never leaves a hold behind. If the acquire script may have
     /// run, it is undone in the background.
     pub async fn lock(&self) -> Result<GroupGuard> {
-        self.acquire(Patience::Forever, Lease::Watchdog)
-            .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, self.kind.subject(), Duration::MAX))
+        self.acquire_until_held(Lease::Watchdog).await
     }
 
     /// Waits until every value is acquired, for holds that end after `lease` unless released
@@ -359,9 +357,7 @@ impl GroupLock {
     ///
     /// Cancel safe, as [`GroupLock::lock`].
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<GroupGuard> {
-        self.acquire(Patience::Forever, Lease::fixed(lease)?)
-            .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, self.kind.subject(), Duration::MAX))
+        self.acquire_until_held(Lease::fixed(lease)?).await
     }
 
     /// Tries once; `None` if another owner holds one of the values. The holds are kept alive by
@@ -409,6 +405,12 @@ impl GroupLock {
     ) -> Result<Option<GroupGuard>> {
         self.acquire(Patience::For(wait), Lease::fixed(lease)?)
             .await
+    }
+
+    async fn acquire_until_held(&self, lease: Lease) -> Result<GroupGuard> {
+        self.acquire(Patience::Forever, lease)
+            .await?
+            .ok_or_else(|| Error::timeout(Operation::Acquire, self.kind.subject(), Duration::MAX))
     }
 
     async fn acquire(&self, patience: Patience, lease: Lease) -> Result<Option<GroupGuard>> {
