@@ -515,7 +515,7 @@ async fn java_s_quirks_and_rlock_s_differences() {
     // Sorted, the first value is HASH_42's: Java holds only the second one.
     let second = java.get_multi_lock("g:quirks", &[HASH_ORDERS]);
     second
-        .lock(1, Some(Duration::from_secs(30)))
+        .lock(1, Some(Duration::from_secs(10)))
         .await
         .expect("java locks");
     let both = java.get_multi_lock("g:quirks", &[HASH_42, HASH_ORDERS]);
@@ -523,6 +523,32 @@ async fn java_s_quirks_and_rlock_s_differences() {
         both.is_held_by_thread(1).await.expect("java asks"),
         "Java skips the first value"
     );
+    assert!(
+        both.is_locked().await.expect("java asks"),
+        "one value is held"
+    );
+    // Java's renewal stops at a value the thread does not hold; it renews one it holds.
+    assert!(!both.renew(1).await.expect("renew"));
+    let before: u64 = redis
+        .hget(
+            "g:quirks",
+            format!("{HASH_ORDERS}:{}:expire_time", java.lock_name(1)),
+        )
+        .await
+        .expect("HGET");
+    assert!(second.renew(1).await.expect("renew"));
+    let after: u64 = redis
+        .hget(
+            "g:quirks",
+            format!("{HASH_ORDERS}:{}:expire_time", java.lock_name(1)),
+        )
+        .await
+        .expect("HGET");
+    assert!(
+        after >= before + 15_000,
+        "a 10 s lease renewed to the 30 s watchdog timeout"
+    );
+    assert_eq!(second.name(), "g:quirks");
     assert!(
         both.force_unlock().await.is_err(),
         "Java fails on the value nobody holds"
