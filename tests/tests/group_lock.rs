@@ -559,3 +559,40 @@ async fn java_s_quirks_and_rlock_s_differences() {
     assert!(rlock_both.force_unlock().await.expect("rlock skips it"));
     assert!(!harness::exists(&mut redis, "g:quirks").await);
 }
+
+/// A lock named after the group shares the group's channel (docs/protocol.md §8.9): when its
+/// waiter subscribed first, Java's group unlock (`0`, "wake one") still wakes the group's waiter
+/// too, rather than leaving it asleep until the lease it was given ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_named_after_the_group_leaves_no_group_waiter_asleep() {
+    let server = RedisServer::start();
+    let client = string_client(&server).await;
+    let mut redis = harness::raw(&server).await;
+    let java = java(&server).await;
+    let held = java.get_multi_lock("g:shared", &[HASH_42]);
+    held.lock(1, Some(Duration::from_secs(30)))
+        .await
+        .expect("java locks");
+
+    // The lock `g:shared` is busy while the group's hash exists: its waiter subscribes first.
+    let plain = client.lock("g:shared");
+    let plain_waiter = tokio::spawn(async move { plain.lock().await.expect("lock waits") });
+    until_subscribed(&mut redis, "g:shared").await;
+    let lock = group(&client, "g:shared", &["42"]);
+    let group_waiter = tokio::spawn(async move { lock.lock().await.expect("group waits") });
+    // Both wait on the channel (one subscription: the same client).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!group_waiter.is_finished() && !plain_waiter.is_finished());
+
+    assert_eq!(held.unlock(1).await.expect("java unlocks"), Some(1));
+    let guard = tokio::time::timeout(WAKE_LIMIT, group_waiter)
+        .await
+        .expect("the group's waiter wakes on the message")
+        .expect("joins");
+    guard.unlock().await.expect("unlock");
+    let plain = tokio::time::timeout(WAKE_LIMIT, plain_waiter)
+        .await
+        .expect("the lock's waiter wakes too")
+        .expect("joins");
+    plain.unlock().await.expect("unlock");
+}

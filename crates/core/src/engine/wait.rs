@@ -133,7 +133,7 @@ where
     let mut path = Path::FirstTry;
     let subscription: Option<Subscription> = match &channel {
         None => None,
-        Some((channel, rule)) => match registry.join_live(channel) {
+        Some((channel, rule)) => match registry.join_live(channel, *rule) {
             Some(joined) => Some(joined),
             None => {
                 acquisition.attempt(path);

@@ -22,6 +22,11 @@ use crate::wake::{Armed, WakeRule, Wakeups};
 pub(crate) struct Channel {
     /// What a message does, as the kind that first subscribed the channel says.
     rule: WakeRule,
+    /// Whether a kind that needs every waiter woken ([`WakeRule::All`]) shares the channel with
+    /// one whose rule is another (a group lock and a lock named after the group share the lock's
+    /// channel, docs/protocol.md §8.9): then every message wakes everyone. A waiter woken for
+    /// nothing tries once more; one left asleep would sleep out its bound.
+    wakes_all: AtomicBool,
     /// The local waiters' wake-ups.
     wakeups: Wakeups,
     /// Whether the server has confirmed the subscription on the current connection.
@@ -108,9 +113,17 @@ impl Listening {
 }
 
 impl Channel {
+    /// A waiter whose messages wake as `rule` says joined the channel.
+    fn joined_by(&self, rule: WakeRule) {
+        if rule == WakeRule::All && self.rule != WakeRule::All {
+            self.wakes_all.store(true, Ordering::Release);
+        }
+    }
+
     fn new(rule: WakeRule) -> Self {
         Self {
             rule,
+            wakes_all: AtomicBool::new(false),
             wakeups: Wakeups::default(),
             subscribed: AtomicBool::new(false),
             confirmed: Notify::new(),
@@ -150,6 +163,7 @@ impl Registry {
             .entry(channel.to_owned())
             .or_insert_with(|| (0, Arc::new(Channel::new(rule))));
         *refs += 1;
+        entry.joined_by(rule);
         let entry = entry.clone();
         if *refs == 1 {
             self.changed.notify_one();
@@ -161,9 +175,20 @@ impl Registry {
         }
     }
 
-    /// Joins `channel` only if it is already subscribed and live (another local waiter listens on
-    /// it): then joining costs no round trip.
-    pub(crate) fn join_live(self: &Arc<Self>, channel: &str) -> Option<Subscription> {
+    /// Joins `channel`, for a waiter whose messages wake as `rule` says, only if it is already
+    /// subscribed and live (another local waiter listens on it): then joining costs no round trip.
+    pub(crate) fn join_live(
+        self: &Arc<Self>,
+        channel: &str,
+        rule: WakeRule,
+    ) -> Option<Subscription> {
+        let subscription = self.join_live_listening(channel)?;
+        subscription.channel.joined_by(rule);
+        Some(subscription)
+    }
+
+    /// [`Registry::join_live`] for a listener, which waits for no wake-up.
+    fn join_live_listening(self: &Arc<Self>, channel: &str) -> Option<Subscription> {
         let mut channels = self.channels.lock();
         let (refs, entry) = channels.get_mut(channel)?;
         if !entry.subscribed.load(Ordering::Acquire) {
@@ -187,7 +212,7 @@ impl Registry {
     /// joining costs no round trip, and [`Listening::unchanged`] tells later whether anything was
     /// published on it since.
     pub(crate) fn listen(self: &Arc<Self>, channel: &str) -> Option<Listening> {
-        let subscription = self.join_live(channel)?;
+        let subscription = self.join_live_listening(channel)?;
         let mark = subscription.mark()?;
         Some(Listening { subscription, mark })
     }
@@ -231,7 +256,12 @@ impl Registry {
         };
         let _ = channel.messages.fetch_add(1, Ordering::AcqRel);
         channel.heard.notify_waiters();
-        if !channel.rule.apply(payload, &channel.wakeups) {
+        let rule = if channel.wakes_all.load(Ordering::Acquire) {
+            WakeRule::All
+        } else {
+            channel.rule
+        };
+        if !rule.apply(payload, &channel.wakeups) {
             tracing::debug!(
                 channel = name,
                 "ignored a message its wake rule does not know"
