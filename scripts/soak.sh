@@ -23,7 +23,8 @@
 #   cases that the quick suite leaves out (ignored, for its budget) run here too.
 # - tests/tests/faults_synchronizers.rs (kind `synchronizers`): the semaphore, the permit-expirable
 #   semaphore, the latch and the multi-lock under kill -9, killed subscribers, CLIENT PAUSE, SIGSTOP
-#   and a lost server, checked by the counting model.
+#   and a lost server, checked by the counting model; and (kind `group`) the group lock, Redisson's
+#   faster multi-lock, under kill -9 of holders and killed subscribers.
 # - tests/tests/faults_proxy.rs (kind `lock`; `<scenario>::<kind>` for the non-reentrant kinds):
 #   workers reach a single server, a master with a replica (WAIT), a Sentinel setup and a cluster
 #   through fault proxies that lose the replies of scripts that ran, delay replies and reset
@@ -34,7 +35,7 @@
 # Then the property tests of tests/tests/fuzz.rs run with more cases. --kinds picks among lock,
 # fair, spin, fenced, read, write, rw (readers and writers of one read-write lock), non_reentrant,
 # non_reentrant_fair, mixed (the five kinds sharing a lock's hash on each name), entries (the same
-# on map entries' locks) and synchronizers.
+# on map entries' locks), group and synchronizers.
 # At the end the figures of all runs are added up and printed
 # (acquisitions checked and how many of them re-entered their owner's hold, faults injected by
 # kind, overlaps inside and outside signalled lease loss,
@@ -51,7 +52,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-all_kinds=lock,fair,spin,fenced,read,write,rw,non_reentrant,non_reentrant_fair,mixed,entries,synchronizers
+all_kinds=lock,fair,spin,fenced,read,write,rw,non_reentrant,non_reentrant_fair,mixed,entries,group,synchronizers
 minutes=5
 kinds=$all_kinds
 usage="usage: scripts/soak.sh [--minutes N] [--kinds KIND,...]"
@@ -61,7 +62,7 @@ while [ $# -gt 0 ]; do
     --minutes=*) minutes=${1#*=}; shift ;;
     --kinds) kinds=${2:-}; shift 2 || die "--kinds needs a value" ;;
     --kinds=*) kinds=${1#*=}; shift ;;
-    -h | --help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 ($usage)" ;;
     esac
 done
@@ -89,7 +90,7 @@ for binary in "${binaries[@]}"; do
     while IFS= read -r scenario; do
         case "$binary" in
         faults | faults_proxy) kind=lock; [[ "$scenario" == *::* ]] && kind=${scenario##*::} ;;
-        faults_synchronizers) kind=synchronizers ;;
+        faults_synchronizers) kind=synchronizers; [[ "$scenario" == *group_lock* ]] && kind=group ;;
         esac
         chosen_kind "$kind" && scenarios+=("$binary $scenario")
     done < <(cargo test --release -q -p rlock-tests --test "$binary" -- --list 2>/dev/null |

@@ -1,5 +1,5 @@
 //! The fault scenarios of `faults.rs`, on the synchronizers: the semaphore, the permit-expirable
-//! semaphore, the count-down latch and the multi-lock.
+//! semaphore, the count-down latch, the multi-lock and the group lock.
 //!
 //! As there, `rlock-torture` worker processes contend on a private Redis (here with
 //! `--synchronizer`), the harness injects a fault, and the history checker proves from the workers'
@@ -22,6 +22,8 @@
 //!   whose outcome was unknown), and every outcome is typed.
 //! * A multi-lock whose members live on two servers while one is frozen or killed: no partial hold
 //!   is left once it is back (checked on both servers).
+//! * The group lock (Redisson's faster multi-lock): `kill -9` of holders, whose values free at the
+//!   lease's end, with the waiting contenders' subscriber connections killed: every waiter wakes.
 //!
 //! Each scenario takes a few seconds; `scripts/soak.sh` runs them longer through `RLOCK_SOAK_SECS`
 //! and adds up the figures each one appends to `RLOCK_FAULTS_REPORT`.
@@ -769,6 +771,63 @@ fn a_multi_lock_across_two_servers_leaves_no_partial_hold(outage: Outage) {
         assert!(
             report.acquired_after(worker, recovered_at),
             "{worker} acquired again after the last outage"
+        );
+    }
+}
+
+/// The group lock (Redisson's faster multi-lock, every attempt taking the same three values of one
+/// group, so that its holds exclude each other as a lock's) under what kills a lock's holder and a
+/// waiter's messages: holders killed with `SIGKILL` while they hold the values, which free when the
+/// lease their watchdog stopped renewing runs out (a waiting contender takes them then), and at
+/// each kill the subscriber connections of the waiting contenders killed too (they still wake).
+/// Kind `group` of `scripts/soak.sh`.
+#[test]
+fn a_group_lock_under_killed_holders_and_subscribers() {
+    const NAME: &str = "group:g";
+    const WATCHDOG: Duration = Duration::from_secs(1);
+    let server = RedisServer::start();
+    let runtime = runtime();
+    let mut redis = runtime.block_on(raw(&server));
+    let mut fleet = Fleet::new(TORTURE, &server.url());
+    let run = length(Duration::from_secs(4));
+    let spec = WorkerSpec {
+        run_for: run,
+        tasks: 2,
+        watchdog: WATCHDOG,
+        hold: Duration::from_millis(10),
+        think: Duration::from_millis(5),
+        ..contenders(Synchronizer::Group, &[NAME], 1)
+    };
+    for _ in 0..2 {
+        let _ = fleet.spawn(&spec);
+    }
+    let victim = victim(&spec);
+    // Each cycle: a victim takes the values, is killed, they free a lease later.
+    let cycle = WATCHDOG * 2 + Duration::from_millis(500);
+    let started = Instant::now();
+    let (mut kills, mut killed_at) = (0, now_ns());
+    while kills == 0 || started.elapsed() + cycle < run {
+        let index = fleet.spawn(&victim);
+        assert!(
+            fleet.wait_holding(index, Duration::from_secs(5)).is_some(),
+            "the victim takes the group's values"
+        );
+        fleet.kill(index);
+        kills += 1;
+        killed_at = now_ns();
+        fleet.record_fault("redis", FaultKind::KillSubscribers);
+        let _ = runtime.block_on(kill_subscribers(&mut redis));
+        thread::sleep(cycle);
+    }
+    let report = fleet.finish(Duration::from_secs(2));
+    publish(&report.summary("kill -9 of a holder and killed subscribers (group lock)"));
+    report.assert_sound();
+    assert_eq!(report.faults[&FaultKind::KillHolder], kills);
+    assert_eq!(report.lease_losses(), 0);
+    for worker in ["w0", "w1"] {
+        assert!(
+            report.acquired_after(worker, killed_at),
+            "{worker} took the values a killed holder left"
         );
     }
 }

@@ -12,7 +12,7 @@
 //!                    [--no-local-handoff] [--local-handoff-window-ms MS] [--no-replica-acks]
 //!                    [--steady-hold] [--try-after-release] [--reenter-max N] [--join-percent P]
 //!                    [--force-unlock-percent P] [--java] [--ping-interval-ms MS]
-//!                    [--synchronizer semaphore|expirable|latch|multi] [--permits 1]
+//!                    [--synchronizer semaphore|expirable|latch|multi|group] [--permits 1]
 //!                    [--take-min 1] [--take-max 1] [--lease-ms MS] [--multi-url URL]
 //! rlock-torture summarize FILE...
 //! ```
@@ -65,7 +65,8 @@
 //! `--permits` permits (set up by the first worker; every worker declares them with a `permits`
 //! record) and hold them as a lock's, an expirable semaphore's for `--lease-ms` (stopping early once
 //! the lease may have run out); a latch's attempts wait until it is open (count-downs are the
-//! harness's); a multi-lock's take the lock of the name on `--url` and on `--multi-url` as one.
+//! harness's); a multi-lock's take the lock of the name on `--url` and on `--multi-url` as one; a
+//! group lock's take the values `a`, `b` and `c` of the group named, all of them, as one lock.
 //! Holds of a synchronizer take the same fence as a lock's.
 //! When done it logs its client's hand-off figures (`hand_offs`: its `ClientStats`), then
 //! `finished`, and keeps its client alive until its standard input closes, so the
@@ -86,8 +87,8 @@ use clap::{Parser, Subcommand};
 use redis::aio::MultiplexedConnection;
 use rlock_redisson::kind::{self, LockKind};
 use rlock_redisson::{
-    Client, Config, Error, Guard, Lock, MultiGuard, MultiLock, Owner, PermitExpirableSemaphore,
-    PermitId, SemaphorePermits,
+    Client, Config, Error, GroupGuard, Guard, Lock, MultiGuard, MultiLock, Owner,
+    PermitExpirableSemaphore, PermitId, SemaphorePermits,
 };
 use rlock_tests::history::fleet::{FleetKind, HASH_SHARING, JAVA_HASH_SHARING, Synchronizer};
 use rlock_tests::history::{Event, FaultKind, LogWriter, Mode, Summary, error_kind, now_ns};
@@ -671,6 +672,21 @@ impl Worker {
                 };
                 self.attempt_with(exclusive(1), taken, None).await;
             }
+            Synchronizer::Group => {
+                let group = self
+                    .client
+                    .group_lock(name, GROUP_VALUES)
+                    .expect("string values encode")
+                    .with_owner(Owner::new());
+                let taken = async {
+                    let guard = match wait {
+                        Some(wait) => group.try_lock_for(wait).await?,
+                        None => Some(group.lock().await?),
+                    };
+                    Ok::<_, Error>(guard.map(|guard| GroupHold { guard }))
+                };
+                self.attempt_with(exclusive(1), taken, None).await;
+            }
         }
     }
 
@@ -1241,6 +1257,33 @@ impl Held for Opened {
     }
 
     async fn release(self) -> Result<bool, Failure> {
+        Ok(false)
+    }
+}
+
+/// The values every `--synchronizer group` attempt takes of its group.
+const GROUP_VALUES: [&str; 3] = ["a", "b", "c"];
+
+/// A group lock's hold.
+struct GroupHold {
+    guard: GroupGuard,
+}
+
+impl Held for GroupHold {
+    fn field(&self) -> String {
+        self.guard.field().to_owned()
+    }
+
+    async fn ends(&self) {
+        self.guard.lease_lost().await;
+    }
+
+    fn is_lost(&self) -> bool {
+        self.guard.is_lease_lost()
+    }
+
+    async fn release(self) -> Result<bool, Failure> {
+        self.guard.unlock().await?;
         Ok(false)
     }
 }

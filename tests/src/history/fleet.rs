@@ -126,6 +126,10 @@ pub enum Synchronizer {
     /// A `MultiLock` of the lock `name` on the fleet's Redis and the lock `name` on a second one
     /// ([`WorkerSpec::multi_url`]).
     Multi,
+    /// `client.group_lock(name, ["a", "b", "c"])`: the group lock (Redisson's faster multi-lock)
+    /// of three values of the group `name`, which every attempt takes all of, so that its holds
+    /// exclude each other as a lock's.
+    Group,
 }
 
 impl Synchronizer {

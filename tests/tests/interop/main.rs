@@ -47,6 +47,9 @@
 //!   codec, key type and container, and for every kind Java hands out per entry, wake-ups (also
 //!   in a cluster), leases and watchdogs both ways, the entry's synchronizers, a Java
 //!   transaction's hold;
+//! - [`group`]: the group lock (Redisson's faster multi-lock, `getMultiLock(group, values)`):
+//!   unlocks wake the other side (in a cluster too: the matrix), and a counter stays exact under
+//!   mixed contention;
 //! - [`cluster`]: the same in a Redis Cluster, with sharded pub/sub as Redisson picks it (and, for
 //!   every kind, wake-ups both ways; the rest of the kind × direction × topology matrix is the
 //!   ignored `…::cluster::…` tests, run by `scripts/interop-matrix.sh`);
@@ -78,6 +81,7 @@ mod fair;
 mod fenced;
 mod golden;
 mod golden_synchronizers;
+mod group;
 mod latch;
 mod lease;
 mod local_hand_off;
