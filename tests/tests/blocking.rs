@@ -419,3 +419,31 @@ async fn blocking_calls_from_tasks_exclude_each_other() {
     done_tx.send(()).expect("release");
     holder.await.expect("holder");
 }
+
+/// The group lock and the objects of a map's entries, from plain threads: a thread's holds exclude
+/// another thread's, and the entry's lock is Java's name.
+#[test]
+fn blocking_group_and_entry_locks_exclude_between_threads() {
+    let server = RedisServer::start();
+    let client = blocking::Client::connect(server.url()).expect("connect");
+    let group = client
+        .group_lock("blocking:group", ["a", "b"])
+        .expect("strings encode");
+    let guard = group.lock().expect("lock");
+    assert!(group.is_locked().expect("is_locked"));
+    let other = client
+        .group_lock("blocking:group", ["b", "c"])
+        .expect("strings encode");
+    let refused = std::thread::spawn(move || other.try_lock().expect("try_lock").is_none());
+    assert!(refused.join().expect("prober thread"), "b is held");
+    guard.unlock().expect("unlock");
+    assert!(!group.is_locked().expect("is_locked"));
+
+    let entry = client.map("orders").lock(42i64).expect("a long encodes");
+    assert_eq!(entry.name(), "{orders}:VQXPsX8R0Nuk4PCULzvfjg:lock");
+    let held = entry.lock().expect("lock");
+    let prober = client.map("orders").lock(42i64).expect("a long encodes");
+    let refused = std::thread::spawn(move || prober.try_lock().expect("try_lock").is_none());
+    assert!(refused.join().expect("prober thread"), "the entry is held");
+    held.unlock().expect("unlock");
+}

@@ -596,3 +596,47 @@ async fn a_lock_named_after_the_group_leaves_no_group_waiter_asleep() {
         .expect("joins");
     plain.unlock().await.expect("unlock");
 }
+
+/// An unlock whose reply is lost is re-sent under the same unlock latch and applies once: of an
+/// owner's two holds, one is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_unlock_reply_applies_once() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let mut config = rlock_redisson::Config::new(proxy.url());
+    config.codec = Codec::String;
+    config.command_timeout = Duration::from_millis(1000);
+    config.retry_delay = Duration::from_millis(50);
+    config.retry_max_delay = Duration::from_millis(100);
+    let client = Client::with_config(config).await.expect("client connects");
+    let mut redis = harness::raw(&server).await;
+    let lock = group(&client, "g:unlocked", &["42"]).with_owner(Owner::from_id(7));
+    let first = lock.lock().await.expect("lock");
+    let second = lock.lock().await.expect("re-enter");
+    let count = format!("{HASH_42}:{}:lock_count", first.field());
+    assert_eq!(
+        hash(&mut redis, "g:unlocked")
+            .await
+            .get(&count)
+            .map(String::as_str),
+        Some("2")
+    );
+
+    let before = proxy.lost_replies();
+    proxy.lose_reply(Match::command("EVALSHA").with_arg("g:unlocked"), 1);
+    second
+        .unlock()
+        .await
+        .expect("the re-send settles the unlock");
+    assert!(proxy.lost_replies() > before, "the unlock's reply was lost");
+    assert_eq!(
+        hash(&mut redis, "g:unlocked")
+            .await
+            .get(&count)
+            .map(String::as_str),
+        Some("1"),
+        "one hold is left"
+    );
+    first.unlock().await.expect("unlock");
+    assert!(!harness::exists(&mut redis, "g:unlocked").await);
+}

@@ -434,11 +434,19 @@ fn every_kind_is_counted_under_its_own_label() {
             .await
             .expect("lock");
         fair.unlock().await.expect("unlock");
+        let group = client
+            .group_lock("obs:group", ["a", "b"])
+            .expect("strings encode")
+            .lock()
+            .await
+            .expect("lock");
+        group.unlock().await.expect("unlock");
 
         for (kind, acquired, failed) in [
             ("lock", 1, 0),
             ("non_reentrant_lock", 1, 1),
             ("non_reentrant_fair_lock", 1, 0),
+            ("group_lock", 1, 0),
         ] {
             let count = |outcome| {
                 metrics.counter(
@@ -463,7 +471,8 @@ fn every_kind_is_counted_under_its_own_label() {
                 "lock",
                 "non_reentrant_lock",
                 "non_reentrant_lock",
-                "non_reentrant_fair_lock"
+                "non_reentrant_fair_lock",
+                "group_lock"
             ]
         );
     });
