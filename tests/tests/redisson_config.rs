@@ -176,6 +176,8 @@ lockWatchdogTimeout: 12000
     );
     let mut expected = Config::master_replica("rediss://redis.example.com:6380/1");
     expected.watchdog_timeout = Duration::from_secs(12);
+    // The codec names the objects of map entries (docs/protocol.md §13).
+    expected.codec = rlock_redisson::Codec::JsonJackson;
     assert_eq!(config, expected);
 }
 
