@@ -12,7 +12,7 @@ use rlock_redisson::{Client, Codec, Error, GroupLock, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{self, epoch_ms, eventually};
 use rlock_tests::proxy::{FaultProxy, Match};
-use rlock_tests::redisson::{JavaClient, RedissonVersion};
+use rlock_tests::redisson::{JavaClient, JavaGroupLock, RedissonVersion};
 
 /// Redisson's `Hash.hash128toBase64` of the UTF-8 bytes (a `StringCodec` value), computed with
 /// Redisson's own HighwayHash class.
@@ -48,6 +48,15 @@ async fn java(server: &RedisServer) -> JavaClient {
     JavaClient::connect(&server.url(), RedissonVersion::V4)
         .await
         .expect("java connects")
+}
+
+/// The group lock `name` of `hashes`, taken by a Java thread (1) with a 30 s lease.
+async fn held_by_java(server: &RedisServer, name: &str, hashes: &[&str]) -> JavaGroupLock {
+    let held = java(server).await.get_multi_lock(name, hashes);
+    held.lock(1, Some(Duration::from_secs(30)))
+        .await
+        .expect("java locks");
+    held
 }
 
 /// Waits until one client (a waiter) listens on the group's channel.
@@ -225,10 +234,7 @@ async fn force_unlock_frees_java_s_values_and_wakes_its_waiter() {
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
     let java = java(&server).await;
-    let held = java.get_multi_lock("g:force", &[HASH_42, HASH_ORDERS]);
-    held.lock(1, Some(Duration::from_secs(30)))
-        .await
-        .expect("java locks");
+    let _held = held_by_java(&server, "g:force", &[HASH_42, HASH_ORDERS]).await;
     let waiter = {
         let java = java.clone();
         tokio::spawn(async move {
@@ -300,11 +306,7 @@ async fn java_unlock_wakes_an_rlock_waiter() {
     let server = RedisServer::start();
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
-    let java = java(&server).await;
-    let held = java.get_multi_lock("g:j2r", &[HASH_42, HASH_ORDERS]);
-    held.lock(1, Some(Duration::from_secs(30)))
-        .await
-        .expect("java locks");
+    let held = held_by_java(&server, "g:j2r", &[HASH_42, HASH_ORDERS]).await;
     let lock = group(&client, "g:j2r", &["orders", ""]);
     assert!(
         lock.try_lock().await.expect("try_lock").is_none(),
@@ -439,11 +441,7 @@ async fn dropping_a_waiting_acquisition_leaves_nothing() {
     let server = RedisServer::start();
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
-    let java = java(&server).await;
-    let held = java.get_multi_lock("g:cancel", &[HASH_42]);
-    held.lock(1, Some(Duration::from_secs(30)))
-        .await
-        .expect("java locks");
+    let held = held_by_java(&server, "g:cancel", &[HASH_42]).await;
     let lock = group(&client, "g:cancel", &["42", "orders"]);
     let waiting = tokio::spawn(async move { lock.lock().await.map(drop) });
     until_subscribed(&mut redis, "g:cancel").await;
@@ -568,11 +566,7 @@ async fn a_lock_named_after_the_group_leaves_no_group_waiter_asleep() {
     let server = RedisServer::start();
     let client = string_client(&server).await;
     let mut redis = harness::raw(&server).await;
-    let java = java(&server).await;
-    let held = java.get_multi_lock("g:shared", &[HASH_42]);
-    held.lock(1, Some(Duration::from_secs(30)))
-        .await
-        .expect("java locks");
+    let held = held_by_java(&server, "g:shared", &[HASH_42]).await;
 
     // The lock `g:shared` is busy while the group's hash exists: its waiter subscribes first.
     let plain = client.lock("g:shared");
