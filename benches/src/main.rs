@@ -1,9 +1,10 @@
-//! rlock's benchmark suite: every scenario of issues 5 and 13 in one run, against one Redis, with
+//! rlock's benchmark suite: every scenario of issues 5, 13 and 38 in one run, against one Redis, with
 //! rlock's references side by side (the raw two-`EVALSHA` floor and the `rslock` crate). See
 //! `benches/README.md` for what each scenario measures and how.
 //!
 //! ```text
-//! cargo run --release -p rlock-benches -- [--url URL] [--quick] [--only SCENARIO,...] [--out FILE]
+//! cargo run --release -p rlock-benches -- [--url URL] [--quick] [--only SCENARIO,...]
+//!     [--burst-sizes N,...] [--burst-unlock-at-once] [--out FILE]
 //! ```
 
 mod child;
@@ -24,7 +25,9 @@ use rlock_tests::RedisServer;
 use crate::contenders::ContenderKind;
 use crate::probe::Probe;
 use crate::report::{Machine, Results};
-use crate::scenarios::{Plan, Scenario, contended, cycle, handoff, throughput, waiters, watchdog};
+use crate::scenarios::{
+    Plan, Scenario, burst, contended, cycle, handoff, throughput, waiters, watchdog,
+};
 
 pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
@@ -44,6 +47,14 @@ struct Cli {
     /// Runs only these scenarios (comma-separated, or the option repeated); all without it.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "SCENARIO")]
     only: Vec<Scenario>,
+    /// Scenario 9's numbers of waiters (comma-separated), instead of the plan's (1000,10000,100000;
+    /// 1000 with --quick).
+    #[arg(long, value_delimiter = ',', value_name = "N")]
+    burst_sizes: Vec<usize>,
+    /// Scenario 9's waiters unlock as soon as they acquired, instead of holding their locks until
+    /// the end of the run.
+    #[arg(long)]
+    burst_unlock_at_once: bool,
     /// Where to write the results as JSON.
     #[arg(long, default_value = "target/bench/results.json")]
     out: PathBuf,
@@ -68,11 +79,15 @@ async fn main() -> std::process::ExitCode {
             tokio::spawn(async move { scenarios::serve(&task).await }).await
         }
         None => {
-            let plan = if cli.quick {
+            let mut plan = if cli.quick {
                 Plan::quick()
             } else {
                 Plan::full()
             };
+            if !cli.burst_sizes.is_empty() {
+                plan.burst.sizes = cli.burst_sizes;
+            }
+            plan.burst.unlock_at_once = cli.burst_unlock_at_once;
             let scenarios = if cli.only.is_empty() {
                 Scenario::value_variants().to_vec()
             } else {
@@ -166,6 +181,10 @@ async fn run(
     if runs(Scenario::Handoff) {
         handoff = Some(handoff::run(&url, &mut probe, plan.handoff).await?);
     }
+    let mut burst = None;
+    if runs(Scenario::Burst) {
+        burst = Some(burst::run(&url, &mut probe, &plan.burst).await?);
+    }
     let private_redis = private.is_some();
     drop(private);
 
@@ -190,6 +209,7 @@ async fn run(
         watchdog,
         waiters,
         handoff,
+        burst,
         goals: Vec::new(),
     };
     results.judge();

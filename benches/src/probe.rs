@@ -81,6 +81,27 @@ impl Probe {
         Ok(subscribed)
     }
 
+    /// Channels subscribed on the server, by all its clients: `pubsub_channels` plus
+    /// `pubsub_shardchannels` of `INFO stats` (a field the server does not have counts 0).
+    pub(crate) async fn pubsub_channels(&mut self) -> Result<u64> {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query_async(&mut self.conn)
+            .await?;
+        let mut channels = 0;
+        for line in info.lines() {
+            let Some((name, value)) = line.trim().split_once(':') else {
+                continue;
+            };
+            if matches!(name, "pubsub_channels" | "pubsub_shardchannels") {
+                channels += value
+                    .parse::<u64>()
+                    .map_err(|e| format!("INFO stats {line:?}: {e}"))?;
+            }
+        }
+        Ok(channels)
+    }
+
     /// `samples` sequential `PING`s on this connection: the single-command round trip.
     pub(crate) async fn round_trip(&mut self, samples: usize) -> Result<Summary> {
         let mut times = Vec::with_capacity(samples);

@@ -25,6 +25,7 @@ pub(crate) struct Results {
     pub(crate) watchdog: Option<watchdog::Measured>,
     pub(crate) waiters: Option<waiters::Measured>,
     pub(crate) handoff: Option<handoff::Measured>,
+    pub(crate) burst: Option<crate::scenarios::burst::Measured>,
     pub(crate) goals: Vec<Goal>,
 }
 

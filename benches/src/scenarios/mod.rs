@@ -1,5 +1,6 @@
-//! The scenarios of issues 5 and 13, one module each, and the plan that sizes them.
+//! The scenarios of issues 5, 13 and 38, one module each, and the plan that sizes them.
 
+pub(crate) mod burst;
 pub(crate) mod contended;
 pub(crate) mod cycle;
 pub(crate) mod handoff;
@@ -30,10 +31,12 @@ pub(crate) enum Scenario {
     Waiters,
     /// 8: local hand-off (lock cohorting) on against off, against no lock and against rslock.
     Handoff,
+    /// 9: a burst of N waiters on N names, N = 1,000, 10,000 and 100,000 (issue 38).
+    Burst,
 }
 
 /// How big each scenario is.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub(crate) struct Plan {
     pub(crate) quick: bool,
     /// `PING`s that measure the idle single-command round trip.
@@ -44,6 +47,7 @@ pub(crate) struct Plan {
     pub(crate) watchdog: watchdog::Params,
     pub(crate) waiters: waiters::Params,
     pub(crate) handoff: handoff::Params,
+    pub(crate) burst: burst::Params,
 }
 
 impl Plan {
@@ -83,6 +87,10 @@ impl Plan {
                 scaling: &[1, 2, 4, 8],
                 rounds: 3,
             },
+            burst: burst::Params {
+                sizes: vec![1_000, 10_000, 100_000],
+                unlock_at_once: false,
+            },
         }
     }
 
@@ -117,6 +125,10 @@ impl Plan {
                 rounds: 1,
                 ..full.handoff
             },
+            burst: burst::Params {
+                sizes: vec![1_000],
+                ..full.burst
+            },
         }
     }
 }
@@ -127,6 +139,7 @@ pub(crate) enum WorkerTask {
     Hot(hot::WorkerTask),
     Watchdog(watchdog::WorkerTask),
     Waiters(waiters::WorkerTask),
+    Burst(burst::WorkerTask),
 }
 
 /// The body of a child process: runs `task`, talking to the runner on stdin and stdout.
@@ -137,5 +150,6 @@ pub(crate) async fn serve(task: &str) -> Result<()> {
         WorkerTask::Hot(task) => hot::work(task, parent).await,
         WorkerTask::Watchdog(task) => watchdog::work(task, parent).await,
         WorkerTask::Waiters(task) => waiters::work(task, parent).await,
+        WorkerTask::Burst(task) => burst::work(task, parent).await,
     }
 }
