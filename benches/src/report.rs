@@ -1,5 +1,7 @@
 //! The results: JSON for machines, markdown tables for people, and the issue's goals judged.
 
+mod burst;
+
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -40,7 +42,7 @@ pub(crate) struct Machine {
     pub(crate) private_redis: bool,
 }
 
-/// One goal of issue 5 or 13.
+/// One goal of issue 5, 13, 29 or 38.
 #[derive(Debug, Serialize)]
 pub(crate) struct Goal {
     pub(crate) goal: &'static str,
@@ -169,6 +171,9 @@ impl Results {
         if let Some(h) = &self.handoff {
             goals.extend(handoff_goals(h));
         }
+        if let Some(b) = &self.burst {
+            goals.extend(burst::goals(b));
+        }
         self.goals = goals;
     }
 
@@ -193,6 +198,10 @@ impl Results {
         if let Some(h) = &self.handoff {
             out.push('\n');
             out.push_str(&handoff_tables(h));
+        }
+        if let Some(b) = &self.burst {
+            out.push('\n');
+            out.push_str(&burst::tables(b));
         }
         out.push('\n');
         out.push_str(&self.goals_table());

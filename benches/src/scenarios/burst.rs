@@ -124,6 +124,15 @@ pub(crate) struct Measured {
     pub(crate) runs: Vec<Run>,
 }
 
+impl Measured {
+    pub(crate) fn run(&self, waiters: usize, holder: Holder) -> Option<&Figures> {
+        self.runs
+            .iter()
+            .find(|r| r.waiters == waiters && r.holder == holder)
+            .and_then(|r| r.figures.as_ref())
+    }
+}
+
 /// What the server does per second, on N fresh names, pipelined from [`FLOOR_CONNECTIONS`]
 /// connections.
 #[derive(Debug, Serialize)]
