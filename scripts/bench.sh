@@ -43,4 +43,4 @@ source scripts/lib.sh
 
 ensure_redis_server
 cargo build --release -q -p rlock-benches
-exec target/release/rlock-benches "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/rlock-benches" "$@"
