@@ -90,7 +90,12 @@ section "cargo package -p rlock-redisson -p rlock-cli"
 if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
     echo "skipped: uncommitted changes (commit them, or run: cargo package --allow-dirty -p rlock-redisson -p rlock-cli)" >&2
 else
-    timed cargo package -p rlock-redisson -p rlock-cli
+    # In a target directory of its own, without its earlier builds of the two crates: cargo takes a
+    # registry crate's version for its content, so a build of the packaged 0.1.0 from an older
+    # commit would pass for the current one (seen: rlock-cli verified against a stale rlock-redisson).
+    package_target=target/package-check
+    rm -rf "$package_target"/debug/.fingerprint/rlock-* "$package_target"/debug/deps/*rlock*
+    timed env CARGO_TARGET_DIR="$package_target" cargo package -p rlock-redisson -p rlock-cli
 fi
 
 section "all checks passed"
