@@ -142,6 +142,9 @@ pub(crate) struct Registry {
     ///
     /// [`Holds`]: crate::services::Holds
     channels: Mutex<foldhash::HashMap<String, (usize, Arc<Channel>)>>,
+    /// The channels wanted first or given up last since the connection task's last step, which
+    /// looks at these only (see [`SubscriptionTracker::mark`]). Taken under `channels`' lock.
+    changes: Mutex<Vec<String>>,
     /// Wakes the connection task when the desired set changed.
     changed: Notify,
     /// How many channels are live (`subscribed`), as a metric.
@@ -166,6 +169,7 @@ impl Registry {
         entry.joined_by(rule);
         let entry = entry.clone();
         if *refs == 1 {
+            self.changes.lock().push(channel.to_owned());
             self.changed.notify_one();
         }
         Subscription {
@@ -306,6 +310,7 @@ impl Registry {
     /// Wanted channels that the server already has are confirmed here, under the same lock.
     pub(super) fn diff(&self, server: &mut SubscriptionTracker) -> Option<super::tracker::Batch> {
         let channels = self.channels.lock();
+        server.mark(std::mem::take(&mut *self.changes.lock()));
         let diff = server.next(&channels, |(_, channel)| {
             channel.subscribed.load(Ordering::Acquire)
         });
@@ -416,6 +421,7 @@ impl Drop for Subscription {
                 {
                     self.registry.live.gone();
                 }
+                self.registry.changes.lock().push(self.name.clone());
                 self.registry.changed.notify_one();
             }
         }

@@ -8,16 +8,37 @@
 //! itself (a sharded channel whose slot moved) is subscribed again, unless it is part of the batch
 //! on the wire, whose reply is still to come. Nothing here talks to Redis or knows the registry's
 //! types, so the unit tests below check every step on maps of names.
+//!
+//! A step costs what changed, not what is wanted: it looks only at the channels marked since the
+//! last step ([`SubscriptionTracker::mark`]: wanted first, given up last, dropped by the server),
+//! and at every wanted channel once, on a new connection. A hundred thousand waiters that each
+//! subscribe and later give up their channel cost a hundred thousand looks, not one pass over the
+//! registry per batch.
 
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 
 /// What the server is subscribed to on the current connection (or being asked for by the batch on
 /// the wire), and that batch's channels. A new connection starts from the default: nothing.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct SubscriptionTracker {
     server: HashSet<String>,
     in_flight: Vec<String>,
+    /// Channels whose wanted state may differ from the server's: the next step looks at them.
+    pending: HashSet<String>,
+    /// Whether the next step looks at every wanted channel: a new connection has none of them.
+    fresh: bool,
+}
+
+impl Default for SubscriptionTracker {
+    fn default() -> Self {
+        Self {
+            server: HashSet::new(),
+            in_flight: Vec::new(),
+            pending: HashSet::new(),
+            fresh: true,
+        }
+    }
 }
 
 /// The next step towards the desired set.
@@ -43,30 +64,35 @@ impl SubscriptionTracker {
     /// The next step from the server's subscriptions to `desired` (wanted channels, each with its
     /// local end), where `live` says whether a local end is confirmed. The batch it returns counts
     /// as sent: call [`SubscriptionTracker::batch_done`] when its reply comes, before the next step.
+    ///
+    /// Only the channels [marked](SubscriptionTracker::mark) since the last step are looked at
+    /// (every wanted one on a new connection); those a batch leaves for later stay marked.
     pub(super) fn next<V, S: BuildHasher>(
         &mut self,
         desired: &std::collections::HashMap<String, V, S>,
         live: impl Fn(&V) -> bool,
     ) -> Diff {
+        if std::mem::take(&mut self.fresh) {
+            self.pending.extend(desired.keys().cloned());
+        }
         let mut already_subscribed = Vec::new();
         let mut missing = Vec::new();
-        for (name, local) in desired {
-            if !self.server.contains(name) {
-                missing.push(name.clone());
-            } else if !live(local) {
-                already_subscribed.push(name.clone());
+        let mut stale = Vec::new();
+        for name in self.pending.drain() {
+            match (desired.get(&name), self.server.contains(&name)) {
+                (Some(_), false) => missing.push(name),
+                (Some(local), true) if !live(local) => already_subscribed.push(name),
+                (None, true) => stale.push(name),
+                // In step with the server.
+                (Some(_), true) | (None, false) => {}
             }
         }
-        let stale: Vec<String> = self
-            .server
-            .iter()
-            .filter(|name| !desired.contains_key(*name))
-            .cloned()
-            .collect();
         let batch = if !stale.is_empty() {
             for name in &stale {
                 let _ = self.server.remove(name);
             }
+            // Unsubscribes go first: the missing ones wait for the next step.
+            self.pending.extend(missing);
             Some(Batch::Unsubscribe(stale))
         } else if missing.is_empty() {
             None
@@ -79,6 +105,12 @@ impl SubscriptionTracker {
             already_subscribed,
             batch,
         }
+    }
+
+    /// Channels whose wanted state changed: wanted first, or given up last. The next step looks at
+    /// them.
+    pub(super) fn mark(&mut self, channels: impl IntoIterator<Item = String>) {
+        self.pending.extend(channels);
     }
 
     /// The batch on the wire was answered: the channels it subscribed, to confirm.
@@ -94,6 +126,7 @@ impl SubscriptionTracker {
             return false;
         }
         let _ = self.server.remove(channel);
+        let _ = self.pending.insert(channel.to_owned());
         true
     }
 }
@@ -112,8 +145,16 @@ mod tests {
             .collect()
     }
 
+    /// One step after every channel of `channels`, and every one the server has, changed.
     fn step(tracker: &mut SubscriptionTracker, channels: &[(&str, bool)]) -> Diff {
-        let mut diff = tracker.next(&desired(channels), |live| *live);
+        let server: Vec<String> = tracker.server.iter().cloned().collect();
+        tracker.mark(server);
+        tracker.mark(channels.iter().map(|(name, _)| (*name).to_owned()));
+        sorted(tracker.next(&desired(channels), |live| *live))
+    }
+
+    /// `diff` with its channel lists sorted (a step finds them in hash order).
+    fn sorted(mut diff: Diff) -> Diff {
         diff.already_subscribed.sort();
         if let Some(Batch::Subscribe(names) | Batch::Unsubscribe(names)) = &mut diff.batch {
             names.sort();
@@ -219,5 +260,30 @@ mod tests {
         let _ = tracker.batch_done();
         assert!(tracker.dropped("a", true));
         assert_eq!(step(&mut tracker, &[]), IN_SYNC);
+    }
+
+    #[test]
+    fn a_step_looks_only_at_what_changed_after_the_first() {
+        let mut tracker = SubscriptionTracker::default();
+        // A new connection: every wanted channel, marked or not.
+        assert_eq!(
+            sorted(tracker.next(&desired(&[("a", false), ("b", false)]), |live| *live)),
+            subscribe(&["a", "b"])
+        );
+        let _ = tracker.batch_done();
+        // `x` is wanted but was never marked: not looked at (a waiter's subscribe marks it).
+        let wanted = desired(&[("a", true), ("b", true), ("x", false)]);
+        assert_eq!(tracker.next(&wanted, |live| *live), IN_SYNC);
+        tracker.mark(["x".to_owned()]);
+        assert_eq!(tracker.next(&wanted, |live| *live), subscribe(&["x"]));
+        let _ = tracker.batch_done();
+        // `a` given up and `c` wanted: the unsubscribe first, `c` stays marked for the next step.
+        tracker.mark(["a".to_owned(), "c".to_owned()]);
+        let wanted = desired(&[("b", true), ("x", true), ("c", false)]);
+        assert_eq!(
+            tracker.next(&wanted, |live| *live),
+            batch(Batch::Unsubscribe(vec!["a".to_owned()]))
+        );
+        assert_eq!(tracker.next(&wanted, |live| *live), subscribe(&["c"]));
     }
 }
