@@ -426,3 +426,69 @@ async fn a_foreign_lock_with_an_absurd_pttl_still_honours_the_deadline() {
         .await
         .expect("publish");
 }
+
+/// A burst of 10,000 `lock()` calls on one client, each on a name of its own held by another
+/// client (issue 38; the 100,000 case is the benchmark's, `scripts/bench.sh --only burst`): every
+/// one subscribes, none fails, and every one acquires once the names are released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_waiters_fails_none_from_its_own_load() {
+    const WAITERS: usize = 10_000;
+    let server = RedisServer::start();
+    let mut redis = raw(&server).await;
+    let waiters = client(&server).await;
+    let names: Vec<String> = (0..WAITERS).map(|i| format!("burst:{{{i}}}")).collect();
+    for chunk in names.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for name in chunk {
+            let _ = pipe
+                .hset(name, "00000000-0000-4000-8000-000000000000:1", 1)
+                .ignore()
+                .pexpire(name, 60_000)
+                .ignore();
+        }
+        let () = pipe.query_async(&mut redis).await.expect("holds");
+    }
+    let acquired = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let lock = waiters.lock(name.as_str());
+            let acquired = acquired.clone();
+            tokio::spawn(async move {
+                let guard = lock.lock().await?;
+                let _ = acquired.fetch_add(1, Ordering::Relaxed);
+                guard.unlock().await
+            })
+        })
+        .collect();
+    let parked = eventually(Duration::from_secs(60), async || {
+        waiters.stats().subscribed_channels >= WAITERS
+    })
+    .await;
+    assert!(parked, "every waiter subscribed: {:?}", waiters.stats());
+    for chunk in names.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for name in chunk {
+            // The name holds a `{`: its channel is the prefix and the name (docs/protocol.md §1.4).
+            let _ = pipe
+                .del(name)
+                .ignore()
+                .publish(format!("{CHANNEL_PREFIX}{name}"), 0)
+                .ignore();
+        }
+        let () = pipe.query_async(&mut redis).await.expect("releases");
+    }
+    let mut failed = Vec::new();
+    for task in tasks {
+        if let Err(e) = task.await.expect("a waiter's task") {
+            failed.push(e.to_string());
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} failed, e.g. {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert_eq!(acquired.load(Ordering::Relaxed), WAITERS as u64);
+}
