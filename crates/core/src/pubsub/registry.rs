@@ -169,7 +169,7 @@ impl Registry {
         entry.joined_by(rule);
         let entry = entry.clone();
         if *refs == 1 {
-            self.changes.lock().push(channel.to_owned());
+            self.record_change(channel);
             self.changed.notify_one();
         }
         Subscription {
@@ -325,6 +325,14 @@ impl Registry {
         diff.batch
     }
 
+    /// Records that `channel` was wanted first or given up last, for the connection task's next
+    /// step; nothing once the server refuses subscriptions for good, when no step comes to take it.
+    fn record_change(&self, channel: &str) {
+        if !self.refused() {
+            self.changes.lock().push(channel.to_owned());
+        }
+    }
+
     /// Whether the server refuses subscriptions: waiters poll instead of waiting for a
     /// confirmation.
     pub(crate) fn refused(&self) -> bool {
@@ -335,6 +343,7 @@ impl Registry {
     /// and polls from now on.
     pub(super) fn refuse(&self) {
         self.refused.store(true, Ordering::Release);
+        self.changes.lock().clear();
         for (_, channel) in self.channels.lock().values() {
             channel.confirmed.notify_waiters();
             channel.wakeups.wake_all();
@@ -421,7 +430,7 @@ impl Drop for Subscription {
                 {
                     self.registry.live.gone();
                 }
-                self.registry.changes.lock().push(self.name.clone());
+                self.registry.record_change(&self.name);
                 self.registry.changed.notify_one();
             }
         }
