@@ -399,7 +399,7 @@ impl Renewer {
         }
         let sent_at = Instant::now();
         let written = match self.commands.get(Operation::Renew, Subject::CLIENT).await {
-            Ok(mut conn) => self.commands.write(&mut conn.conn, &call).await,
+            Ok(mut conn) => self.commands.write(&mut conn, &call).await,
             Err(e) => {
                 tracing::warn!(error = %e, locks = batch.len(), "watchdog cannot get a connection");
                 return false;

@@ -19,7 +19,7 @@ use redis::{RedisError, RedisResult, Value};
 
 use super::deployment::Deployment;
 use super::failure::{outcome_unknown, retires_connection};
-use super::pool::{Conn, Connection, Manager};
+use super::pool::{Conn, Connection, InFlight, Manager};
 use crate::config::{Config, Topology};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
@@ -164,40 +164,68 @@ impl Commands {
         Ok(Connection {
             conn: pooled.conn.clone(),
             generation: pooled.generation,
+            in_flight: pooled.in_flight.clone(),
         })
     }
 
     /// `conn` (checked out earlier) for another request, unless the pool would retire it now: a
     /// connection failed since it was opened.
     pub(crate) fn still_fresh(&self, conn: Connection) -> Option<Connection> {
-        (conn.generation >= self.failures.load(Ordering::Acquire)).then_some(conn)
+        let fresh = conn.generation >= self.failures.load(Ordering::Acquire)
+            && !conn.in_flight.late.load(Ordering::Acquire);
+        fresh.then_some(conn)
     }
 
-    /// Awaits `request` (a command on a checked-out connection) under the command timeout (plus the
-    /// replica wait when the request includes one). Connection failures and missed deadlines retire
-    /// the pool's older connections. `Err(Elapsed)` means the deadline passed.
+    /// Awaits `request` (a command on the connection whose slots are `in_flight`) once it holds one
+    /// of those slots, under the command timeout (plus the replica wait when the request includes
+    /// one) from then on: the deadline measures the server and the network, not the queue of
+    /// requests before it, which is waited out fairly and unsent (dropping this future there sends
+    /// nothing). A missed deadline retires that connection, a broken one every connection opened
+    /// before it. `Err(Elapsed)` means the deadline passed.
     ///
     /// Combinators rather than an `async fn`, which would keep `request` twice (as its argument
     /// and inside the timeout it awaits): every lock and unlock goes through here.
-    pub(crate) fn run<T>(
-        &self,
-        request: impl Future<Output = RedisResult<T>>,
-    ) -> impl Future<Output = Result<RedisResult<T>, Elapsed>> {
+    fn run<'a, T: 'a>(
+        &'a self,
+        in_flight: &'a InFlight,
+        request: impl Future<Output = RedisResult<T>> + 'a,
+    ) -> impl Future<Output = Result<RedisResult<T>, Elapsed>> + 'a {
         let deadline = self.timeout + self.sync.map_or(Duration::ZERO, |s| s.timeout);
-        tokio::time::timeout(deadline, request).map(|reply| {
-            let Ok(reply) = reply else {
-                // Requests on a multiplexed connection are answered in order: one that is stuck (a
-                // paused server, a `WAIT` that never returns) holds up every later one on it.
-                self.connection_failed();
-                return Err(Elapsed);
-            };
-            if let Err(e) = &reply
-                && retires_connection(e)
-            {
-                self.connection_failed();
-            }
-            Ok(reply)
+        // The slots are never closed: a slot is always granted.
+        in_flight.slots.acquire().then(move |slot| {
+            tokio::time::timeout(deadline, request).map(move |reply| {
+                drop(slot);
+                let Ok(reply) = reply else {
+                    // Requests on a multiplexed connection are answered in order: one that is stuck
+                    // (a paused server, a `WAIT` that never returns) holds up every later one on it.
+                    in_flight.late.store(true, Ordering::Release);
+                    return Err(Elapsed);
+                };
+                if let Err(e) = &reply
+                    && retires_connection(e)
+                {
+                    self.connection_failed();
+                }
+                Ok(reply)
+            })
         })
+    }
+
+    /// Runs one script call on `conn` (see [`Commands::run`]), for a caller that reads its reply
+    /// itself.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe once the call holds its slot: the script may or may not have run.
+    pub(crate) fn invoke<'a>(
+        &'a self,
+        conn: &'a mut Connection,
+        call: &'a ScriptCall,
+    ) -> impl Future<Output = Result<RedisResult<Value>, Elapsed>> + 'a {
+        let Connection {
+            conn, in_flight, ..
+        } = conn;
+        self.run(in_flight, call.invoke(conn))
     }
 
     /// Runs a lock write (a script call whose first key is the lock) on `conn` under the command
@@ -207,12 +235,15 @@ impl Commands {
     /// # Cancel safety
     ///
     /// Not cancel safe: the script may or may not have run. Callers own an undo for that.
-    pub(crate) fn write(
-        &self,
-        conn: &mut Conn,
-        call: &ScriptCall,
-    ) -> impl Future<Output = Written> {
-        self.run(self.write_synced(conn, call))
+    pub(crate) fn write<'a>(
+        &'a self,
+        conn: &'a mut Connection,
+        call: &'a ScriptCall,
+    ) -> impl Future<Output = Written> + 'a {
+        let Connection {
+            conn, in_flight, ..
+        } = conn;
+        self.run(in_flight, self.write_synced(conn, call))
             .map(|outcome| self.written(outcome))
     }
 
@@ -222,9 +253,12 @@ impl Commands {
     /// # Cancel safety
     ///
     /// Not cancel safe: the script may or may not have run.
-    pub(crate) async fn write_unsynced(&self, conn: &mut Conn, call: &ScriptCall) -> Written {
+    pub(crate) async fn write_unsynced(&self, conn: &mut Connection, call: &ScriptCall) -> Written {
+        let Connection {
+            conn, in_flight, ..
+        } = conn;
         let outcome = self
-            .run(async {
+            .run(in_flight, async {
                 let reply = call.invoke(conn).await?;
                 Ok(WriteReply {
                     reply,
@@ -331,7 +365,10 @@ impl Commands {
         cmd: &redis::Cmd,
     ) -> Result<T> {
         let mut conn = self.get(operation, subject).await?;
-        match self.run(cmd.query_async(&mut conn.conn)).await {
+        match self
+            .run(&conn.in_flight, cmd.query_async(&mut conn.conn))
+            .await
+        {
             Ok(reply) => reply.map_err(|e| Error::from_redis(operation, subject, e)),
             Err(Elapsed) => Err(Error::timeout(operation, subject, self.timeout)),
         }
@@ -345,7 +382,7 @@ impl Commands {
         call: &ScriptCall,
     ) -> Result<T> {
         let mut conn = self.get(operation, subject).await?;
-        match self.run(call.invoke(&mut conn.conn)).await {
+        match self.invoke(&mut conn, call).await {
             Ok(reply) => reply
                 .and_then(|value| redis::from_redis_value(value).map_err(Into::into))
                 .map_err(|e| Error::from_redis(operation, subject, e)),

@@ -1,6 +1,6 @@
 //! Command connections: a deadpool pool of multiplexed connections with deadlines on everything.
 //!
-//! One pooled [`Conn`] is a multiplexed connection to a server (single server, master, or the master
+//! One pooled `Conn` (`pool.rs`) is a multiplexed connection to a server (single server, master, or the master
 //! Sentinel names, resolved again for every new connection) or a cluster connection that routes by
 //! slot and follows `MOVED`/`ASK`.
 //!
@@ -31,7 +31,7 @@ pub(crate) use clients::{Rotating, node_client};
 pub(crate) use commands::{Commands, Unknown, Written};
 pub(crate) use deployment::Deployment;
 pub(crate) use failure::{outcome_unknown, refused};
-pub(crate) use pool::{Conn, Connection};
+pub(crate) use pool::Connection;
 
 mod clients;
 #[cfg(feature = "cluster")]

@@ -6,9 +6,14 @@
 //! timeout, which would cut a 1 s `WAIT` short and turn it into an error whose outcome looks known.
 //! Here rlock owns every deadline, recycling is free, and every connection opened before the last
 //! connection failure is retired: one broken connection (or a master turned replica after a failover)
-//! usually means its siblings are stale too. A request that misses its deadline counts as a failure:
-//! replies come in order, so a stuck request would hold up everything sent after it on that
-//! connection (seen after a Sentinel failover: a `WAIT` on the promoted master never returned).
+//! usually means its siblings are stale too. A request that misses its deadline retires its own
+//! connection: replies come in order, so a stuck request would hold up everything sent after it on
+//! that connection (seen after a Sentinel failover: a `WAIT` on the promoted master never
+//! returned); its siblings, whose replies come, stay.
+//!
+//! Each connection has its in-flight slots ([`InFlight`]): a request is written only once it holds
+//! one, and its deadline starts then, so that a burst of requests queues here, fairly and known
+//! unsent, rather than inside the connection under the deadlines of requests not yet written.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +37,28 @@ use super::deployment::Deployment;
 use crate::config::{Config, redact};
 use crate::error::{Error, Operation, Result, Subject};
 
+/// How many requests one connection carries at once. redis-rs queues up to 50 requests per
+/// connection before its driver writes them: with no more in flight than that, a request that
+/// holds a slot is written at once, and its deadline measures the server and the network.
+const IN_FLIGHT_PER_CONNECTION: usize = 50;
+
+/// The in-flight slots of one pooled connection, and whether a request on it missed its deadline
+/// (then the pool retires it at the next checkout).
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    pub(super) slots: tokio::sync::Semaphore,
+    pub(super) late: std::sync::atomic::AtomicBool,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        Self {
+            slots: tokio::sync::Semaphore::new(IN_FLIGHT_PER_CONNECTION),
+            late: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
 /// A checked-out command connection: a handle on one pooled multiplexed connection.
 ///
 /// The pool slot is given back as soon as the handle is taken: a multiplexed connection carries
@@ -43,6 +70,8 @@ pub(crate) struct Connection {
     pub(crate) conn: Conn,
     /// The connection failures counted when it was opened: once more have been, the pool retires it.
     pub(super) generation: u64,
+    /// Its in-flight slots, shared by every handle on it.
+    pub(super) in_flight: Arc<InFlight>,
 }
 
 /// One command connection of any topology.
@@ -142,6 +171,7 @@ impl std::fmt::Debug for Conn {
 pub(crate) struct Pooled {
     pub(crate) conn: Conn,
     pub(super) generation: u64,
+    pub(super) in_flight: Arc<InFlight>,
 }
 
 /// Opens connections of one topology.
@@ -180,12 +210,18 @@ impl managed::Manager for Manager {
         // Boxed: connecting takes kilobytes of future state, which would otherwise be part of every
         // checkout's future, and so of every waiting acquire.
         let conn = Box::pin(self.open()).await?;
-        Ok(Pooled { conn, generation })
+        Ok(Pooled {
+            conn,
+            generation,
+            in_flight: Arc::default(),
+        })
     }
 
     async fn recycle(&self, pooled: &mut Pooled, _: &Metrics) -> RecycleResult<RedisError> {
         if pooled.generation < self.failures.load(Ordering::Acquire) {
             Err(RecycleError::message("opened before a connection failure"))
+        } else if pooled.in_flight.late.load(Ordering::Acquire) {
+            Err(RecycleError::message("a request on it missed its deadline"))
         } else {
             Ok(())
         }

@@ -101,7 +101,7 @@ async fn scripts(commands: &Commands, across_slots: bool) -> Result<bool> {
         .iter()
         .fold(ScriptCall::new(&PROBE), |call, key| call.key(*key));
     let mut conn = commands.get(Operation::Connect, Subject::CLIENT).await?;
-    let reply = match commands.run(call.invoke(&mut conn.conn)).await {
+    let reply = match commands.invoke(&mut conn, &call).await {
         Ok(reply) => reply,
         Err(_) => {
             return Err(Error::timeout(

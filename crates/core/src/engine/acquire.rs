@@ -476,7 +476,7 @@ pub(crate) async fn write_armed<T, C: FnOnce() -> ScriptCall>(
     decode: impl FnOnce(&Value) -> Option<Attempt<T>>,
     refused: impl FnOnce(RedisError) -> Error,
 ) -> Result<Synced<Attempt<T>>> {
-    let (reply, synced) = match services.commands.write(&mut undo.conn.conn, call).await {
+    let (reply, synced) = match services.commands.write(&mut undo.conn, call).await {
         Written::Ran(reply) => (reply, None),
         Written::Unsynced { reply, replicas } => (reply, Some(replicas)),
         // Redis (WRONGTYPE) or the script refused it: it changed nothing.
@@ -630,7 +630,7 @@ async fn undo(
             .get(Operation::Acquire, Subject::named(&lock))
             .await
         {
-            Ok(mut conn) => commands.run(call.invoke(&mut conn.conn)).await.ok(),
+            Ok(mut conn) => commands.invoke(&mut conn, &call).await.ok(),
             Err(_) => None,
         };
     }
@@ -690,7 +690,7 @@ async fn give_up(commands: Commands, call: ScriptCall) {
         .get(Operation::Acquire, Subject::named(&lock))
         .await
     {
-        Ok(mut conn) => commands.write(&mut conn.conn, &call).await,
+        Ok(mut conn) => commands.write(&mut conn, &call).await,
         Err(e) => {
             tracing::warn!(%lock, error = %e, "could not give up a wait");
             return;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use redis::Value;
 use tokio::sync::oneshot;
 
-use crate::connection::{Conn, Written};
+use crate::connection::{Connection, Written};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
@@ -47,7 +47,7 @@ impl Replicas {
     pub(crate) async fn write(
         self,
         services: &Services,
-        conn: &mut Conn,
+        conn: &mut Connection,
         call: &ScriptCall,
     ) -> Written {
         match self {
@@ -116,7 +116,7 @@ async fn write(
     replicas: Replicas,
 ) -> Result<Applied> {
     let mut conn = services.commands.get(operation, subject).await?;
-    match replicas.write(services, &mut conn.conn, call).await {
+    match replicas.write(services, &mut conn, call).await {
         Written::Ran(reply) => Ok(Applied {
             reply,
             unsynced: None,

@@ -116,7 +116,7 @@ pub(super) async fn send_latched<K: LockWire + ?Sized>(
             None => services.commands.get(Operation::Unlock, subject).await,
         };
         let failure = match checkout {
-            Ok(mut conn) => match services.commands.write(&mut conn.conn, call).await {
+            Ok(mut conn) => match services.commands.write(&mut conn, call).await {
                 Written::Ran(reply) => {
                     if unknown {
                         telemetry::reconciled(reconciles, name, true);
@@ -177,7 +177,7 @@ pub(super) async fn resend_until_seen(
         let Ok(mut conn) = services.commands.get(Operation::Unlock, subject).await else {
             continue;
         };
-        match services.commands.write(&mut conn.conn, call).await {
+        match services.commands.write(&mut conn, call).await {
             Written::Ran(reply) => return Some(reply),
             Written::Refused(e) => {
                 tracing::debug!(error = %e, "a re-send of a write in flight was refused");

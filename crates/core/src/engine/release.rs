@@ -220,7 +220,7 @@ async fn delete<K: LockWire + ?Sized>(
         .commands
         .get(Operation::ForceUnlock, subject)
         .await?;
-    match services.commands.write(&mut conn.conn, &call).await {
+    match services.commands.write(&mut conn, &call).await {
         Written::Ran(Value::Int(deleted)) => Ok(deleted == 1),
         Written::Ran(other) => Err(Error::unexpected(Operation::ForceUnlock, subject, other)),
         Written::Unsynced { replicas, .. } => Err(Error::no_synced_replicas(

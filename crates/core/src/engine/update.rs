@@ -17,7 +17,7 @@ pub(crate) async fn update<T: redis::FromRedisValue>(
     replicas: Replicas,
 ) -> Result<T> {
     let mut conn = services.commands.get(Operation::Update, subject).await?;
-    let reply = match replicas.write(services, &mut conn.conn, &call).await {
+    let reply = match replicas.write(services, &mut conn, &call).await {
         Written::Ran(reply) => reply,
         Written::Unsynced { replicas, .. } => {
             return Err(Error::no_synced_replicas(
