@@ -685,6 +685,40 @@ enum Outage {
     Killed,
 }
 
+/// How long a multi-lock scenario's workers run on after the last outage of its second server
+/// began, so that every worker, the two whose waits are bounded (1 s) too, can be required to
+/// acquire again.
+///
+/// * Frozen (`SIGSTOP`): connections survive it, and what timed out meanwhile is re-sent and
+///   answered once the server runs again: twice the outage covers it.
+/// * Killed (`SIGKILL`, restarted with AOF): what the kill cut short may be cleared only by the
+///   lease, so a name can stay taken on the restarted server until `watchdog` after the kill:
+///   - a member whose unlock found the server down (nothing sent, so nothing re-sent) stays held,
+///     AOF keeping its expiry, until its lease ends (README, "Guarantees and limits": it "still
+///     expires with its lease"): `watchdog` after the kill at most, since it was taken or last
+///     renewed before it;
+///   - an acquire whose reply the kill lost is undone in the background, tried 50, 150, 350, 750,
+///     1,550 and 3,150 ms after (`undo` in crates/core/src/engine/acquire.rs), giving up once past
+///     the lease; its owner waits for it before it tries that lock again (`reconciling`), holding
+///     the multi-lock's first member meanwhile;
+///   - the subscriber reconnects with a back-off of up to 2 s, which a server up for 600 ms between
+///     kills seldom resets: a waiter that subscribes before then waits out its wait and tries once
+///     more at its end.
+///
+/// With a tail of `2 * duration` (1.6 s at the shortest) a run could fail: in one, both names were
+/// held on the killed server by members whose unlock had failed at the last kill, and came free
+/// 3 s after it, 30 ms before the workers stopped starting attempts. With `watchdog` + 2 s: all of
+/// the above is over by `watchdog` + 150 ms after the kill; a bounded worker's attempt in progress
+/// then ends within its 1 s wait (plus an overrun of a few hundred ms, as the figures show), and
+/// its next ones find the names free but for the other workers' 10 ms holds, which wake it: it has
+/// over half a second to start one, and each may still wait its 1 s after the end.
+fn quiet_after(outage: Outage, duration: Duration, watchdog: Duration) -> Duration {
+    match outage {
+        Outage::Frozen => duration * 2,
+        Outage::Killed => watchdog + Duration::from_secs(2),
+    }
+}
+
 mod a_multi_lock_across_two_servers_leaves_no_partial_hold {
     #[test]
     fn frozen() {
@@ -701,15 +735,19 @@ mod a_multi_lock_across_two_servers_leaves_no_partial_hold {
 /// restarted) again and again. A multi-lock that cannot take a member gives back the ones it took:
 /// once the server is back, no member holds a field of an attempt that failed or gave up (the leak
 /// check looks on both servers while the workers still run, their watchdogs renewing any hold they
-/// still had), holds never overlap, and everyone acquires again.
+/// still had), holds never overlap, and everyone acquires again: the workers run on after the
+/// last outage began for as long as [`quiet_after`] says that takes.
 fn a_multi_lock_across_two_servers_leaves_no_partial_hold(outage: Outage) {
     const WATCHDOG: Duration = Duration::from_secs(3);
     const COMMAND_TIMEOUT: Duration = Duration::from_millis(250);
     const OUTAGE: Duration = Duration::from_millis(800);
+    let quiet = quiet_after(outage, OUTAGE, WATCHDOG);
     let first = RedisServer::start();
     let mut second = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let mut fleet = Fleet::new(TORTURE, &first.url());
-    let run = length(Duration::from_secs(4));
+    // The same outages as with a tail of `OUTAGE * 2` (the quick suite's 4 s, or the soak's
+    // length), and then the longer tail.
+    let run = length(Duration::from_secs(4)) + (quiet - OUTAGE * 2);
     let spec = WorkerSpec {
         run_for: run,
         tasks: 2,
@@ -723,7 +761,8 @@ fn a_multi_lock_across_two_servers_leaves_no_partial_hold(outage: Outage) {
     let started = Instant::now();
     thread::sleep(Duration::from_millis(400));
     let mut recovered_at = now_ns();
-    while started.elapsed() + OUTAGE * 2 < run {
+    // No outage begins later than `quiet` before the workers' end.
+    while started.elapsed() + quiet < run {
         match outage {
             Outage::Frozen => {
                 fleet.record_fault("redis", FaultKind::StopServer);
