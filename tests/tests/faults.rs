@@ -22,13 +22,14 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use redis::AsyncCommands as _;
 use rlock_redisson::{Codec, Container, EntryNames, EntryObject, Error, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{client_with, epoch_ms, eventually, raw, raw_blocking};
 use rlock_tests::history::fleet::FleetKind;
 use rlock_tests::history::{
-    DoubleApplies, Event, FaultKind, Fleet, Operator, Report, Summary, WorkerSpec, local_hand_offs,
-    now_ns, publish, scenario_length as length,
+    DoubleApplies, Event, FaultKind, Fleet, History, Mode, Operator, Record, Report, Summary,
+    WorkerSpec, error_kind, local_hand_offs, now_ns, publish, scenario_length as length,
 };
 use rlock_tests::kind_matrix;
 
@@ -1465,6 +1466,151 @@ fn freeze_while_subscribed(
         thread::sleep(Duration::from_millis(10));
     }
     false
+}
+
+/// A burst of `lock()` calls on one client, ten on each name, through a 2 s `CLIENT PAUSE` in its
+/// middle (issue 38): the client's own queue of requests and the pause fail none of them (a
+/// wait-forever acquisition fails only when Redis fails a request that was sent, and the pause is
+/// shorter than the command timeout), every one acquires, and the history checker finds no two
+/// holds of one name overlapping. Every waiter races in Redis (no local queue, which would send
+/// only the first of each name's waiters), so that the client queues every attempt at once.
+/// 10,000 calls here, 100,000 under `scripts/soak.sh`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_waiters_through_a_paused_server() {
+    const PER_NAME: usize = 10;
+    const PAUSE: Duration = Duration::from_secs(2);
+    let waiters = if std::env::var_os("RLOCK_SOAK_SECS").is_some() {
+        100_000
+    } else {
+        10_000
+    };
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| config.local_handoff = false).await;
+    let redis = raw(&server).await;
+    let history = Arc::new(std::sync::Mutex::new(History::new()));
+    let acquired = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..waiters)
+        .map(|task| {
+            let name = format!("paused-burst:{}", task % (waiters / PER_NAME));
+            let lock = client.lock(name.as_str());
+            let (history, acquired, mut fences) =
+                (history.clone(), acquired.clone(), redis.clone());
+            tokio::spawn(async move {
+                let task = u32::try_from(task).expect("a task number");
+                let log = |at_ns, event| {
+                    let process = "burst".to_owned();
+                    history.lock().expect("history").push(Record {
+                        process,
+                        at_ns,
+                        event,
+                    });
+                };
+                log(
+                    now_ns(),
+                    Event::Started {
+                        task,
+                        seq: 0,
+                        name: name.clone(),
+                        wait_ms: None,
+                        mode: Mode::Exclusive,
+                        permits: 1,
+                        owner: None,
+                        kind: None,
+                    },
+                );
+                let guard = match lock.lock().await {
+                    Ok(guard) => guard,
+                    Err(e) => {
+                        log(
+                            now_ns(),
+                            Event::Failed {
+                                task,
+                                seq: 0,
+                                error: error_kind(&e).to_owned(),
+                                message: e.to_string(),
+                            },
+                        );
+                        return;
+                    }
+                };
+                let acquired_ns = now_ns();
+                let fence_key = format!("{name}:fence");
+                let fence: Option<i64> = fences.incr(&fence_key, 1).await.ok();
+                let _ = acquired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                log(
+                    acquired_ns,
+                    Event::Acquired {
+                        task,
+                        seq: 0,
+                        fence,
+                        field: String::new(),
+                    },
+                );
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let fence_after: Option<i64> = fences.get(&fence_key).await.ok();
+                let released_ns = now_ns();
+                let unlocked = guard.unlock().await;
+                log(
+                    released_ns,
+                    Event::Released {
+                        task,
+                        seq: 0,
+                        fence_after,
+                        lease_lost: false,
+                        unlock_error: unlocked.err().map(|e| e.to_string()),
+                        unlock_ms: (now_ns() - released_ns).div_ceil(1_000_000),
+                    },
+                );
+            })
+        })
+        .collect();
+    // In the middle of the burst: once a quarter of the calls acquired.
+    let quarter = eventually(Duration::from_secs(120), async || {
+        acquired.load(std::sync::atomic::Ordering::Relaxed) >= waiters / 4
+    })
+    .await;
+    assert!(quarter, "a quarter of the burst acquired before the pause");
+    let mut pauser = redis.clone();
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(PAUSE.as_millis() as u64)
+        .arg("ALL")
+        .query_async(&mut pauser)
+        .await
+        .expect("CLIENT PAUSE");
+    let paused_at = acquired.load(std::sync::atomic::Ordering::Relaxed);
+    history.lock().expect("history").push(Record {
+        process: "redis".to_owned(),
+        at_ns: now_ns(),
+        event: Event::Fault {
+            kind: FaultKind::ClientPause,
+        },
+    });
+    for task in tasks {
+        task.await.expect("a waiter's task");
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        paused_at < waiters,
+        "the pause came in the middle of the burst: {paused_at} of {waiters} had acquired"
+    );
+    let history = std::mem::take(&mut *history.lock().expect("history"));
+    let report = history.check();
+    let failed: Vec<_> = history
+        .records()
+        .iter()
+        .filter(|record| matches!(record.event, Event::Failed { .. }))
+        .take(3)
+        .collect();
+    eprintln!(
+        "a burst of {waiters} lock() calls on {} names through a {PAUSE:?} pause: {elapsed:?}, \
+         {paused_at} acquired before the pause",
+        waiters / PER_NAME
+    );
+    assert!(failed.is_empty(), "no lock() failed: {failed:?}");
+    conclude("a_burst_of_waiters_through_a_paused_server", &report);
+    assert_eq!(report.acquisitions(), waiters, "every waiter acquired");
 }
 
 /// Operations on a client with one pooled connection, through a `CLIENT PAUSE`: bounded waits and

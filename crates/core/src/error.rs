@@ -76,6 +76,15 @@ pub enum Error {
     },
     /// The operation did not complete within its deadline. For acquire, whatever the script may have
     /// done is undone in the background, on the same connection, before the connection is reused.
+    ///
+    /// A command's deadline (the command timeout) starts once it holds one of its connection's
+    /// in-flight slots (50 per pooled connection), so that it measures Redis and the network, not
+    /// this client's own queue of requests; a request waits for its slot in turn, first come first
+    /// served. That wait is bounded by the command timeout too (`after` is then how long it
+    /// waited, and nothing was sent), except for the attempts of an acquisition that waits without
+    /// a limit (a lock's `lock()`, a semaphore's `acquire`, a latch's `await_zero`): those wait for
+    /// their slot as long as it takes, and so time out only when Redis is late to answer a request
+    /// that was sent.
     #[error("{} timed out after {after:?}", about(*operation, kind, name))]
     #[non_exhaustive]
     Timeout {

@@ -426,6 +426,14 @@ impl Renewer {
                 tracing::warn!(locks = batch.len(), "watchdog renewal timed out");
                 return false;
             }
+            Written::Unsent(after) => {
+                tracing::warn!(
+                    locks = batch.len(),
+                    ?after,
+                    "watchdog renewal found no free connection slot"
+                );
+                return false;
+            }
         };
         let mut entries = self.watched.entries.lock();
         for (lock, flag) in batch.iter().zip(flags) {

@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use deadpool::managed::{self, Object, Pool, PoolError};
 use futures::FutureExt as _;
+use futures::future::Either;
 use parking_lot::Mutex;
 use redis::cluster_routing::Slot;
 use redis::{RedisError, RedisResult, Value};
 
 use super::deployment::Deployment;
 use super::failure::{outcome_unknown, retires_connection};
-use super::pool::{Conn, Connection, InFlight, Manager};
+use super::pool::{Conn, Connection, InFlight, Manager, Queueing};
 use crate::config::{Config, Topology};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
@@ -64,6 +65,8 @@ pub(crate) enum Written {
     Refused(RedisError),
     /// No reply: the script may or may not have run.
     Unknown(Unknown),
+    /// No in-flight slot within this long (see [`Commands::run`]): nothing was sent.
+    Unsent(Duration),
 }
 
 /// Why the outcome of a write is not known.
@@ -165,41 +168,62 @@ impl Commands {
             conn: pooled.conn.clone(),
             generation: pooled.generation,
             in_flight: pooled.in_flight.clone(),
+            queueing: Queueing::Bounded,
+            sent: false,
         })
     }
 
-    /// `conn` (checked out earlier) for another request, unless the pool would retire it now: a
-    /// connection failed since it was opened.
+    /// `conn` (checked out earlier) for another request, queueing as a fresh checkout does, unless
+    /// the pool would retire it now: a connection failed since it was opened, or a request on it
+    /// missed its deadline.
     pub(crate) fn still_fresh(&self, conn: Connection) -> Option<Connection> {
         let fresh = conn.generation >= self.failures.load(Ordering::Acquire)
             && !conn.in_flight.late.load(Ordering::Acquire);
-        fresh.then_some(conn)
+        fresh.then(|| conn.queueing(Queueing::Bounded))
     }
 
-    /// Awaits `request` (a command on the connection whose slots are `in_flight`) once it holds one
-    /// of those slots, under the command timeout (plus the replica wait when the request includes
-    /// one) from then on: the deadline measures the server and the network, not the queue of
-    /// requests before it, which is waited out fairly and unsent (dropping this future there sends
-    /// nothing). A missed deadline retires that connection, a broken one every connection opened
-    /// before it. `Err(Elapsed)` means the deadline passed.
+    /// Awaits `request` (a command on `conn`) once it holds one of the connection's in-flight
+    /// slots, under the command timeout (plus the replica wait when the request includes one) from
+    /// then on: the deadline measures the server and the network, not the queue of requests before
+    /// it. The queue is waited out fairly (first come, first served) and unsent: for at most the
+    /// command timeout, or as long as it takes where `conn` queues [`Queueing::Unbounded`];
+    /// dropping this future there sends nothing. A missed deadline retires that connection, a
+    /// broken one every connection opened before it.
     ///
     /// Combinators rather than an `async fn`, which would keep `request` twice (as its argument
     /// and inside the timeout it awaits): every lock and unlock goes through here.
     fn run<'a, T: 'a>(
         &'a self,
-        in_flight: &'a InFlight,
+        lane: Lane<'a>,
         request: impl Future<Output = RedisResult<T>> + 'a,
-    ) -> impl Future<Output = Result<RedisResult<T>, Elapsed>> + 'a {
+    ) -> impl Future<Output = Result<RedisResult<T>, Missed>> + 'a {
         let deadline = self.timeout + self.sync.map_or(Duration::ZERO, |s| s.timeout);
-        // The slots are never closed: a slot is always granted.
-        in_flight.slots.acquire().then(move |slot| {
-            tokio::time::timeout(deadline, request).map(move |reply| {
+        let Lane {
+            in_flight,
+            queueing,
+            sent,
+        } = lane;
+        *sent = false;
+        let slot = match queueing {
+            Queueing::Unbounded => Either::Left(in_flight.slots.acquire().map(Result::ok)),
+            Queueing::Bounded => Either::Right(
+                tokio::time::timeout(self.timeout, in_flight.slots.acquire())
+                    .map(|slot| slot.ok().and_then(Result::ok)),
+            ),
+        };
+        slot.then(move |slot| {
+            // The slots are never closed: `None` is a wait that ran out.
+            let Some(slot) = slot else {
+                return Either::Left(std::future::ready(Err(Missed::Unsent(self.timeout))));
+            };
+            *sent = true;
+            Either::Right(tokio::time::timeout(deadline, request).map(move |reply| {
                 drop(slot);
                 let Ok(reply) = reply else {
                     // Requests on a multiplexed connection are answered in order: one that is stuck
                     // (a paused server, a `WAIT` that never returns) holds up every later one on it.
                     in_flight.late.store(true, Ordering::Release);
-                    return Err(Elapsed);
+                    return Err(Missed::Elapsed);
                 };
                 if let Err(e) = &reply
                     && retires_connection(e)
@@ -207,7 +231,7 @@ impl Commands {
                     self.connection_failed();
                 }
                 Ok(reply)
-            })
+            }))
         })
     }
 
@@ -216,16 +240,15 @@ impl Commands {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe once the call holds its slot: the script may or may not have run.
+    /// Not cancel safe once the call holds its slot ([`Connection::sent`]): the script may or may
+    /// not have run.
     pub(crate) fn invoke<'a>(
         &'a self,
         conn: &'a mut Connection,
         call: &'a ScriptCall,
-    ) -> impl Future<Output = Result<RedisResult<Value>, Elapsed>> + 'a {
-        let Connection {
-            conn, in_flight, ..
-        } = conn;
-        self.run(in_flight, call.invoke(conn))
+    ) -> impl Future<Output = Result<RedisResult<Value>, Missed>> + 'a {
+        let (lane, conn) = Lane::of(conn);
+        self.run(lane, call.invoke(conn))
     }
 
     /// Runs a lock write (a script call whose first key is the lock) on `conn` under the command
@@ -234,16 +257,15 @@ impl Commands {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: the script may or may not have run. Callers own an undo for that.
+    /// Not cancel safe once the write holds its slot ([`Connection::sent`]): the script may or may
+    /// not have run. Callers own an undo for that.
     pub(crate) fn write<'a>(
         &'a self,
         conn: &'a mut Connection,
         call: &'a ScriptCall,
     ) -> impl Future<Output = Written> + 'a {
-        let Connection {
-            conn, in_flight, ..
-        } = conn;
-        self.run(in_flight, self.write_synced(conn, call))
+        let (lane, conn) = Lane::of(conn);
+        self.run(lane, self.write_synced(conn, call))
             .map(|outcome| self.written(outcome))
     }
 
@@ -252,13 +274,11 @@ impl Commands {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: the script may or may not have run.
+    /// Not cancel safe once the write holds its slot: the script may or may not have run.
     pub(crate) async fn write_unsynced(&self, conn: &mut Connection, call: &ScriptCall) -> Written {
-        let Connection {
-            conn, in_flight, ..
-        } = conn;
+        let (lane, conn) = Lane::of(conn);
         let outcome = self
-            .run(in_flight, async {
+            .run(lane, async {
                 let reply = call.invoke(conn).await?;
                 Ok(WriteReply {
                     reply,
@@ -269,7 +289,7 @@ impl Commands {
         self.written(outcome)
     }
 
-    fn written(&self, outcome: Result<RedisResult<WriteReply>, Elapsed>) -> Written {
+    fn written(&self, outcome: Result<RedisResult<WriteReply>, Missed>) -> Written {
         match outcome {
             Ok(Ok(WriteReply {
                 reply,
@@ -281,7 +301,8 @@ impl Commands {
             })) => Written::Unsynced { reply, replicas },
             Ok(Err(e)) if outcome_unknown(&e) => Written::Unknown(Unknown::Broken(e)),
             Ok(Err(e)) => Written::Refused(e),
-            Err(Elapsed) => Written::Unknown(Unknown::TimedOut(self.timeout)),
+            Err(Missed::Unsent(after)) => Written::Unsent(after),
+            Err(Missed::Elapsed) => Written::Unknown(Unknown::TimedOut(self.timeout)),
         }
     }
 
@@ -364,13 +385,27 @@ impl Commands {
         subject: Subject<'_>,
         cmd: &redis::Cmd,
     ) -> Result<T> {
-        let mut conn = self.get(operation, subject).await?;
-        match self
-            .run(&conn.in_flight, cmd.query_async(&mut conn.conn))
+        self.query_queueing(operation, subject, cmd, Queueing::Bounded)
             .await
-        {
+    }
+
+    /// [`Commands::query`], waiting for an in-flight slot as `queueing` says.
+    pub(crate) async fn query_queueing<T: redis::FromRedisValue>(
+        &self,
+        operation: Operation,
+        subject: Subject<'_>,
+        cmd: &redis::Cmd,
+        queueing: Queueing,
+    ) -> Result<T> {
+        let mut conn = self.get(operation, subject).await?.queueing(queueing);
+        let (lane, conn) = Lane::of(&mut conn);
+        match self.run(lane, cmd.query_async(conn)).await {
             Ok(reply) => reply.map_err(|e| Error::from_redis(operation, subject, e)),
-            Err(Elapsed) => Err(Error::timeout(operation, subject, self.timeout)),
+            Err(missed) => Err(Error::timeout(
+                operation,
+                subject,
+                missed.after(self.timeout),
+            )),
         }
     }
 
@@ -386,7 +421,11 @@ impl Commands {
             Ok(reply) => reply
                 .and_then(|value| redis::from_redis_value(value).map_err(Into::into))
                 .map_err(|e| Error::from_redis(operation, subject, e)),
-            Err(Elapsed) => Err(Error::timeout(operation, subject, self.timeout)),
+            Err(missed) => Err(Error::timeout(
+                operation,
+                subject,
+                missed.after(self.timeout),
+            )),
         }
     }
 
@@ -411,9 +450,50 @@ fn connected_replicas(info: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// The command deadline passed before a reply arrived: the command may or may not have run.
+/// A request that got no reply in time.
 #[derive(Debug)]
-pub(crate) struct Elapsed;
+pub(crate) enum Missed {
+    /// It waited this long for an in-flight slot and got none: it was never sent.
+    Unsent(Duration),
+    /// The command deadline passed before a reply arrived: the command may or may not have run.
+    Elapsed,
+}
+
+impl Missed {
+    /// How long the request waited, for an error: the slot wait, else the command `timeout`.
+    fn after(&self, timeout: Duration) -> Duration {
+        match self {
+            Self::Unsent(after) => *after,
+            Self::Elapsed => timeout,
+        }
+    }
+}
+
+/// The parts of a checked-out [`Connection`] that [`Commands::run`] keeps its books in.
+struct Lane<'a> {
+    in_flight: &'a InFlight,
+    queueing: Queueing,
+    sent: &'a mut bool,
+}
+
+impl<'a> Lane<'a> {
+    /// `conn`'s lane, and the connection to send on.
+    fn of(conn: &'a mut Connection) -> (Self, &'a mut Conn) {
+        let Connection {
+            conn,
+            in_flight,
+            queueing,
+            sent,
+            ..
+        } = conn;
+        let lane = Self {
+            in_flight,
+            queueing: *queueing,
+            sent,
+        };
+        (lane, conn)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -31,7 +31,7 @@ pub(crate) use clients::{Rotating, node_client};
 pub(crate) use commands::{Commands, Unknown, Written};
 pub(crate) use deployment::Deployment;
 pub(crate) use failure::{outcome_unknown, refused};
-pub(crate) use pool::Connection;
+pub(crate) use pool::{Connection, Queueing};
 
 mod clients;
 #[cfg(feature = "cluster")]

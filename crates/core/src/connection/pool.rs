@@ -72,6 +72,34 @@ pub(crate) struct Connection {
     pub(super) generation: u64,
     /// Its in-flight slots, shared by every handle on it.
     pub(super) in_flight: Arc<InFlight>,
+    /// How long a request on this handle may wait for one of those slots.
+    pub(super) queueing: Queueing,
+    /// Whether the last request on this handle got its slot, and so may have been written.
+    pub(super) sent: bool,
+}
+
+impl Connection {
+    /// This handle, its requests waiting for an in-flight slot as `queueing` says.
+    pub(crate) fn queueing(mut self, queueing: Queueing) -> Self {
+        self.queueing = queueing;
+        self
+    }
+
+    /// Whether the last request on this handle may have been written: `false` when it was given up
+    /// (or dropped) while it waited for its in-flight slot, so that it needs no undo.
+    pub(crate) fn sent(&self) -> bool {
+        self.sent
+    }
+}
+
+/// How long a request waits for an in-flight slot on its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queueing {
+    /// At most the command timeout: past it the request fails with a timeout, known unsent.
+    Bounded,
+    /// As long as it takes: the attempts of a wait-forever acquisition, which the client's own
+    /// load must never fail.
+    Unbounded,
 }
 
 /// One command connection of any topology.

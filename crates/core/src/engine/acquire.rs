@@ -396,7 +396,8 @@ async fn attempt<K: LockWire>(
         let conn = services
             .commands
             .get(Operation::Acquire, kind.subject())
-            .await?;
+            .await?
+            .queueing(patience.queueing());
         attempt_on(services, kind, field, lease, patience, conn, refused).await
     })
     .await
@@ -486,6 +487,10 @@ pub(crate) async fn write_armed<T, C: FnOnce() -> ScriptCall>(
         }
         // The armed undo reconciles whatever the script may have done.
         Written::Unknown(unknown) => return Err(unknown.into_error(Operation::Acquire, subject)),
+        Written::Unsent(after) => {
+            undo.disarm();
+            return Err(Error::timeout(Operation::Acquire, subject, after));
+        }
     };
     match (decode(&reply), synced) {
         // Dropping the armed undo sends it, on this connection, right after the acquire.
@@ -570,6 +575,10 @@ impl<'a, C: FnOnce() -> ScriptCall> Undo<'a, C> {
 
 impl<C: FnOnce() -> ScriptCall> Drop for Undo<'_, C> {
     fn drop(&mut self) {
+        // A write that never got its in-flight slot was never sent: there is nothing to undo.
+        if !self.conn.sent() {
+            return;
+        }
         if let Some(call) = self.call.take().map(|call| call()) {
             let in_flight = self.in_flight();
             // A handle on the same multiplexed connection: the undo queues up behind the acquire.

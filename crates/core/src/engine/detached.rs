@@ -13,7 +13,7 @@ use std::sync::Arc;
 use redis::Value;
 use tokio::sync::oneshot;
 
-use crate::connection::{Connection, Written};
+use crate::connection::{Connection, Queueing, Written};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
@@ -74,6 +74,7 @@ pub(crate) async fn write_detached<F, Fut>(
     subject: Subject<'_>,
     call: ScriptCall,
     replicas: Replicas,
+    queueing: Queueing,
     orphaned: F,
 ) -> Result<Applied>
 where
@@ -85,7 +86,15 @@ where
     let (kind, task_name) = (subject.kind, subject.name.to_owned());
     drop(services.background.spawn(async move {
         let subject = Subject::new(kind, &task_name);
-        let outcome = write(&task_services, operation, subject, &call, replicas).await;
+        let outcome = write(
+            &task_services,
+            operation,
+            subject,
+            &call,
+            replicas,
+            queueing,
+        )
+        .await;
         if let Err(outcome) = reply_to.send(outcome) {
             let orphan = Reconciles::Orphaned(operation);
             match outcome {
@@ -114,8 +123,13 @@ async fn write(
     subject: Subject<'_>,
     call: &ScriptCall,
     replicas: Replicas,
+    queueing: Queueing,
 ) -> Result<Applied> {
-    let mut conn = services.commands.get(operation, subject).await?;
+    let mut conn = services
+        .commands
+        .get(operation, subject)
+        .await?
+        .queueing(queueing);
     match replicas.write(services, &mut conn, call).await {
         Written::Ran(reply) => Ok(Applied {
             reply,
@@ -132,5 +146,6 @@ async fn write(
             name: subject.name.to_owned(),
             cause: Box::new(unknown.into_error(operation, subject)),
         }),
+        Written::Unsent(after) => Err(Error::timeout(operation, subject, after)),
     }
 }

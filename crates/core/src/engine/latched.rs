@@ -138,6 +138,8 @@ pub(super) async fn send_latched<K: LockWire + ?Sized>(
                     unknown = true;
                     lost.into_error(Operation::Unlock, subject)
                 }
+                // Never sent: a try like any other, and no more unknown than before.
+                Written::Unsent(after) => Error::timeout(Operation::Unlock, subject, after),
             },
             Err(e) if e.is_transient() => e,
             Err(e) if unknown => return Latched::Unknown(e),
@@ -182,7 +184,7 @@ pub(super) async fn resend_until_seen(
             Written::Refused(e) => {
                 tracing::debug!(error = %e, "a re-send of a write in flight was refused");
             }
-            Written::Unsynced { .. } | Written::Unknown(_) => {}
+            Written::Unsynced { .. } | Written::Unknown(_) | Written::Unsent(_) => {}
         }
     }
 }

@@ -72,3 +72,6 @@ pub(crate) use release::{Releasing, force_unlock};
 pub(crate) use synced::{Synced, until_synced};
 pub(crate) use update::update;
 pub(crate) use wait::wait_on;
+
+/// How a kind's requests wait for a connection's in-flight slot (see [`Patience::queueing`]).
+pub(crate) use crate::connection::Queueing;

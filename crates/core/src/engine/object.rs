@@ -11,6 +11,7 @@ use super::lock_wire::degraded_poll;
 use super::patience::Patience;
 use super::update::update;
 use super::wait::Listen;
+use crate::connection::Queueing;
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
 use crate::services::Services;
@@ -58,20 +59,22 @@ impl Object {
         Ok(())
     }
 
-    /// The integer stored at the name (`GET`): 0 when there is none.
+    /// The integer stored at the name (`GET`): 0 when there is none; the read waits for an
+    /// in-flight slot as `queueing` says.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub(crate) async fn read_integer<T: FromStr + Default>(&self) -> Result<T> {
+    pub(crate) async fn read_integer<T: FromStr + Default>(&self, queueing: Queueing) -> Result<T> {
         self.check_name()?;
         let value: Option<String> = self
             .services
             .commands
-            .query(
+            .query_queueing(
                 Operation::Query,
                 self.subject(),
                 redis::cmd("GET").arg(&*self.name),
+                queueing,
             )
             .await?;
         value.map_or(Ok(T::default()), |value| {

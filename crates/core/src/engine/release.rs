@@ -230,6 +230,7 @@ async fn delete<K: LockWire + ?Sized>(
         )),
         Written::Refused(e) => Err(Error::from_redis(Operation::ForceUnlock, subject, e)),
         Written::Unknown(unknown) => Err(unknown.into_error(Operation::ForceUnlock, subject)),
+        Written::Unsent(after) => Err(Error::timeout(Operation::ForceUnlock, subject, after)),
     }
 }
 

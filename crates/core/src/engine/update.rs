@@ -32,6 +32,7 @@ pub(crate) async fn update<T: redis::FromRedisValue>(
         Written::Unknown(unknown) => {
             return Err(unknown.into_error(Operation::Update, subject));
         }
+        Written::Unsent(after) => return Err(Error::timeout(Operation::Update, subject, after)),
     };
     redis::from_redis_value(reply.clone())
         .map_err(|_| Error::unexpected(Operation::Update, subject, reply))

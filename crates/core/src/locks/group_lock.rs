@@ -335,7 +335,8 @@ impl GroupLock {
     /// [`Error::InvalidArgument`] for an empty group name; [`Error::ReentryRefused`] when the
     /// owner holds some of the values through another value set of the group (nothing is
     /// changed); [`Error::WrongType`] when the key holds something else than a hash;
-    /// [`Error::Timeout`] or [`Error::Backend`] when Redis fails an attempt.
+    /// [`Error::Timeout`] or [`Error::Backend`] only when Redis fails an attempt that was sent,
+    /// never because this client is busy (as [`Lock::lock`](crate::Lock::lock)).
     ///
     /// # Cancel safety
     ///

@@ -186,8 +186,10 @@ impl<K: LockKind> Lock<K> {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when the key holds
-    /// something else than a lock, and [`Error::Timeout`] or [`Error::Backend`] when Redis fails an
-    /// attempt.
+    /// something else than a lock, and [`Error::Timeout`] or [`Error::Backend`] only when Redis fails
+    /// an attempt that was sent (its reply later than the command timeout, a broken connection),
+    /// never because this client is busy: an attempt waits for its turn on a connection as long as
+    /// it takes, and its command timeout starts once it is sent (see [`Error::Timeout`]).
     ///
     /// # Cancel safety
     ///
@@ -215,7 +217,8 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// As [`Lock::lock`].
+    /// As [`Lock::lock`], except that the attempt waits at most the command timeout for its turn
+    /// on a connection (then [`Error::Timeout`], with nothing sent), as every bounded wait does.
     ///
     /// # Cancel safety
     ///
@@ -230,7 +233,8 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// As [`Lock::lock`].
+    /// As [`Lock::try_lock`]: each attempt waits at most the command timeout for its turn on a
+    /// connection, so that the call keeps its bound.
     ///
     /// # Cancel safety
     ///
@@ -244,7 +248,7 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// As [`Lock::lock_with_lease`].
+    /// As [`Lock::lock_with_lease`], with the bounded turn of [`Lock::try_lock`].
     ///
     /// # Cancel safety
     ///

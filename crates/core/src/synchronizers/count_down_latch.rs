@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use crate::engine::{self, Attempt, Object, Patience, RECHECK, Replicas};
+use crate::engine::{self, Attempt, Object, Patience, Queueing, RECHECK, Replicas};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::lua;
@@ -141,6 +141,7 @@ impl CountDownLatch {
             self.object.subject(),
             call,
             Replicas::Skip,
+            Queueing::Bounded,
             |_, _| async {},
         )
         .await?;
@@ -158,7 +159,7 @@ impl CountDownLatch {
     ///
     /// Cancel safe: it only reads.
     pub async fn count(&self) -> Result<u64> {
-        self.object.read_integer().await
+        self.object.read_integer(Queueing::Bounded).await
     }
 
     /// Deletes the latch (its count); returns whether it had one. Like Redisson, this publishes the
@@ -194,7 +195,9 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// As [`CountDownLatch::count`].
+    /// As [`CountDownLatch::count`], only as Redis fails a read that was sent, never because this
+    /// client is busy: a read waits for its turn on a connection as long as it takes (see
+    /// [`Error::Timeout`]).
     ///
     /// # Cancel safety
     ///
@@ -227,7 +230,7 @@ impl CountDownLatch {
         let listen = self.object.listen(WakeRule::CountDown, &acquisition);
         let open = engine::wait_on(&self.object.services, listen, patience, || {
             Box::pin(async {
-                Ok(match self.count().await? {
+                Ok(match self.object.read_integer(patience.queueing()).await? {
                     0 => Attempt::Acquired(()),
                     _ => Attempt::Busy(RECHECK),
                 })

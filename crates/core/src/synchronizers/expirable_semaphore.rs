@@ -229,9 +229,10 @@ impl PermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`], [`Error::Timeout`] or [`Error::Backend`] as Redis fails (an attempt
-    /// whose reply was lost is undone first); [`Error::NoSyncedReplicas`] when no replica
-    /// acknowledged the acquire even after retrying (it was undone).
+    /// [`Error::WrongType`], [`Error::Timeout`] or [`Error::Backend`] only as Redis fails an attempt
+    /// that was sent (one whose reply was lost is undone first), never because this client is busy
+    /// (see [`Error::Timeout`]); [`Error::NoSyncedReplicas`] when no replica acknowledged the
+    /// acquire even after retrying (it was undone).
     ///
     /// # Cancel safety
     ///
@@ -280,7 +281,9 @@ impl PermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`PermitExpirableSemaphore::acquire`].
+    /// As [`PermitExpirableSemaphore::acquire`], except that the attempt waits at most the command
+    /// timeout for its turn on a connection (then [`Error::Timeout`], with nothing sent), as every
+    /// bounded wait's attempts do.
     ///
     /// # Cancel safety
     ///
@@ -293,7 +296,7 @@ impl PermitExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`PermitExpirableSemaphore::acquire`].
+    /// As [`PermitExpirableSemaphore::try_acquire`].
     ///
     /// # Cancel safety
     ///
@@ -377,14 +380,19 @@ impl PermitExpirableSemaphore {
                 &self.object.services,
                 listen,
                 patience,
-                || Box::pin(self.attempt(permits, lease)),
+                || Box::pin(self.attempt(permits, lease, patience)),
             ))
             .await
     }
 
     /// One try to take `permits` with fresh ids: undone and tried again while no replica
     /// acknowledges it.
-    async fn attempt(&self, permits: u32, lease: Option<u64>) -> Result<Attempt<Vec<PermitId>>> {
+    async fn attempt(
+        &self,
+        permits: u32,
+        lease: Option<u64>,
+        patience: Patience,
+    ) -> Result<Attempt<Vec<PermitId>>> {
         engine::until_synced(
             &self.object.services,
             Operation::Acquire,
@@ -397,10 +405,11 @@ impl PermitExpirableSemaphore {
                     .services
                     .commands
                     .get(Operation::Acquire, self.object.subject())
-                    .await?;
+                    .await?
+                    .queueing(patience.queueing());
                 // A permit that does not expire is undone for as long as a watchdog hold would
                 // live.
-                let patience = lease.map_or(
+                let undo_for = lease.map_or(
                     self.object.services.watchdog.timeout(),
                     Duration::from_millis,
                 );
@@ -412,7 +421,7 @@ impl PermitExpirableSemaphore {
                         let call = self.undo_call(&ids);
                         move || call
                     },
-                    patience,
+                    undo_for,
                     Reconciles::Acquire,
                 );
                 let expiry =

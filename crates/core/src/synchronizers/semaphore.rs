@@ -26,7 +26,9 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{self, Applied, Attempt, Object, Patience, RECHECK, Replicas, Synced};
+use crate::engine::{
+    self, Applied, Attempt, Object, Patience, Queueing, RECHECK, Replicas, Synced,
+};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
@@ -190,7 +192,7 @@ impl Semaphore {
     ///
     /// Cancel safe: it only reads.
     pub async fn available_permits(&self) -> Result<i64> {
-        self.object.read_integer().await
+        self.object.read_integer(Queueing::Bounded).await
     }
 
     /// Deletes the semaphore; returns whether it existed. Waiters keep waiting until permits are
@@ -215,7 +217,8 @@ impl Semaphore {
     /// [`Error::OutcomeUnknown`] when an attempt's reply was lost (the permits may have been
     /// taken), [`Error::NoSyncedReplicas`] when no replica acknowledged the take even after
     /// retrying (it was given back), [`Error::WrongType`], [`Error::Timeout`] or [`Error::Backend`]
-    /// as Redis fails.
+    /// only as Redis fails an attempt that was sent, never because this client is busy (an attempt
+    /// waits for its turn on a connection as long as it takes, see [`Error::Timeout`]).
     ///
     /// # Cancel safety
     ///
@@ -232,7 +235,8 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`Semaphore::acquire`].
+    /// As [`Semaphore::acquire`], except that the attempt waits at most the command timeout for its
+    /// turn on a connection (then [`Error::Timeout`], with nothing sent).
     ///
     /// # Cancel safety
     ///
@@ -246,7 +250,8 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`Semaphore::acquire`].
+    /// As [`Semaphore::try_acquire`]: each attempt's turn is bounded, so that the call keeps its
+    /// bound.
     ///
     /// # Cancel safety
     ///
@@ -271,14 +276,14 @@ impl Semaphore {
                 &self.object.services,
                 listen,
                 patience,
-                || Box::pin(self.attempt(permits)),
+                || Box::pin(self.attempt(permits, patience.queueing())),
             ))
             .await?;
         Ok(taken.map(|()| SemaphorePermits::new(self.clone(), permits)))
     }
 
     /// One try to take `permits`: given back and tried again while no replica acknowledges it.
-    async fn attempt(&self, permits: u32) -> Result<Attempt<()>> {
+    async fn attempt(&self, permits: u32, queueing: Queueing) -> Result<Attempt<()>> {
         engine::until_synced(
             &self.object.services,
             Operation::Acquire,
@@ -295,6 +300,7 @@ impl Semaphore {
                     self.object.subject(),
                     call,
                     Replicas::Wait,
+                    queueing,
                     move |_, applied| async move {
                         if applied.reply == Value::Int(1) {
                             semaphore.give_back(permits, "its caller went away").await;
@@ -397,6 +403,7 @@ impl Semaphore {
             self.object.subject(),
             call,
             Replicas::Wait,
+            Queueing::Bounded,
             |_, _| async {},
         )
         .await?;
