@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rlock_redisson::{Error, Owner};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client, eventually, fast_timeouts, pause_clients, raw};
+use rlock_tests::harness::{client, client_with, eventually, fast_timeouts, pause_clients, raw};
 
 #[tokio::test]
 async fn dropped_acquire_futures_leave_no_hold_behind() {
@@ -177,4 +177,83 @@ async fn close_waits_for_background_releases() {
         .await
         .expect("lock");
     guard.unlock().await.expect("unlock");
+}
+
+/// Acquisitions dropped while they wait for an in-flight slot on their connection were never
+/// sent, so nothing is undone for them (issue 38): with one pooled connection and Redis paused,
+/// 60 `lock()` calls on names of their own fill the connection's 50 slots and queue 10 behind
+/// them. All 60 are dropped during the pause. Once Redis runs again it has run the 50 acquires
+/// that were sent and their 50 undos, not 60 of each, and nothing is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_dropped_before_its_turn_on_the_connection_sends_nothing() {
+    const SENT: u64 = 50;
+    let server = RedisServer::start();
+    let client = client_with(&server, |config| {
+        config.pool_size = 1;
+        config.local_handoff = false;
+    })
+    .await;
+    let mut redis = raw(&server).await;
+    let warm = client.lock("slots:warm");
+    warm.lock()
+        .await
+        .expect("lock")
+        .unlock()
+        .await
+        .expect("unlock");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = scripts_run(&mut redis).await;
+    let paused = tokio::time::Instant::now();
+    pause_clients(&mut redis, 1_000).await;
+    // One task awaits them all, so that they are dropped together: a queued acquire is not
+    // polled between the drop of one that held a slot and its own.
+    let locks: Vec<_> = (0..SENT + 10)
+        .map(|i| client.lock(format!("slots:{i}")))
+        .collect();
+    let acquires = tokio::spawn(async move {
+        futures::future::join_all(locks.iter().map(|lock| lock.lock())).await;
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    acquires.abort();
+    assert!(
+        acquires.await.is_err_and(|e| e.is_cancelled()),
+        "every acquire was still waiting when dropped"
+    );
+    // This connection's commands wait for the pause too.
+    tokio::time::sleep_until(paused + Duration::from_millis(1_100)).await;
+    let settled = eventually(Duration::from_secs(5), async || {
+        let keys: Vec<String> = redis.keys("slots:*").await.expect("KEYS");
+        scripts_run(&mut redis).await >= before + 2 * SENT && keys.is_empty()
+    })
+    .await;
+    assert!(settled, "the acquires that were sent ran and were undone");
+    // Whatever is still to come would be another undo: give it time to show.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let calls = scripts_run(&mut redis).await - before;
+    assert_eq!(
+        calls,
+        2 * SENT,
+        "only the {SENT} acquires that got a slot were sent, and undone"
+    );
+}
+
+/// Scripts Redis ran (`EVALSHA` calls that did not fail, as `NOSCRIPT` does before a script is
+/// loaded).
+async fn scripts_run(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(redis)
+        .await
+        .expect("INFO commandstats");
+    let stat = |stats: &str, name: &str| -> u64 {
+        stats
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(name)?.parse().ok())
+            .unwrap_or(0)
+    };
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
+        .map_or(0, |stats| {
+            stat(stats, "calls=") - stat(stats, "failed_calls=")
+        })
 }
