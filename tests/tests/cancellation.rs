@@ -180,13 +180,15 @@ async fn close_waits_for_background_releases() {
 }
 
 /// Acquisitions dropped while they wait for an in-flight slot on their connection were never
-/// sent, so nothing is undone for them (issue 38): with one pooled connection and Redis paused,
-/// 60 `lock()` calls on names of their own fill the connection's 50 slots and queue 10 behind
-/// them. All 60 are dropped during the pause. Once Redis runs again it has run the 50 acquires
-/// that were sent and their 50 undos, not 60 of each, and nothing is held.
+/// sent, so nothing is undone for them, and a burst of wait-forever attempts leaves a share of the
+/// slots to other requests (issue 38): with one pooled connection and Redis paused, 60 `lock()`
+/// calls on names of their own take the 40 of the connection's 50 slots that such attempts may
+/// hold and queue 20 behind them, while a bounded read still finds a slot and is answered once
+/// the pause ends. All 60 are dropped during the pause. Once Redis runs again it has run the 40
+/// acquires that were sent and their 40 undos, not 60 of each, and nothing is held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_dropped_before_its_turn_on_the_connection_sends_nothing() {
-    const SENT: u64 = 50;
+    const SENT: u64 = 40;
     let server = RedisServer::start();
     let client = client_with(&server, |config| {
         config.pool_size = 1;
@@ -214,6 +216,9 @@ async fn an_acquire_dropped_before_its_turn_on_the_connection_sends_nothing() {
         futures::future::join_all(locks.iter().map(|lock| lock.lock())).await;
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let read = client.lock("slots:read");
+    let bounded = tokio::spawn(async move { read.is_locked().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
     acquires.abort();
     assert!(
         acquires.await.is_err_and(|e| e.is_cancelled()),
@@ -221,6 +226,10 @@ async fn an_acquire_dropped_before_its_turn_on_the_connection_sends_nothing() {
     );
     // This connection's commands wait for the pause too.
     tokio::time::sleep_until(paused + Duration::from_millis(1_100)).await;
+    assert!(
+        matches!(bounded.await.expect("the read's task"), Ok(false)),
+        "a bounded read behind the burst got a slot and its answer"
+    );
     let settled = eventually(Duration::from_secs(5), async || {
         let keys: Vec<String> = redis.keys("slots:*").await.expect("KEYS");
         scripts_run(&mut redis).await >= before + 2 * SENT && keys.is_empty()

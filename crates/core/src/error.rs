@@ -78,13 +78,16 @@ pub enum Error {
     /// done is undone in the background, on the same connection, before the connection is reused.
     ///
     /// A command's deadline (the command timeout) starts once it holds one of its connection's
-    /// in-flight slots (50 per pooled connection), so that it measures Redis and the network, not
-    /// this client's own queue of requests; a request waits for its slot in turn, first come first
-    /// served. That wait is bounded by the command timeout too (`after` is then how long it
-    /// waited, and nothing was sent), except for the attempts of an acquisition that waits without
-    /// a limit (a lock's `lock()`, a semaphore's `acquire`, a latch's `await_zero`): those wait for
-    /// their slot as long as it takes, and so time out only when Redis is late to answer a request
-    /// that was sent.
+    /// in-flight slots (50 per pooled connection), so that it measures Redis and the network (and,
+    /// where lock writes wait for replicas, the `WAIT`s sent before it on its connection, which
+    /// Redis answers in turn), not this client's own queue of requests; a request waits for its
+    /// slot in turn, first come first served. That wait is bounded by the command timeout too
+    /// (and a request that timed out there was never sent), except for the attempts of an acquisition
+    /// that waits without a limit (a lock's `lock()`, a semaphore's `acquire`, a latch's
+    /// `await_zero`): those wait for their slot as long as it takes, and so time out only when
+    /// Redis is late to answer a request that was sent. They may hold at most 40 of a
+    /// connection's slots at once, so that the requests that free or keep what they wait for
+    /// (unlocks, releases, renewals) and bounded requests get through behind any burst of them.
     #[error("{} timed out after {after:?}", about(*operation, kind, name))]
     #[non_exhaustive]
     Timeout {

@@ -204,15 +204,20 @@ impl Commands {
             sent,
         } = lane;
         *sent = false;
+        // The semaphores are never closed: `None` is a bounded wait that ran out.
         let slot = match queueing {
-            Queueing::Unbounded => Either::Left(in_flight.slots.acquire().map(Result::ok)),
+            Queueing::Unbounded => Either::Left(in_flight.unbounded.acquire().then(|turn| {
+                in_flight
+                    .slots
+                    .acquire()
+                    .map(move |slot| Some((turn.ok(), slot.ok()?)))
+            })),
             Queueing::Bounded => Either::Right(
                 tokio::time::timeout(self.timeout, in_flight.slots.acquire())
-                    .map(|slot| slot.ok().and_then(Result::ok)),
+                    .map(|slot| Some((None, slot.ok()?.ok()?))),
             ),
         };
         slot.then(move |slot| {
-            // The slots are never closed: `None` is a wait that ran out.
             let Some(slot) = slot else {
                 return Either::Left(std::future::ready(Err(Missed::Unsent(self.timeout))));
             };

@@ -13,7 +13,9 @@
 //!
 //! Each connection has its in-flight slots ([`InFlight`]): a request is written only once it holds
 //! one, and its deadline starts then, so that a burst of requests queues here, fairly and known
-//! unsent, rather than inside the connection under the deadlines of requests not yet written.
+//! unsent, rather than inside the connection under the deadlines of requests not yet written. The
+//! attempts of wait-forever acquisitions hold at most 40 of the 50 at once: a burst of them, which
+//! may be any size, never stands between the unlocks, releases and renewals behind it and Redis.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,11 +44,20 @@ use crate::error::{Error, Operation, Result, Subject};
 /// holds a slot is written at once, and its deadline measures the server and the network.
 const IN_FLIGHT_PER_CONNECTION: usize = 50;
 
+/// How many of a connection's slots the attempts of wait-forever acquisitions may hold at once
+/// ([`Queueing::Unbounded`]). The others stay free for what must get through behind a burst of
+/// them, and waits only for its own kind: the releases, unlocks and renewals that free or keep
+/// what the burst waits for, and every request whose wait for a slot is bounded.
+const UNBOUNDED_PER_CONNECTION: usize = 40;
+
 /// The in-flight slots of one pooled connection, and whether a request on it missed its deadline
 /// (then the pool retires it at the next checkout).
 #[derive(Debug)]
 pub(crate) struct InFlight {
     pub(super) slots: tokio::sync::Semaphore,
+    /// The turns of [`Queueing::Unbounded`] requests, taken before a slot: a burst of them queues
+    /// here rather than ahead of other requests for `slots`.
+    pub(super) unbounded: tokio::sync::Semaphore,
     pub(super) late: std::sync::atomic::AtomicBool,
 }
 
@@ -54,6 +65,7 @@ impl Default for InFlight {
     fn default() -> Self {
         Self {
             slots: tokio::sync::Semaphore::new(IN_FLIGHT_PER_CONNECTION),
+            unbounded: tokio::sync::Semaphore::new(UNBOUNDED_PER_CONNECTION),
             late: std::sync::atomic::AtomicBool::new(false),
         }
     }
