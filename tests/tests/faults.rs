@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands as _;
 use rlock_redisson::{Codec, Container, EntryNames, EntryObject, Error, Owner};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client_with, epoch_ms, eventually, raw, raw_blocking};
+use rlock_tests::harness::{client_with, epoch_ms, eventually, pause_clients, raw, raw_blocking};
 use rlock_tests::history::fleet::FleetKind;
 use rlock_tests::history::{
     DoubleApplies, Event, FaultKind, Fleet, History, Mode, Operator, Record, Report, Summary,
@@ -1571,14 +1571,7 @@ async fn a_burst_of_waiters_through_a_paused_server() {
     })
     .await;
     assert!(quarter, "a quarter of the burst acquired before the pause");
-    let mut pauser = redis.clone();
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(PAUSE.as_millis() as u64)
-        .arg("ALL")
-        .query_async(&mut pauser)
-        .await
-        .expect("CLIENT PAUSE");
+    pause_clients(&mut redis.clone(), PAUSE.as_millis() as u64).await;
     let paused_at = acquired.load(std::sync::atomic::Ordering::Relaxed);
     history.lock().expect("history").push(Record {
         process: "redis".to_owned(),
