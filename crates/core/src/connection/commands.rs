@@ -219,7 +219,7 @@ impl Commands {
         };
         slot.then(move |slot| {
             let Some(slot) = slot else {
-                return Either::Left(std::future::ready(Err(Missed::Unsent(self.timeout))));
+                return Either::Left(std::future::ready(Err(Missed::Unsent)));
             };
             *sent = true;
             Either::Right(tokio::time::timeout(deadline, request).map(move |reply| {
@@ -306,7 +306,7 @@ impl Commands {
             })) => Written::Unsynced { reply, replicas },
             Ok(Err(e)) if outcome_unknown(&e) => Written::Unknown(Unknown::Broken(e)),
             Ok(Err(e)) => Written::Refused(e),
-            Err(Missed::Unsent(after)) => Written::Unsent(after),
+            Err(Missed::Unsent) => Written::Unsent(self.timeout),
             Err(Missed::Elapsed) => Written::Unknown(Unknown::TimedOut(self.timeout)),
         }
     }
@@ -406,11 +406,8 @@ impl Commands {
         let (lane, conn) = Lane::of(&mut conn);
         match self.run(lane, cmd.query_async(conn)).await {
             Ok(reply) => reply.map_err(|e| Error::from_redis(operation, subject, e)),
-            Err(missed) => Err(Error::timeout(
-                operation,
-                subject,
-                missed.after(self.timeout),
-            )),
+            // Not sent, or sent and not answered: either way the command timeout passed.
+            Err(_) => Err(Error::timeout(operation, subject, self.timeout)),
         }
     }
 
@@ -426,11 +423,8 @@ impl Commands {
             Ok(reply) => reply
                 .and_then(|value| redis::from_redis_value(value).map_err(Into::into))
                 .map_err(|e| Error::from_redis(operation, subject, e)),
-            Err(missed) => Err(Error::timeout(
-                operation,
-                subject,
-                missed.after(self.timeout),
-            )),
+            // Not sent, or sent and not answered: either way the command timeout passed.
+            Err(_) => Err(Error::timeout(operation, subject, self.timeout)),
         }
     }
 
@@ -455,23 +449,13 @@ fn connected_replicas(info: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// A request that got no reply in time.
+/// A request that got no reply within the command timeout.
 #[derive(Debug)]
 pub(crate) enum Missed {
-    /// It waited this long for an in-flight slot and got none: it was never sent.
-    Unsent(Duration),
-    /// The command deadline passed before a reply arrived: the command may or may not have run.
+    /// It got no in-flight slot in that time: it was never sent.
+    Unsent,
+    /// Its deadline passed before a reply arrived: the command may or may not have run.
     Elapsed,
-}
-
-impl Missed {
-    /// How long the request waited, for an error: the slot wait, else the command `timeout`.
-    fn after(&self, timeout: Duration) -> Duration {
-        match self {
-            Self::Unsent(after) => *after,
-            Self::Elapsed => timeout,
-        }
-    }
 }
 
 /// The parts of a checked-out [`Connection`] that [`Commands::run`] keeps its books in.
