@@ -59,6 +59,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -711,18 +712,6 @@ impl Cohorts {
         streak.over.notify_waiters();
     }
 
-    /// Completes when the streak open on `key` now, if any, is over; pends forever if none is.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    pub(crate) async fn streak_over(&self, key: &str) {
-        match self.streak_on(key) {
-            Some(streak) => streak.over().await,
-            None => std::future::pending().await,
-        }
-    }
-
     /// `field` released the lock for real (or lost it): the head may try, after `yielding` if
     /// given.
     pub(crate) fn released(
@@ -908,10 +897,14 @@ impl Ticket {
     /// Completes when the queue changed for this waiter (it may take a passed lock, try, or look
     /// again), or when the local holder's lease is lost.
     ///
+    /// Boxed by what can end it now, so that a waiter with no local holder (every waiter of a
+    /// burst on names held elsewhere) parks with the queue's notification alone, not with room
+    /// for a lease's end too.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only waits.
-    pub(crate) async fn nudged(&self) {
+    pub(crate) fn nudged(&self) -> BoxFuture<'_, ()> {
         let lease = self
             .queue
             .state
@@ -921,12 +914,15 @@ impl Ticket {
             .and_then(Occupant::live_expiry)
             .flatten()
             .cloned();
+        let nudged = self.waiter.nudge.notified();
         match lease {
-            Some(lease) => tokio::select! {
-                () = self.waiter.nudge.notified() => {}
-                () = lease.lost() => {}
-            },
-            None => self.waiter.nudge.notified().await,
+            Some(lease) => Box::pin(async move {
+                tokio::select! {
+                    () = nudged => {}
+                    () = lease.lost() => {}
+                }
+            }),
+            None => Box::pin(nudged),
         }
     }
 

@@ -85,21 +85,24 @@ pub(crate) struct Wakeups {
     openings: AtomicU64,
     /// Told when the latch opens.
     opened: Notify,
+    /// Whether the channel is a latch's ([`WakeRule::CountDown`]), whose waiters listen for its
+    /// openings too.
+    latch: bool,
 }
 
-impl Default for Wakeups {
-    fn default() -> Self {
+impl Wakeups {
+    /// The wake-ups of a channel whose messages wake as `rule` says.
+    pub(crate) fn new(rule: WakeRule) -> Self {
         Self {
             banked: Semaphore::new(0),
             armed: AtomicUsize::new(0),
             open: AtomicBool::new(false),
             openings: AtomicU64::new(0),
             opened: Notify::new(),
+            latch: rule == WakeRule::CountDown,
         }
     }
-}
 
-impl Wakeups {
     /// Arms a waiter: from now on a wake-up is banked for it until it waits with [`Armed::woken`].
     pub(crate) fn arm(&self) -> Armed<'_> {
         let _ = self.armed.fetch_add(1, Ordering::AcqRel);
@@ -129,6 +132,7 @@ impl Wakeups {
 
     /// Opens the latch: every waiter passes until [`Wakeups::close`].
     fn open(&self) {
+        debug_assert!(self.latch, "only a latch's channel opens");
         self.open.store(true, Ordering::Release);
         let _ = self.openings.fetch_add(1, Ordering::AcqRel);
         self.opened.notify_waiters();
@@ -147,6 +151,37 @@ impl Wakeups {
     /// Whether the latch is open and opened after a waiter armed with `openings` seen.
     fn opened_since(&self, openings: u64) -> bool {
         self.is_open() && self.openings.load(Ordering::Acquire) != openings
+    }
+
+    /// Takes a banked wake-up, waiting for one in FIFO order.
+    async fn banked_turn(&self) -> Turn<'_> {
+        // The semaphore is never closed, so acquiring cannot fail.
+        if let Ok(permit) = self.banked.acquire().await {
+            permit.forget();
+        }
+        Turn(Some(self))
+    }
+
+    /// A latch's wait: an opening since the waiter armed (with `armed_at` openings seen), or a
+    /// banked wake-up (every waiter is woken when the subscription was lost).
+    async fn opened_or_banked(&self, armed_at: u64) -> Turn<'_> {
+        let opened = async {
+            loop {
+                let notified = self.opened.notified();
+                tokio::pin!(notified);
+                let _ = notified.as_mut().enable();
+                if self.opened_since(armed_at) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::select! {
+            biased;
+            // An opening lets everyone through: there is no single turn to pass on.
+            () = opened => Turn(None),
+            turn = self.banked_turn() => turn,
+        }
     }
 
     /// Gives a wake-up back (a woken waiter left before it could use it), so the next waiter gets
@@ -175,29 +210,12 @@ impl<'a> Armed<'a> {
     /// Cancel safe: a waiter dropped while waiting takes no wake-up.
     pub(crate) async fn woken(mut self) -> Turn<'a> {
         let wakeups = self.wakeups;
-        let armed_at = self.openings;
-        let opened = async {
-            loop {
-                let notified = wakeups.opened.notified();
-                tokio::pin!(notified);
-                let _ = notified.as_mut().enable();
-                if wakeups.opened_since(armed_at) {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        let turn = tokio::select! {
-            biased;
-            // An opening lets everyone through: there is no single turn to pass on.
-            () = opened => Turn(None),
-            permit = wakeups.banked.acquire() => {
-                // The semaphore is never closed, so acquiring cannot fail.
-                if let Ok(permit) = permit {
-                    permit.forget();
-                }
-                Turn(Some(wakeups))
-            }
+        let turn = if wakeups.latch {
+            // Boxed: only a latch's waiters listen for an opening too, and every other parked
+            // waiter's future would otherwise keep room for it.
+            Box::pin(wakeups.opened_or_banked(self.openings)).await
+        } else {
+            wakeups.banked_turn().await
         };
         self.disarm();
         turn
@@ -277,7 +295,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn zero_wakes_exactly_one_and_one_wakes_all() {
-        let wakeups = Arc::new(Wakeups::default());
+        let wakeups = Arc::new(Wakeups::new(WakeRule::OneOrAll));
         let woken = sleepers(&wakeups, 4).await;
         assert_eq!(count(&woken), 0);
         assert!(WakeRule::OneOrAll.apply(b"0", &wakeups));
@@ -291,7 +309,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn on_a_group_channel_zero_wakes_everyone() {
-        let wakeups = Arc::new(Wakeups::default());
+        let wakeups = Arc::new(Wakeups::new(WakeRule::All));
         let woken = sleepers(&wakeups, 3).await;
         assert!(WakeRule::All.apply(b"0", &wakeups));
         settle().await;
@@ -305,7 +323,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn other_payloads_wake_nobody() {
-        let wakeups = Arc::new(Wakeups::default());
+        let wakeups = Arc::new(Wakeups::new(WakeRule::OneOrAll));
         let woken = sleepers(&wakeups, 2).await;
         for payload in [&b"2"[..], b"-1", b"x", b"", b" 0", b"\xff"] {
             assert!(!WakeRule::OneOrAll.apply(payload, &wakeups), "{payload:?}");
@@ -319,7 +337,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn permits_wake_up_to_n_and_lose_none() {
-        let wakeups = Arc::new(Wakeups::default());
+        let wakeups = Arc::new(Wakeups::new(WakeRule::Permits));
         let woken = sleepers(&wakeups, 5).await;
         assert!(WakeRule::Permits.apply(b"3", &wakeups));
         settle().await;
@@ -336,7 +354,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_wake_up_while_armed_is_banked_for_the_armed_waiter() {
-        let wakeups = Wakeups::default();
+        let wakeups = Wakeups::new(WakeRule::OneOrAll);
         let armed = wakeups.arm();
         // The message arrives while the waiter's retry is on the wire.
         assert!(WakeRule::OneOrAll.apply(b"0", &wakeups));
@@ -351,7 +369,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn an_unused_turn_passes_to_the_next_waiter_and_a_used_one_does_not() {
-        let wakeups = Arc::new(Wakeups::default());
+        let wakeups = Arc::new(Wakeups::new(WakeRule::OneOrAll));
         let first = wakeups.arm();
         wakeups.wake(1);
         let turn = tokio::time::timeout(Duration::from_millis(1), first.woken())
@@ -372,7 +390,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_latch_opens_for_everyone_until_closed() {
-        let wakeups = Arc::new(Wakeups::default());
+        let wakeups = Arc::new(Wakeups::new(WakeRule::CountDown));
         let woken = sleepers(&wakeups, 3).await;
         assert!(WakeRule::CountDown.apply(b"0", &wakeups));
         settle().await;
@@ -398,5 +416,16 @@ mod tests {
         assert!(WakeRule::CountDown.apply(b"0", &wakeups));
         settle().await;
         assert_eq!(count(&later), 2);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_closed_latch_still_wakes_its_waiters_when_every_waiter_is_woken() {
+        // What the registry does when a subscription was lost: every waiter looks again.
+        let wakeups = Arc::new(Wakeups::new(WakeRule::CountDown));
+        let woken = sleepers(&wakeups, 2).await;
+        wakeups.wake_all();
+        settle().await;
+        assert_eq!(count(&woken), 2);
+        assert!(!wakeups.is_open());
     }
 }

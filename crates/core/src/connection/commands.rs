@@ -20,7 +20,7 @@ use redis::{RedisError, RedisResult, Value};
 
 use super::deployment::Deployment;
 use super::failure::{outcome_unknown, retires_connection};
-use super::pool::{Conn, Connection, InFlight, Manager, Queueing};
+use super::pool::{Conn, Connection, InFlight, Manager, Queueing, UNBOUNDED_PER_CONNECTION};
 use crate::config::{Config, Topology};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
@@ -40,6 +40,9 @@ pub(crate) struct Commands {
     pub(crate) timeout: Duration,
     /// How long opening a connection may take.
     connect_timeout: Duration,
+    /// The attempts of wait-forever acquisitions this client lets build and send at once (see
+    /// [`Commands::admitted`]).
+    admission: Arc<tokio::sync::Semaphore>,
 }
 
 /// How lock writes wait for replicas.
@@ -119,7 +122,27 @@ impl Commands {
             single_slot: config.topology == Topology::Cluster,
             timeout: config.command_timeout,
             connect_timeout: config.connect_timeout,
+            admission: Arc::new(tokio::sync::Semaphore::new(
+                config.pool_size.saturating_mul(UNBOUNDED_PER_CONNECTION),
+            )),
         })
+    }
+
+    /// What admits the attempts of requests queueing as `queueing` says: nothing for
+    /// [`Queueing::Bounded`]; for [`Queueing::Unbounded`] (the attempts of wait-forever
+    /// acquisitions), this client's admission, as many as its connections carry of them at once
+    /// (first come, first served).
+    ///
+    /// An attempt's state (its checkout, undo, script call and reply futures: over a kilobyte) is
+    /// built only once admitted (see [`crate::engine::wait_on`]), so that a burst of any number of
+    /// such waiters queues as small registrations, and its memory peak is the in-flight window's
+    /// rather than one attempt per waiter (issue 38). Admitted attempts still take their turn on
+    /// their connection ([`Commands::run`]), almost always at once.
+    pub(crate) fn admission(&self, queueing: Queueing) -> Option<&tokio::sync::Semaphore> {
+        match queueing {
+            Queueing::Bounded => None,
+            Queueing::Unbounded => Some(&self.admission),
+        }
     }
 
     /// The slot that a command naming several keys, `key` among them, must keep to: `None` where

@@ -48,7 +48,7 @@ const IN_FLIGHT_PER_CONNECTION: usize = 50;
 /// ([`Queueing::Unbounded`]). The others stay free for what must get through behind a burst of
 /// them, and waits only for its own kind: the releases, unlocks and renewals that free or keep
 /// what the burst waits for, and every request whose wait for a slot is bounded.
-const UNBOUNDED_PER_CONNECTION: usize = 40;
+pub(super) const UNBOUNDED_PER_CONNECTION: usize = 40;
 
 /// The in-flight slots of one pooled connection, and whether a request on it missed its deadline
 /// (then the pool retires it at the next checkout).

@@ -103,19 +103,26 @@ async fn acquire_as<K: LockWire>(
     }
     let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
     // A local event sends the waiter back to its attempt: its queue changed, or the streak of
-    // free hand-offs that held it back is over.
+    // free hand-offs that held it back is over. Boxed by what can happen now: a park with no streak
+    // on the key (nearly every one) boxes the queue's notification alone, or nothing.
     let (queued_ref, scope) = (queued.as_ref(), kind.scope());
     let nudge = move || -> Nudge<'_> {
-        Box::pin(async move {
-            let streak_over = services.cohorts.streak_over(scope);
-            match queued_ref {
-                Some(queued) => tokio::select! {
-                    () = queued.ticket.nudged() => {}
-                    () = streak_over => {}
-                },
-                None => streak_over.await,
-            }
-        })
+        match (queued_ref, services.cohorts.streak_on(scope)) {
+            (Some(queued), None) => queued.ticket.nudged(),
+            (None, None) => Box::pin(std::future::pending()),
+            (queued, Some(streak)) => Box::pin(async move {
+                let queue_changed = async {
+                    match queued {
+                        Some(queued) => queued.ticket.nudged().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = queue_changed => {}
+                    () = streak.over() => {}
+                }
+            }),
+        }
     };
     let nudged: Option<&Nudges<'_>> = Some(&nudge);
     let listen = Listen {
@@ -133,7 +140,8 @@ async fn acquire_as<K: LockWire>(
     // attempt found the lock busy (a fair waiter is then queued).
     let (refused, busy) = (&AtomicBool::new(false), &AtomicBool::new(false));
     // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
-    // and only while it runs, so a waiting task's future stays small. Its type is erased, so that
+    // and only while it runs (for a wait-forever acquisition, once the client admitted it, see
+    // `Commands::admission`), so a waiting task's future stays small. Its type is erased, so that
     // proving a caller's future `Send` does not walk down into the connection's.
     let acquired = wait_on(
         services,

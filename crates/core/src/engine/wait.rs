@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::lock_wire::Attempt;
@@ -46,6 +47,8 @@ pub(crate) struct Waiting<'a> {
     pub(crate) nudged: Option<&'a Nudges<'a>>,
     /// The acquisition's span and metrics: told of each attempt and why it was made.
     pub(crate) acquisition: &'a Acquisition<'a>,
+    /// What admits each attempt before it is built; `None` builds it at once.
+    pub(crate) admission: Option<&'a Semaphore>,
 }
 
 /// Where a waiter of one kind listens: [`Waiting`] without what the client and the caller supply.
@@ -86,6 +89,7 @@ where
         name: listen.name,
         nudged: listen.nudged,
         acquisition: listen.acquisition,
+        admission: services.commands.admission(patience.queueing()),
     };
     wait(waiting, attempt)
 }
@@ -94,7 +98,9 @@ where
 /// fails (its error):
 ///
 /// 1. **Try.** When another local waiter already listens on the channel, join it first (free);
-///    otherwise the first try goes out alone, so the uncontended path is one round trip.
+///    otherwise the first try goes out alone, so the uncontended path is one round trip. Each try
+///    is built (`attempt` called) only once the waiter's admission, if it has one, admits it, and
+///    holds that until it is done.
 /// 2. **Subscribe.** After a first failure, subscribe and wait until the server confirms it, so no
 ///    message can slip between the try and the wait (bounded by the subscription timeout; past it,
 ///    or at once where the server refuses subscriptions, the waiter polls).
@@ -107,7 +113,14 @@ where
 /// Cancel safe as far as the loop goes: dropping it leaves the subscription, and a waiter that was
 /// woken but dropped before its retry completed hands its wake-up to the next local waiter. What an
 /// attempt in flight may have done in Redis is the attempt's to reconcile.
-pub(crate) async fn wait<T, F, Fut>(waiting: Waiting<'_>, mut attempt: F) -> Result<Option<T>>
+///
+/// A plain function returning the loop, rather than an `async fn`: an `async fn` keeps its
+/// arguments in every state of its future, next to the parts moved out of them, and a parked
+/// waiter would carry both (issue 38: a waiter's memory).
+pub(crate) fn wait<'a, T, F, Fut>(
+    waiting: Waiting<'a>,
+    mut attempt: F,
+) -> impl Future<Output = Result<Option<T>>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
@@ -121,105 +134,122 @@ where
         name,
         nudged,
         acquisition,
+        admission,
     } = waiting;
-    let nudge = || async {
-        match nudged {
-            Some(nudged) => nudged().await,
-            None => std::future::pending().await,
-        }
-    };
-    let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
-    // Why the next attempt is made.
-    let mut path = Path::FirstTry;
-    let subscription: Option<Subscription> = match &channel {
-        None => None,
-        Some((channel, rule)) => match registry.join_live(channel, *rule) {
-            Some(joined) => Some(joined),
-            None => {
-                acquisition.attempt(path);
-                if let Attempt::Acquired(token) = attempt().await? {
-                    return Ok(Some(token));
-                }
-                if expired(Instant::now()) {
-                    return Ok(None);
-                }
-                acquisition.waiting();
-                let joined = registry.subscribe(channel, *rule);
-                let confirm_by = Instant::now() + subscription_timeout;
-                let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
-                path = tokio::select! {
-                    confirmed = tokio::time::timeout_at(confirm_by, joined.confirmed()) => {
-                        if joined.is_live() {
-                            Path::Subscribed
-                        } else {
-                            // A server that refuses subscriptions was reported once, by the
-                            // subscriber.
-                            if confirmed.is_err() {
-                                tracing::warn!(lock = name, "subscription not confirmed in time; polling");
-                            }
-                            Path::Polling
-                        }
-                    }
-                    () = nudge() => Path::Nudged,
-                };
-                Some(joined)
-            }
-        },
-    };
-    // The wake-up that led to the current try: passed on if the try does not complete.
-    let mut turn = Turn::none();
-    let mut poll = None;
-    let mut polls = 0;
-    loop {
-        // Armed before the try: a wake-up from now on is banked for this waiter.
-        let armed = subscription.as_ref().map(Subscription::arm);
-        acquisition.attempt(path);
-        let bound = match attempt().await? {
-            Attempt::Acquired(token) => {
-                turn.used();
-                return Ok(Some(token));
-            }
-            Attempt::Busy(bound) => {
-                turn.used();
-                bound
-            }
-        };
-        let now = Instant::now();
-        if expired(now) {
-            return Ok(None);
-        }
-        acquisition.waiting();
-        let (mut sleep, mut timer) = (bound, Path::TtlExpiry);
-        if subscription.as_ref().is_some_and(Subscription::is_live) {
-            (poll, polls) = (None, 0);
-        } else {
-            let delay = poll_delay(poll, polls);
-            (poll, polls) = (Some(delay), polls + 1);
-            if delay <= sleep {
-                (sleep, timer) = (delay, Path::Polling);
-            }
-        }
-        // A foreign key may report any PTTL, even one no Instant can represent.
-        let slept = now.checked_add(sleep).unwrap_or_else(far_future);
-        let until = match deadline {
-            Some(deadline) if deadline <= slept => {
-                timer = Path::Deadline;
-                deadline
-            }
-            _ => slept,
-        };
-        let woken = async {
-            match armed {
-                Some(armed) => armed.woken().await,
+    async move {
+        let nudge = || async {
+            match nudged {
+                Some(nudged) => nudged().await,
                 None => std::future::pending().await,
             }
         };
-        (turn, path) = tokio::select! {
-            turn = woken => (turn, Path::Message),
-            () = tokio::time::sleep_until(until) => (Turn::none(), timer),
-            () = nudge() => (Turn::none(), Path::Nudged),
+        let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
+        // Why the next attempt is made.
+        let mut path = Path::FirstTry;
+        let subscription: Option<Subscription> = match &channel {
+            None => None,
+            Some((channel, rule)) => match registry.join_live(channel, *rule) {
+                Some(joined) => Some(joined),
+                None => {
+                    acquisition.attempt(path);
+                    if let Attempt::Acquired(token) = admitted(admission, &mut attempt).await? {
+                        return Ok(Some(token));
+                    }
+                    if expired(Instant::now()) {
+                        return Ok(None);
+                    }
+                    acquisition.waiting();
+                    let joined = registry.subscribe(channel, *rule);
+                    let confirm_by = Instant::now() + subscription_timeout;
+                    let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
+                    path = tokio::select! {
+                        confirmed = tokio::time::timeout_at(confirm_by, joined.confirmed()) => {
+                            if joined.is_live() {
+                                Path::Subscribed
+                            } else {
+                                // A server that refuses subscriptions was reported once, by the
+                                // subscriber.
+                                if confirmed.is_err() {
+                                    tracing::warn!(lock = name, "subscription not confirmed in time; polling");
+                                }
+                                Path::Polling
+                            }
+                        }
+                        () = nudge() => Path::Nudged,
+                    };
+                    Some(joined)
+                }
+            },
         };
+        // The wake-up that led to the current try: passed on if the try does not complete.
+        let mut turn = Turn::none();
+        let mut poll = None;
+        let mut polls = 0;
+        loop {
+            // Armed before the try: a wake-up from now on is banked for this waiter.
+            let armed = subscription.as_ref().map(Subscription::arm);
+            acquisition.attempt(path);
+            let bound = match admitted(admission, &mut attempt).await? {
+                Attempt::Acquired(token) => {
+                    turn.used();
+                    return Ok(Some(token));
+                }
+                Attempt::Busy(bound) => {
+                    turn.used();
+                    bound
+                }
+            };
+            let now = Instant::now();
+            if expired(now) {
+                return Ok(None);
+            }
+            acquisition.waiting();
+            let (mut sleep, mut timer) = (bound, Path::TtlExpiry);
+            if subscription.as_ref().is_some_and(Subscription::is_live) {
+                (poll, polls) = (None, 0);
+            } else {
+                let delay = poll_delay(poll, polls);
+                (poll, polls) = (Some(delay), polls + 1);
+                if delay <= sleep {
+                    (sleep, timer) = (delay, Path::Polling);
+                }
+            }
+            // A foreign key may report any PTTL, even one no Instant can represent.
+            let slept = now.checked_add(sleep).unwrap_or_else(far_future);
+            let until = match deadline {
+                Some(deadline) if deadline <= slept => {
+                    timer = Path::Deadline;
+                    deadline
+                }
+                _ => slept,
+            };
+            let woken = async {
+                match armed {
+                    Some(armed) => armed.woken().await,
+                    None => std::future::pending().await,
+                }
+            };
+            (turn, path) = tokio::select! {
+                turn = woken => (turn, Path::Message),
+                () = tokio::time::sleep_until(until) => (Turn::none(), timer),
+                () = nudge() => (Turn::none(), Path::Nudged),
+            };
+        }
     }
+}
+
+/// Runs the attempt `attempt` builds once `admission` (if any) admits it, and holds the admission
+/// until the attempt is done: a waiter queued for admission keeps no attempt state.
+async fn admitted<Fut: Future>(
+    admission: Option<&Semaphore>,
+    attempt: impl FnOnce() -> Fut,
+) -> Fut::Output {
+    // The semaphore is never closed.
+    let _admitted = match admission {
+        Some(admission) => admission.acquire().await.ok(),
+        None => None,
+    };
+    attempt().await
 }
 
 #[cfg(test)]
@@ -227,6 +257,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use parking_lot::Mutex;
+    use tokio::sync::Notify;
     use tokio::task::JoinHandle;
 
     use super::*;
@@ -294,6 +325,7 @@ mod tests {
                 name: "test",
                 nudged: None,
                 acquisition: &acquisition,
+                admission: None,
             };
             wait(waiting, attempt).await
         })
@@ -497,6 +529,52 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_attempt_is_built_only_once_admitted_and_holds_its_admission_while_it_runs() {
+        let registry = Arc::new(Registry::default());
+        let admission = Semaphore::new(0);
+        let telemetry = Telemetry::default();
+        let acquisition = untraced(&telemetry);
+        let (built, finish) = (AtomicU32::new(0), Notify::new());
+        let waiting = Waiting {
+            registry: &registry,
+            channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+            deadline: None,
+            subscription_timeout: Duration::from_millis(7500),
+            poll_delay: &degraded,
+            name: "test",
+            nudged: None,
+            acquisition: &acquisition,
+            admission: Some(&admission),
+        };
+        let attempt = || {
+            let _ = built.fetch_add(1, Ordering::AcqRel);
+            async {
+                finish.notified().await;
+                Ok(Attempt::Acquired(()))
+            }
+        };
+        let (acquired, ()) = tokio::join!(wait(waiting, attempt), async {
+            settle().await;
+            assert_eq!(
+                built.load(Ordering::Acquire),
+                0,
+                "not admitted: nothing built"
+            );
+            admission.add_permits(1);
+            settle().await;
+            assert_eq!(
+                built.load(Ordering::Acquire),
+                1,
+                "admitted: built and running"
+            );
+            assert_eq!(admission.available_permits(), 0, "held while it runs");
+            finish.notify_one();
+        });
+        assert!(matches!(acquired, Ok(Some(()))));
+        assert_eq!(admission.available_permits(), 1, "given back once done");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn each_attempt_is_counted_with_its_reason() {
         let registry = Arc::new(Registry::default());
         let lock = Arc::new(FakeLock::default());
@@ -512,6 +590,7 @@ mod tests {
             name: "test",
             nudged: None,
             acquisition: &acquisition,
+            admission: None,
         };
         let try_lock = || {
             let lock = lock.clone();

@@ -124,7 +124,7 @@ impl Channel {
         Self {
             rule,
             wakes_all: AtomicBool::new(false),
-            wakeups: Wakeups::default(),
+            wakeups: Wakeups::new(rule),
             subscribed: AtomicBool::new(false),
             confirmed: Notify::new(),
             messages: AtomicU64::new(0),
