@@ -57,6 +57,21 @@ async fn nested_locks_inside_a_scope_re_enter_as_one_owner() {
 }
 
 #[tokio::test]
+async fn an_acquisition_made_outside_a_scope_and_awaited_inside_it_is_the_scopes() {
+    let server = RedisServer::start();
+    let client = harness::client(&server).await;
+    let lock = client.lock("owners:made-outside");
+    let owner = Owner::new();
+    // The owner is the one current where the future runs, as for any `async fn`.
+    let acquiring = lock.lock();
+    let guard = Owner::scope(owner, acquiring).await.expect("lock");
+    assert_eq!(guard.owner(), owner);
+    let field = format!("{}:{}", client.node_id(), owner.id());
+    assert_eq!(fields(&server, "owners:made-outside").await, vec![(field, 1)]);
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
 async fn outside_a_scope_every_acquisition_is_a_new_owner() {
     let server = RedisServer::start();
     let client = harness::client(&server).await;

@@ -1,6 +1,5 @@
 //! Acquisition: the wait loop around a kind's acquire script, with the undo of unknown outcomes.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -27,7 +26,6 @@ use crate::reconciling::{Reconciliation, Reconciling};
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
 use crate::telemetry::{self, Acquisition, Reconciles};
-use crate::wake::WakeRule;
 use crate::watchdog::{Expiry, Renewed};
 
 /// Acquires `kind` for `owner`, waiting as `wait` says. `Ok(None)` means the wait ran out.
@@ -36,173 +34,197 @@ use crate::watchdog::{Expiry, Renewed};
 /// nothing yet and is prepared to wait joins the lock's local queue, waits there while others are
 /// ahead of it, and as the head either tries in Redis or is passed the lock by a local holder.
 ///
+/// A plain function returning the acquisition rather than an `async fn`, which would keep its
+/// arguments twice in every waiter's future (as arguments, and as the locals they are moved to).
+///
 /// # Cancel safety
 ///
 /// Cancel safe: dropping the future at any point leaves no hold behind (an acquire that may have
 /// run is undone, see [`Undo`]; a lock passed to it locally is released), no wait-queue entry (the
 /// kind's give-up runs; the local queue is left), and a waiter that was woken but dropped before it
 /// could retry hands its turn to the next local waiter.
-pub(crate) async fn acquire<K: LockWire>(
-    services: &Arc<Services>,
-    kind: &Arc<K>,
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in every waiter's future"
+)]
+pub(crate) fn acquire<'a, K: LockWire>(
+    services: &'a Arc<Services>,
+    kind: &'a Arc<K>,
     owner: Owner,
     wait_for: Patience,
     lease: Lease,
-) -> Result<Option<Guard<K::Token>>> {
-    let base_field = services.field(owner);
-    kind.refuse(services, &base_field)?;
-    let field = kind.field(base_field);
-    let acquisition = Acquisition::start(
-        &services.telemetry,
-        kind.label(),
-        kind.name(),
-        Some(&field),
-        wait_for,
-    );
-    let acquiring = acquire_as(services, kind, &field, wait_for, lease, &acquisition);
-    let acquired = acquisition.track(acquiring).await;
-    acquired.map(|acquired| {
-        acquired.map(|(token, expiry)| {
-            let kind: Arc<dyn LockWire<Token = K::Token>> = kind.clone();
-            Guard::new(kind, services.clone(), owner, field, token, expiry)
+) -> impl Future<Output = Result<Option<Guard<K::Token>>>> + 'a {
+    async move {
+        let base_field = services.field(owner);
+        kind.refuse(services, &base_field)?;
+        let field = kind.field(base_field);
+        let acquisition = Acquisition::start(
+            &services.telemetry,
+            kind.label(),
+            kind.name(),
+            Some(&field),
+            wait_for,
+        );
+        let acquiring = acquire_as(services, kind, &field, wait_for, lease, &acquisition);
+        let acquired = acquisition.track(acquiring).await;
+        acquired.map(|acquired| {
+            acquired.map(|(token, expiry)| {
+                let kind: Arc<dyn LockWire<Token = K::Token>> = kind.clone();
+                Guard::new(kind, services.clone(), owner, field, token, expiry)
+            })
         })
-    })
+    }
 }
 
-/// [`acquire`] by `field`, told to `acquisition`: what the guard is made of.
-async fn acquire_as<K: LockWire>(
-    services: &Arc<Services>,
-    kind: &Arc<K>,
-    field: &str,
+/// [`acquire`] by `field`, told to `acquisition`: what the guard is made of. A plain function
+/// returning the acquisition, as [`acquire`].
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in every waiter's future"
+)]
+fn acquire_as<'a, K: LockWire>(
+    services: &'a Arc<Services>,
+    kind: &'a Arc<K>,
+    field: &'a str,
     wait_for: Patience,
     lease: Lease,
-    acquisition: &Acquisition<'_>,
-) -> Acquired<K::Token> {
-    let lease_for = lease_time(services, lease);
-    if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease_for) {
-        return answered;
-    }
-    let channel = kind.channel(field);
-    let give_up = GiveUp::arm(
-        services,
-        kind.key(),
-        field,
-        kind.give_up_call(field, wait_for),
-    );
-    let deadline = wait_for.deadline();
-    let queued = Queued::join(services, kind, field, wait_for, lease, channel.as_ref());
-    if let Some(queued) = &queued {
-        if queued.ticket.joined_behind() {
-            acquisition.waiting();
+    acquisition: &'a Acquisition<'_>,
+) -> impl Future<Output = Acquired<K::Token>> + 'a {
+    async move {
+        let lease_for = lease_time(services, lease);
+        if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease_for) {
+            return answered;
         }
-        // Boxed: most acquisitions never wait behind others, and every acquire future would carry
-        // it.
-        if !Box::pin(queued.ticket.until_head(deadline)).await {
-            return Ok(None);
+        let give_up = GiveUp::arm(
+            services,
+            kind.key(),
+            field,
+            kind.give_up_call(field, wait_for),
+        );
+        let deadline = wait_for.deadline();
+        let queued = Queued::join(services, kind, field, wait_for, lease);
+        if let Some(queued) = &queued {
+            if queued.ticket.joined_behind() {
+                acquisition.waiting();
+            }
+            // Boxed: most acquisitions never wait behind others, and every acquire future would
+            // carry it.
+            if !Box::pin(queued.ticket.until_head(deadline)).await {
+                return Ok(None);
+            }
         }
-    }
-    let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
-    // A local event sends the waiter back to its attempt: its queue changed, or the streak of
-    // free hand-offs that held it back is over. Boxed by what can happen now: a park with no streak
-    // on the key (nearly every one) boxes the queue's notification alone, or nothing.
-    let (queued_ref, scope) = (queued.as_ref(), kind.scope());
-    let nudge = move || -> Nudge<'_> {
-        match (queued_ref, services.cohorts.streak_on(scope)) {
-            (Some(queued), None) => queued.ticket.nudged(),
-            (None, None) => Box::pin(std::future::pending()),
-            (queued, Some(streak)) => Box::pin(async move {
-                let queue_changed = async {
-                    match queued {
-                        Some(queued) => queued.ticket.nudged().await,
-                        None => std::future::pending().await,
+        let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
+        // A local event sends the waiter back to its attempt: its queue changed, or the streak of
+        // free hand-offs that held it back is over. Boxed by what can happen now: a park with no
+        // streak on the key (nearly every one) boxes the queue's notification alone, or nothing.
+        let (queued_ref, scope) = (queued.as_ref(), kind.scope());
+        let nudge = move || -> Nudge<'_> {
+            match (queued_ref, services.cohorts.streak_on(scope)) {
+                (Some(queued), None) => queued.ticket.nudged(),
+                (None, None) => Box::pin(std::future::pending()),
+                (queued, Some(streak)) => Box::pin(async move {
+                    let queue_changed = async {
+                        match queued {
+                            Some(queued) => queued.ticket.nudged().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        () = queue_changed => {}
+                        () = streak.over() => {}
                     }
-                };
-                tokio::select! {
-                    () = queue_changed => {}
-                    () = streak.over() => {}
+                }),
+            }
+        };
+        let nudged: Option<&Nudges<'_>> = Some(&nudge);
+        let listen = Listen {
+            name: kind.name(),
+            channel: kind.channel(field),
+            poll_delay: &poll_delay,
+            nudged,
+            acquisition,
+        };
+        let patience = deadline.map_or(Patience::Forever, |deadline| {
+            Patience::For(deadline.saturating_duration_since(Instant::now()))
+        });
+        let kind_ref = &**kind;
+        // Set when the kind's script refuses the acquisition (`LockWire::acquire_refused`), and when
+        // an attempt found the lock busy (a fair waiter is then queued).
+        let (refused, busy) = (&AtomicBool::new(false), &AtomicBool::new(false));
+        // In a block of its own, so that the outcome does not stay in the future while a give-up is
+        // awaited below (a local that was borrowed keeps its room until its scope ends).
+        {
+            // An attempt's state (connection checkout, undo, script call, reply futures) lives on
+            // the heap, and only while it runs (for a wait-forever acquisition, once the client
+            // admitted it, see `Commands::admission`), so a waiting task's future stays small. Its
+            // type is erased, so that proving a caller's future `Send` does not walk down into the
+            // connection's.
+            let acquired = wait_on(
+                services,
+                listen,
+                patience,
+                move || -> AttemptFuture<'_, K> {
+                    Box::pin(async move {
+                        if let Some(queued) = queued_ref
+                            && let Some(local) = queued.local_step(lease, acquisition).await
+                        {
+                            return Ok(local);
+                        }
+                        // A re-entry on the wire keeps the owner's last hold from passing without
+                        // Redis meanwhile; marked before the streak is looked at, so that a hold
+                        // lent from now on waits for this attempt, and an attempt from now on sees
+                        // a streak opened before.
+                        let _reentering = services.holds.reentering(kind_ref.scope(), field);
+                        // While a streak of free hand-offs holds the key, only its holder acts on
+                        // it.
+                        if gated_by_streak(services, kind_ref.scope(), field) {
+                            return Ok(Attempt::Busy(RECHECK));
+                        }
+                        let listening = listening(services, kind_ref, field);
+                        let attempt =
+                            attempt(services, kind_ref, field, lease, wait_for, refused).await;
+                        if matches!(attempt, Ok(Attempt::Busy(_))) {
+                            busy.store(true, Ordering::Relaxed);
+                        }
+                        let acquired = match &attempt {
+                            Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
+                            _ => None,
+                        };
+                        match (queued_ref, acquired) {
+                            (Some(queued), acquired) => queued.ticket.tried(acquired, listening),
+                            (None, Some(expiry)) => {
+                                held_outside_the_queue(
+                                    services, kind_ref, field, expiry, listening,
+                                );
+                            }
+                            (None, None) => {}
+                        }
+                        attempt
+                    })
+                },
+            )
+            .await;
+            drop(queued);
+            match acquired {
+                // An acquisition leaves the queue in its own script, a re-entry of a waiter queued
+                // in Redis included (docs/protocol.md §6.4 step 3): telling a re-entry here by the
+                // owner's local hold count raced with the release of the owner's other hold.
+                Ok(Some(acquired)) => {
+                    give_up.disarm();
+                    return Ok(Some(acquired));
                 }
-            }),
+                Ok(None) => {}
+                // The kind's script refused its first answer: it never waited in Redis, so there
+                // is nothing to give up.
+                Err(e) if refused.load(Ordering::Relaxed) && !busy.load(Ordering::Relaxed) => {
+                    give_up.disarm();
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
         }
-    };
-    let nudged: Option<&Nudges<'_>> = Some(&nudge);
-    let listen = Listen {
-        name: kind.name(),
-        channel,
-        poll_delay: &poll_delay,
-        nudged,
-        acquisition,
-    };
-    let patience = deadline.map_or(Patience::Forever, |deadline| {
-        Patience::For(deadline.saturating_duration_since(Instant::now()))
-    });
-    let kind_ref = &**kind;
-    // Set when the kind's script refuses the acquisition (`LockWire::acquire_refused`), and when an
-    // attempt found the lock busy (a fair waiter is then queued).
-    let (refused, busy) = (&AtomicBool::new(false), &AtomicBool::new(false));
-    // An attempt's state (connection checkout, undo, script call, reply futures) lives on the heap,
-    // and only while it runs (for a wait-forever acquisition, once the client admitted it, see
-    // `Commands::admission`), so a waiting task's future stays small. Its type is erased, so that
-    // proving a caller's future `Send` does not walk down into the connection's.
-    let acquired = wait_on(
-        services,
-        listen,
-        patience,
-        move || -> AttemptFuture<'_, K> {
-            Box::pin(async move {
-                if let Some(queued) = queued_ref
-                    && let Some(local) = queued.local_step(lease, acquisition).await
-                {
-                    return Ok(local);
-                }
-                // A re-entry on the wire keeps the owner's last hold from passing without Redis
-                // meanwhile; marked before the streak is looked at, so that a hold lent from now on
-                // waits for this attempt, and an attempt from now on sees a streak opened before.
-                let _reentering = services.holds.reentering(kind_ref.scope(), field);
-                // While a streak of free hand-offs holds the key, only its holder acts on it.
-                if gated_by_streak(services, kind_ref.scope(), field) {
-                    return Ok(Attempt::Busy(RECHECK));
-                }
-                let listening = listening(services, kind_ref, field);
-                let attempt = attempt(services, kind_ref, field, lease, wait_for, refused).await;
-                if matches!(attempt, Ok(Attempt::Busy(_))) {
-                    busy.store(true, Ordering::Relaxed);
-                }
-                let acquired = match &attempt {
-                    Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
-                    _ => None,
-                };
-                match (queued_ref, acquired) {
-                    (Some(queued), acquired) => queued.ticket.tried(acquired, listening),
-                    (None, Some(expiry)) => {
-                        held_outside_the_queue(services, kind_ref, field, expiry, listening);
-                    }
-                    (None, None) => {}
-                }
-                attempt
-            })
-        },
-    )
-    .await;
-    drop(queued);
-    match acquired {
-        // An acquisition leaves the queue in its own script, a re-entry of a waiter queued in Redis
-        // included (docs/protocol.md §6.4 step 3): telling a re-entry here by the owner's local hold
-        // count raced with the release of the owner's other hold.
-        Ok(Some(acquired)) => {
-            give_up.disarm();
-            Ok(Some(acquired))
-        }
-        Ok(None) => {
-            give_up.finish().await;
-            Ok(None)
-        }
-        // The kind's script refused its first answer: it never waited in Redis, so there is
-        // nothing to give up.
-        Err(e) if refused.load(Ordering::Relaxed) && !busy.load(Ordering::Relaxed) => {
-            give_up.disarm();
-            Err(e)
-        }
-        Err(e) => Err(e),
+        give_up.finish().await;
+        Ok(None)
     }
 }
 
@@ -249,7 +271,6 @@ impl<K: LockWire> Queued<K> {
         field: &str,
         patience: Patience,
         lease: Lease,
-        channel: Option<&(Cow<'_, str>, WakeRule)>,
     ) -> Option<Self> {
         let one_try = patience.one_try();
         if kind.hand_off().is_none()
@@ -264,9 +285,11 @@ impl<K: LockWire> Queued<K> {
         let ticket = services
             .cohorts
             .join(kind.scope(), kind.label(), field, lease, renewed);
-        let listening = channel
-            .filter(|_| ticket.joined_behind())
-            .map(|(channel, rule)| services.subscriber.registry().subscribe(channel, *rule));
+        let listening = ticket
+            .joined_behind()
+            .then(|| kind.channel(field))
+            .flatten()
+            .map(|(channel, rule)| services.subscriber.registry().subscribe(&channel, rule));
         Some(Self {
             ticket,
             services: services.clone(),
@@ -658,7 +681,8 @@ async fn undo(
 /// none. One sent in the background holds its owner back from this lock until it ran (it removes
 /// the owner's queue entry, which would be the owner's next one if it queued again meanwhile).
 struct GiveUp<'a> {
-    call: Option<ScriptCall>,
+    /// Boxed: most kinds have none, and every waiter's future would keep room for one.
+    call: Option<Box<ScriptCall>>,
     services: &'a Services,
     key: &'a str,
     field: &'a str,
@@ -667,7 +691,7 @@ struct GiveUp<'a> {
 impl<'a> GiveUp<'a> {
     fn arm(services: &'a Services, key: &'a str, field: &'a str, call: Option<ScriptCall>) -> Self {
         Self {
-            call,
+            call: call.map(Box::new),
             services,
             key,
             field,
@@ -682,7 +706,7 @@ impl<'a> GiveUp<'a> {
     async fn finish(mut self) {
         if let Some(call) = self.call.take() {
             // Boxed: a write's future is kilobytes, and every acquire future would carry it inline.
-            Box::pin(give_up(self.services.commands.clone(), call)).await;
+            Box::pin(give_up(self.services.commands.clone(), *call)).await;
         }
     }
 }
@@ -693,7 +717,7 @@ impl Drop for GiveUp<'_> {
             let in_flight = self.services.reconciling.begin(self.key, self.field);
             let commands = self.services.commands.clone();
             drop(self.services.background.spawn(async move {
-                give_up(commands, call).await;
+                give_up(commands, *call).await;
                 drop(in_flight);
             }));
         }

@@ -5,8 +5,12 @@
 //! own extras (a fencing token, a fair lock's queue) are inherent methods on its `Lock<Kind>`.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::FutureExt as _;
+use futures::future::Either;
 
 use crate::engine::{self, Guard, Lease, Patience};
 use crate::error::{Error, Operation, Result};
@@ -262,27 +266,49 @@ impl<K: LockKind> Lock<K> {
             .await
     }
 
-    async fn acquire_until_held(&self, lease: Lease) -> Result<Guard<K::Token>> {
-        self.acquire(Patience::Forever, lease)
-            .await?
-            .ok_or_else(|| Error::timeout(Operation::Acquire, self.kind.subject(), Duration::MAX))
+    // Plain functions returning the engine's future, not `async fn`s: each `async fn` layer would
+    // keep its arguments in every waiting task's future once more (issue 38: a waiter's memory).
+
+    fn acquire_until_held(
+        &self,
+        lease: Lease,
+    ) -> impl Future<Output = Result<Guard<K::Token>>> + '_ {
+        self.acquire(Patience::Forever, lease).map(move |acquired| {
+            acquired?.ok_or_else(|| {
+                Error::timeout(Operation::Acquire, self.kind.subject(), Duration::MAX)
+            })
+        })
     }
 
-    async fn acquire(&self, patience: Patience, lease: Lease) -> Result<Option<Guard<K::Token>>> {
-        let owner = self.current_owner().unwrap_or_else(Owner::new);
-        self.acquire_as(owner, patience, lease).await
+    fn acquire(
+        &self,
+        patience: Patience,
+        lease: Lease,
+    ) -> impl Future<Output = Result<Option<Guard<K::Token>>>> + '_ {
+        // The owner current where the future first runs (the `Owner::scope` it is awaited in), as
+        // in an `async fn`, not where it was made.
+        futures::future::lazy(move |_| self.current_owner().unwrap_or_else(Owner::new))
+            .then(move |owner| self.acquire_as(owner, patience, lease))
     }
 
     /// Acquires for `owner`, whatever owner the handle has: for composites of locks (a
     /// [`MultiLock`](crate::MultiLock) takes all its locks with one owner).
-    pub(crate) async fn acquire_as(
+    pub(crate) fn acquire_as(
         &self,
         owner: Owner,
         patience: Patience,
         lease: Lease,
-    ) -> Result<Option<Guard<K::Token>>> {
-        self.check_name()?;
-        engine::acquire(&self.services, &self.kind, owner, patience, lease).await
+    ) -> impl Future<Output = Result<Option<Guard<K::Token>>>> + '_ {
+        match self.check_name() {
+            Ok(()) => Either::Left(engine::acquire(
+                &self.services,
+                &self.kind,
+                owner,
+                patience,
+                lease,
+            )),
+            Err(e) => Either::Right(std::future::ready(Err(e))),
+        }
     }
 
     /// Releases one hold of `owner`, like Redisson's `unlock(threadId)`: the lock is free once
