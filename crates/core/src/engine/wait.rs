@@ -331,6 +331,25 @@ mod tests {
         })
     }
 
+    /// A wait without a deadline on `CHANNEL` of `registry`, its attempts admitted by `admission`.
+    fn forever_on_channel<'a>(
+        registry: &'a Arc<Registry>,
+        acquisition: &'a Acquisition<'a>,
+        admission: Option<&'a Semaphore>,
+    ) -> Waiting<'a> {
+        Waiting {
+            registry,
+            channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+            deadline: None,
+            subscription_timeout: Duration::from_millis(7500),
+            poll_delay: &degraded,
+            name: "test",
+            nudged: None,
+            acquisition,
+            admission,
+        }
+    }
+
     fn untraced(telemetry: &Telemetry) -> Acquisition<'_> {
         Acquisition::start(telemetry, "lock", "test", None, Patience::Forever)
     }
@@ -535,17 +554,7 @@ mod tests {
         let telemetry = Telemetry::default();
         let acquisition = untraced(&telemetry);
         let (built, finish) = (AtomicU32::new(0), Notify::new());
-        let waiting = Waiting {
-            registry: &registry,
-            channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
-            deadline: None,
-            subscription_timeout: Duration::from_millis(7500),
-            poll_delay: &degraded,
-            name: "test",
-            nudged: None,
-            acquisition: &acquisition,
-            admission: Some(&admission),
-        };
+        let waiting = forever_on_channel(&registry, &acquisition, Some(&admission));
         let attempt = || {
             let _ = built.fetch_add(1, Ordering::AcqRel);
             async {
@@ -581,17 +590,7 @@ mod tests {
         assert_eq!(lock.try_once(), Attempt::Acquired(()));
         let telemetry = Telemetry::default();
         let acquisition = untraced(&telemetry);
-        let waiting = Waiting {
-            registry: &registry,
-            channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
-            deadline: None,
-            subscription_timeout: Duration::from_millis(7500),
-            poll_delay: &degraded,
-            name: "test",
-            nudged: None,
-            acquisition: &acquisition,
-            admission: None,
-        };
+        let waiting = forever_on_channel(&registry, &acquisition, None);
         let try_lock = || {
             let lock = lock.clone();
             async move { Ok(lock.try_once()) }
