@@ -67,7 +67,10 @@ async fn an_acquisition_made_outside_a_scope_and_awaited_inside_it_is_the_scopes
     let guard = Owner::scope(owner, acquiring).await.expect("lock");
     assert_eq!(guard.owner(), owner);
     let field = format!("{}:{}", client.node_id(), owner.id());
-    assert_eq!(fields(&server, "owners:made-outside").await, vec![(field, 1)]);
+    assert_eq!(
+        fields(&server, "owners:made-outside").await,
+        vec![(field, 1)]
+    );
     guard.unlock().await.expect("unlock");
 }
 
