@@ -12,7 +12,7 @@ use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use rlock_redisson::{Client, Guard};
 use rlock_tests::RedisServer;
-use rlock_tests::harness::{client_with, command_calls, eventually, exists, raw};
+use rlock_tests::harness::{client_with, command_calls, eventually, exists, pause_clients, raw};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -605,6 +605,70 @@ async fn quiet_client(server: &RedisServer) -> Client {
         config.watchdog_timeout = Duration::from_secs(60);
     })
     .await
+}
+
+/// A hold lent by a free hand-off is taken up at once while every write the client admits for its
+/// wait-forever acquisitions waits for a paused server (issue 38): the take-up sends nothing, and
+/// its lease runs from the lend, so it must not queue for an admission behind those writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lent_hold_is_taken_up_while_every_admitted_write_waits_for_redis() {
+    const PAUSE: Duration = Duration::from_millis(2_000);
+    let server = RedisServer::start();
+    // One connection: the client admits 40 wait-forever writes at once.
+    let client = client_with(&server, |config| {
+        config.pool_size = 1;
+        config.local_handoff_window = Duration::from_secs(60);
+        config.watchdog_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let lock = client.lock("handoff:admitted");
+    let first = first_owner(&client, &server, lock.clone()).await;
+    let before = client.stats();
+    let mut next = spawn_holder(locking(lock.clone()));
+    queued(&client, 1).await;
+    let elsewhere = client_with(&server, |_| {}).await;
+    let mut held = Vec::new();
+    for i in 0..40 {
+        held.push(
+            elsewhere
+                .lock(format!("handoff:admitted:busy:{i}"))
+                .lock()
+                .await
+                .expect("held elsewhere"),
+        );
+    }
+    let mut redis = raw(&server).await;
+    let paused = Instant::now();
+    pause_clients(&mut redis, PAUSE.as_millis() as u64).await;
+    // Sent while Redis is paused: 40 writes that hold every admission until it answers.
+    let busy: Vec<_> = (0..40)
+        .map(|i| {
+            let lock = client.lock(format!("handoff:admitted:busy:{i}"));
+            tokio::spawn(async move { lock.lock().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let unlocking = tokio::spawn(first.unlock());
+    let _ = next.acquired().await;
+    assert!(
+        paused.elapsed() < PAUSE,
+        "taken up during the pause, not after: {:?}",
+        paused.elapsed()
+    );
+    assert_eq!(
+        client.stats().free_handoffs,
+        before.free_handoffs + 1,
+        "passed freely"
+    );
+    for task in busy {
+        task.abort();
+    }
+    unlocking
+        .await
+        .expect("unlock task")
+        .expect("first unlocks");
+    drop(next.guard().await);
+    drop(held);
 }
 
 #[tokio::test]

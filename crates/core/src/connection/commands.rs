@@ -40,8 +40,8 @@ pub(crate) struct Commands {
     pub(crate) timeout: Duration,
     /// How long opening a connection may take.
     connect_timeout: Duration,
-    /// The attempts of wait-forever acquisitions this client lets build and send at once (see
-    /// [`Commands::admitted`]).
+    /// The writes of wait-forever acquisitions this client lets build and send at once (see
+    /// [`Commands::admission`]).
     admission: Arc<tokio::sync::Semaphore>,
 }
 
@@ -128,15 +128,15 @@ impl Commands {
         })
     }
 
-    /// What admits the attempts of requests queueing as `queueing` says: nothing for
+    /// What admits the writes of requests queueing as `queueing` says: nothing for
     /// [`Queueing::Bounded`]; for [`Queueing::Unbounded`] (the attempts of wait-forever
-    /// acquisitions), this client's admission, as many as its connections carry of them at once
+    /// acquisitions), this client's admission, as many at once as its connections carry of them
     /// (first come, first served).
     ///
-    /// An attempt's state (its checkout, undo, script call and reply futures: over a kilobyte) is
-    /// built only once admitted (see [`crate::engine::wait_on`]), so that a burst of any number of
+    /// A write's state (its checkout, undo, script call and reply futures: over a kilobyte) is
+    /// built only once admitted (see [`crate::engine::admit`]), so that a burst of any number of
     /// such waiters queues as small registrations, and its memory peak is the in-flight window's
-    /// rather than one attempt per waiter (issue 38). Admitted attempts still take their turn on
+    /// rather than one write per waiter (issue 38). Admitted writes still take their turn on
     /// their connection ([`Commands::run`]), almost always at once.
     pub(crate) fn admission(&self, queueing: Queueing) -> Option<&tokio::sync::Semaphore> {
         match queueing {

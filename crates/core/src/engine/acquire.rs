@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::{RedisError, Value};
 use tokio::time::Instant;
 
+use super::admission::admit;
 use super::guard::Guard;
 use super::hand_off::{Acquired, answered_in_streak, gated_by_streak, listening};
 use super::lease::Lease;
@@ -154,55 +155,53 @@ fn acquire_as<'a, K: LockWire>(
         // In a block of its own, so that the outcome does not stay in the future while a give-up is
         // awaited below (a local that was borrowed keeps its room until its scope ends).
         {
-            // An attempt's state (connection checkout, undo, script call, reply futures) lives on
-            // the heap, and only while it runs (for a wait-forever acquisition, once the client
-            // admitted it, see `Commands::admission`), so a waiting task's future stays small. Its
-            // type is erased, so that proving a caller's future `Send` does not walk down into the
-            // connection's.
-            let acquired = wait_on(
-                services,
-                listen,
-                patience,
-                move || -> AttemptFuture<'_, K> {
-                    Box::pin(async move {
-                        if let Some(queued) = queued_ref
-                            && let Some(local) = queued.local_step(lease, acquisition).await
-                        {
-                            return Ok(local);
+            // What the queue decides and this owner's own writes still in flight are waited out
+            // before the client admits the attempt's write (see `engine::admission`): a hold passed
+            // locally is taken up at once (its lease is running), and an admitted write holds its
+            // admission only while it is built, sent and answered. The write's state (connection
+            // checkout, undo, script call, reply futures) lives on the heap, and only while it
+            // runs, so a waiting task's future stays small; its type is erased, so that proving a
+            // caller's future `Send` does not walk down into the connection's.
+            let acquired = wait_on(services, listen, patience, move || async move {
+                if let Some(queued) = queued_ref
+                    && let Some(local) = queued.local_step(lease, acquisition).await
+                {
+                    return Ok(local);
+                }
+                settled(services, kind_ref, field).await;
+                let _admitted = admit(services, wait_for).await;
+                let write: AttemptFuture<'_, K> = Box::pin(async move {
+                    // A re-entry on the wire keeps the owner's last hold from passing without
+                    // Redis meanwhile; marked before the streak is looked at, so that a hold
+                    // lent from now on waits for this attempt, and an attempt from now on sees
+                    // a streak opened before.
+                    let _reentering = services.holds.reentering(kind_ref.scope(), field);
+                    // While a streak of free hand-offs holds the key, only its holder acts on
+                    // it.
+                    if gated_by_streak(services, kind_ref.scope(), field) {
+                        return Ok(Attempt::Busy(RECHECK));
+                    }
+                    let listening = listening(services, kind_ref, field);
+                    let attempt =
+                        attempt(services, kind_ref, field, lease, wait_for, refused).await;
+                    if matches!(attempt, Ok(Attempt::Busy(_))) {
+                        busy.store(true, Ordering::Relaxed);
+                    }
+                    let acquired = match &attempt {
+                        Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
+                        _ => None,
+                    };
+                    match (queued_ref, acquired) {
+                        (Some(queued), acquired) => queued.ticket.tried(acquired, listening),
+                        (None, Some(expiry)) => {
+                            held_outside_the_queue(services, kind_ref, field, expiry, listening);
                         }
-                        // A re-entry on the wire keeps the owner's last hold from passing without
-                        // Redis meanwhile; marked before the streak is looked at, so that a hold
-                        // lent from now on waits for this attempt, and an attempt from now on sees
-                        // a streak opened before.
-                        let _reentering = services.holds.reentering(kind_ref.scope(), field);
-                        // While a streak of free hand-offs holds the key, only its holder acts on
-                        // it.
-                        if gated_by_streak(services, kind_ref.scope(), field) {
-                            return Ok(Attempt::Busy(RECHECK));
-                        }
-                        let listening = listening(services, kind_ref, field);
-                        let attempt =
-                            attempt(services, kind_ref, field, lease, wait_for, refused).await;
-                        if matches!(attempt, Ok(Attempt::Busy(_))) {
-                            busy.store(true, Ordering::Relaxed);
-                        }
-                        let acquired = match &attempt {
-                            Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
-                            _ => None,
-                        };
-                        match (queued_ref, acquired) {
-                            (Some(queued), acquired) => queued.ticket.tried(acquired, listening),
-                            (None, Some(expiry)) => {
-                                held_outside_the_queue(
-                                    services, kind_ref, field, expiry, listening,
-                                );
-                            }
-                            (None, None) => {}
-                        }
-                        attempt
-                    })
-                },
-            )
+                        (None, None) => {}
+                    }
+                    attempt
+                });
+                write.await
+            })
             .await;
             drop(queued);
             match acquired {
@@ -228,7 +227,27 @@ fn acquire_as<'a, K: LockWire>(
     }
 }
 
-/// One attempt in flight.
+/// Waits until no write of this owner's on the lock is in flight: an undo of an earlier attempt that
+/// may still run, and for the kinds whose attempt counts nothing when refused, a release still
+/// running in the background. The attempt waits again, as it must for one begun since (see
+/// [`attempt`]); this earlier wait keeps it from doing so while it holds the client's admission.
+async fn settled<K: LockWire>(services: &Services, kind: &K, field: &str) {
+    let (key, refuses_reentry) = (kind.key(), kind.refuses_reentry());
+    if refuses_reentry && services.releasing.is_pending(key, field)
+        || services.reconciling.is_pending(key, field)
+    {
+        // Boxed: there is rarely anything to wait for, and every attempt would keep room for it.
+        Box::pin(async {
+            if refuses_reentry {
+                services.releasing.settled(key, field).await;
+            }
+            services.reconciling.settled(key, field).await;
+        })
+        .await;
+    }
+}
+
+/// One attempt's write in flight.
 type AttemptFuture<'a, K> =
     Pin<Box<dyn Future<Output = Result<Attempt<(<K as LockWire>::Token, Expiry)>>> + Send + 'a>>;
 
@@ -317,7 +336,8 @@ impl<K: LockWire> Queued<K> {
             };
             match self.ticket.step(messages) {
                 Step::Try => return None,
-                Step::Claimed => self.ticket.settled().await,
+                // Boxed: a claim is rarely unsettled, and every attempt would keep room for it.
+                Step::Claimed => Box::pin(self.ticket.settled()).await,
                 Step::Held(until) => {
                     let bound = until.map_or(RECHECK, |until| {
                         until.saturating_duration_since(Instant::now())

@@ -46,6 +46,7 @@
 //! its waiter later took by itself.
 
 mod acquire;
+mod admission;
 mod detached;
 mod guard;
 mod hand_off;
@@ -61,6 +62,7 @@ mod update;
 mod wait;
 
 pub(crate) use acquire::{Undo, acquire, write_armed};
+pub(crate) use admission::admit;
 pub(crate) use detached::{Applied, Replicas, write_detached};
 pub use guard::Guard;
 pub(crate) use hand_off::{held_in_streak, hold_count};

@@ -10,7 +10,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::lock_wire::Attempt;
@@ -47,8 +46,6 @@ pub(crate) struct Waiting<'a> {
     pub(crate) nudged: Option<&'a Nudges<'a>>,
     /// The acquisition's span and metrics: told of each attempt and why it was made.
     pub(crate) acquisition: &'a Acquisition<'a>,
-    /// What admits each attempt before it is built; `None` builds it at once.
-    pub(crate) admission: Option<&'a Semaphore>,
 }
 
 /// Where a waiter of one kind listens: [`Waiting`] without what the client and the caller supply.
@@ -89,7 +86,6 @@ where
         name: listen.name,
         nudged: listen.nudged,
         acquisition: listen.acquisition,
-        admission: services.commands.admission(patience.queueing()),
     };
     wait(waiting, attempt)
 }
@@ -98,9 +94,7 @@ where
 /// fails (its error):
 ///
 /// 1. **Try.** When another local waiter already listens on the channel, join it first (free);
-///    otherwise the first try goes out alone, so the uncontended path is one round trip. Each try
-///    is built (`attempt` called) only once the waiter's admission, if it has one, admits it, and
-///    holds that until it is done.
+///    otherwise the first try goes out alone, so the uncontended path is one round trip.
 /// 2. **Subscribe.** After a first failure, subscribe and wait until the server confirms it, so no
 ///    message can slip between the try and the wait (bounded by the subscription timeout; past it,
 ///    or at once where the server refuses subscriptions, the waiter polls).
@@ -134,7 +128,6 @@ where
         name,
         nudged,
         acquisition,
-        admission,
     } = waiting;
     async move {
         let nudge = || async {
@@ -152,7 +145,7 @@ where
                 Some(joined) => Some(joined),
                 None => {
                     acquisition.attempt(path);
-                    if let Attempt::Acquired(token) = admitted(admission, &mut attempt).await? {
+                    if let Attempt::Acquired(token) = attempt().await? {
                         return Ok(Some(token));
                     }
                     if expired(Instant::now()) {
@@ -189,7 +182,7 @@ where
             // Armed before the try: a wake-up from now on is banked for this waiter.
             let armed = subscription.as_ref().map(Subscription::arm);
             acquisition.attempt(path);
-            let bound = match admitted(admission, &mut attempt).await? {
+            let bound = match attempt().await? {
                 Attempt::Acquired(token) => {
                     turn.used();
                     return Ok(Some(token));
@@ -238,26 +231,11 @@ where
     }
 }
 
-/// Runs the attempt `attempt` builds once `admission` (if any) admits it, and holds the admission
-/// until the attempt is done: a waiter queued for admission keeps no attempt state.
-async fn admitted<Fut: Future>(
-    admission: Option<&Semaphore>,
-    attempt: impl FnOnce() -> Fut,
-) -> Fut::Output {
-    // The semaphore is never closed.
-    let _admitted = match admission {
-        Some(admission) => admission.acquire().await.ok(),
-        None => None,
-    };
-    attempt().await
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use parking_lot::Mutex;
-    use tokio::sync::Notify;
     use tokio::task::JoinHandle;
 
     use super::*;
@@ -325,29 +303,9 @@ mod tests {
                 name: "test",
                 nudged: None,
                 acquisition: &acquisition,
-                admission: None,
             };
             wait(waiting, attempt).await
         })
-    }
-
-    /// A wait without a deadline on `CHANNEL` of `registry`, its attempts admitted by `admission`.
-    fn forever_on_channel<'a>(
-        registry: &'a Arc<Registry>,
-        acquisition: &'a Acquisition<'a>,
-        admission: Option<&'a Semaphore>,
-    ) -> Waiting<'a> {
-        Waiting {
-            registry,
-            channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
-            deadline: None,
-            subscription_timeout: Duration::from_millis(7500),
-            poll_delay: &degraded,
-            name: "test",
-            nudged: None,
-            acquisition,
-            admission,
-        }
     }
 
     fn untraced(telemetry: &Telemetry) -> Acquisition<'_> {
@@ -548,49 +506,22 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
-    async fn an_attempt_is_built_only_once_admitted_and_holds_its_admission_while_it_runs() {
-        let registry = Arc::new(Registry::default());
-        let admission = Semaphore::new(0);
-        let telemetry = Telemetry::default();
-        let acquisition = untraced(&telemetry);
-        let (built, finish) = (AtomicU32::new(0), Notify::new());
-        let waiting = forever_on_channel(&registry, &acquisition, Some(&admission));
-        let attempt = || {
-            let _ = built.fetch_add(1, Ordering::AcqRel);
-            async {
-                finish.notified().await;
-                Ok(Attempt::Acquired(()))
-            }
-        };
-        let (acquired, ()) = tokio::join!(wait(waiting, attempt), async {
-            settle().await;
-            assert_eq!(
-                built.load(Ordering::Acquire),
-                0,
-                "not admitted: nothing built"
-            );
-            admission.add_permits(1);
-            settle().await;
-            assert_eq!(
-                built.load(Ordering::Acquire),
-                1,
-                "admitted: built and running"
-            );
-            assert_eq!(admission.available_permits(), 0, "held while it runs");
-            finish.notify_one();
-        });
-        assert!(matches!(acquired, Ok(Some(()))));
-        assert_eq!(admission.available_permits(), 1, "given back once done");
-    }
-
-    #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn each_attempt_is_counted_with_its_reason() {
         let registry = Arc::new(Registry::default());
         let lock = Arc::new(FakeLock::default());
         assert_eq!(lock.try_once(), Attempt::Acquired(()));
         let telemetry = Telemetry::default();
         let acquisition = untraced(&telemetry);
-        let waiting = forever_on_channel(&registry, &acquisition, None);
+        let waiting = Waiting {
+            registry: &registry,
+            channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+            deadline: None,
+            subscription_timeout: Duration::from_millis(7500),
+            poll_delay: &degraded,
+            name: "test",
+            nudged: None,
+            acquisition: &acquisition,
+        };
         let try_lock = || {
             let lock = lock.clone();
             async move { Ok(lock.try_once()) }

@@ -380,7 +380,11 @@ impl PermitExpirableSemaphore {
                 &self.object.services,
                 listen,
                 patience,
-                || Box::pin(self.attempt(permits, lease, patience)),
+                || async move {
+                    // Built once the client admits it (see `engine::admit`).
+                    let _admitted = engine::admit(&self.object.services, patience).await;
+                    Box::pin(self.attempt(permits, lease, patience)).await
+                },
             ))
             .await
     }

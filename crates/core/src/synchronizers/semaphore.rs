@@ -276,7 +276,11 @@ impl Semaphore {
                 &self.object.services,
                 listen,
                 patience,
-                || Box::pin(self.attempt(permits, patience.queueing())),
+                || async move {
+                    // Built once the client admits it (see `engine::admit`).
+                    let _admitted = engine::admit(&self.object.services, patience).await;
+                    Box::pin(self.attempt(permits, patience.queueing())).await
+                },
             ))
             .await?;
         Ok(taken.map(|()| SemaphorePermits::new(self.clone(), permits)))
