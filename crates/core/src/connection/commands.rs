@@ -134,7 +134,7 @@ impl Commands {
     /// (first come, first served).
     ///
     /// A write's state (its checkout, undo, script call and reply futures: over a kilobyte) is
-    /// built only once admitted (see [`crate::engine::admit`]), so that a burst of any number of
+    /// built only once admitted (`engine::admission`), so that a burst of any number of
     /// such waiters queues as small registrations, and its memory peak is the in-flight window's
     /// rather than one write per waiter (issue 38). Admitted writes still take their turn on
     /// their connection ([`Commands::run`]), almost always at once.

@@ -229,8 +229,9 @@ fn acquire_as<'a, K: LockWire>(
 
 /// Waits until no write of this owner's on the lock is in flight: an undo of an earlier attempt that
 /// may still run, and for the kinds whose attempt counts nothing when refused, a release still
-/// running in the background. The attempt waits again, as it must for one begun since (see
-/// [`attempt`]); this earlier wait keeps it from doing so while it holds the client's admission.
+/// running in the background (which the script would take for a hold). Waited before the client
+/// admits the attempt's write, so that an admitted write rarely holds its admission through it,
+/// and again in [`attempt`], for one begun meanwhile.
 async fn settled<K: LockWire>(services: &Services, kind: &K, field: &str) {
     let (key, refuses_reentry) = (kind.key(), kind.refuses_reentry());
     if refuses_reentry && services.releasing.is_pending(key, field)
@@ -433,15 +434,13 @@ async fn attempt<K: LockWire>(
     refused: &AtomicBool,
 ) -> Result<Attempt<(K::Token, Expiry)>> {
     until_synced(services, Operation::Acquire, kind.subject(), || async {
-        // An undo of this owner's earlier attempt that may still run could take this one's hold.
-        // Where a refused attempt counts nothing, the owner's attempts also wait for each other,
-        // and for its release still running in the background, which the script would take for a
-        // hold.
+        // An undo of this owner's earlier attempt that may still run could take this one's hold
+        // (`settled`, again: one may have begun since the wait before admission). Where a refused
+        // attempt counts nothing, the owner's attempts also wait for each other.
+        settled(services, kind, field).await;
         let _alone = if kind.refuses_reentry() {
-            services.releasing.settled(kind.key(), field).await;
             Some(services.reconciling.alone(kind.key(), field).await)
         } else {
-            services.reconciling.settled(kind.key(), field).await;
             None
         };
         let conn = services

@@ -14,7 +14,8 @@
 //!    before the retry means a message published during the retry is never lost. The loop itself is
 //!    plain async code over the subscriber's registry, tested in-process on a paused clock.
 //! 2. **Acquire** ([`acquire`]): one attempt is the kind's acquire script, with its undo armed.
-//!    A wait-forever acquisition builds that write only once the client admits it ([`admit`]),
+//!    A wait-forever acquisition builds that write only once the client admits it
+//!    ([`admission::admit`]),
 //!    so that a burst of any number of waiters parks without one write's state each.
 //! 3. **Hold** ([`Guard`]): registered with the watchdog (under the kind's renewal) unless it has a
 //!    fixed lease; the guard carries the lease-lost signal and releases on drop, in the background.
@@ -64,7 +65,6 @@ mod update;
 mod wait;
 
 pub(crate) use acquire::{Undo, acquire, write_armed};
-pub(crate) use admission::admit;
 pub(crate) use detached::{Applied, Replicas, write_detached};
 pub use guard::Guard;
 pub(crate) use hand_off::{held_in_streak, hold_count};
@@ -75,7 +75,6 @@ pub(crate) use patience::Patience;
 pub(crate) use release::{Releasing, force_unlock};
 pub(crate) use synced::{Synced, until_synced};
 pub(crate) use update::update;
-pub(crate) use wait::wait_on;
 
 /// How a kind's requests wait for a connection's in-flight slot (see [`Patience::queueing`]).
 pub(crate) use crate::connection::Queueing;

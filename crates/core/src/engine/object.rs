@@ -1,16 +1,19 @@
 //! What every synchronizer handle (a semaphore, a latch) is: a named object on the client's
 //! services, with the channel its waiters listen on.
 
+use std::future::Future;
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 
+use super::admission::admit;
 use super::detached::Replicas;
+use super::lock_wire::Attempt;
 use super::lock_wire::degraded_poll;
 use super::patience::Patience;
 use super::update::update;
-use super::wait::Listen;
+use super::wait::{Listen, wait_on};
 use crate::connection::Queueing;
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
@@ -134,6 +137,36 @@ impl Object {
             poll_delay: &degraded_poll,
             nudged: None,
             acquisition,
+        }
+    }
+
+    /// Waits on the object ([`wait_on`], listening as `listen` says) until an attempt that `write`
+    /// makes acquires, or `patience` runs out; each attempt is one write, built only once the client
+    /// admits it (see [`admit`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`wait_on`], and as the writes' own.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps its arguments twice in every waiter's future"
+    )]
+    pub(crate) fn wait<'a, T, Fut>(
+        &'a self,
+        listen: Listen<'a>,
+        patience: Patience,
+        write: impl Fn() -> Fut + 'a,
+    ) -> impl Future<Output = Result<Option<T>>> + 'a
+    where
+        Fut: Future<Output = Result<Attempt<T>>> + 'a,
+    {
+        async move {
+            let (services, write) = (&*self.services, &write);
+            wait_on(services, listen, patience, move || async move {
+                let _admitted = admit(services, patience).await;
+                write().await
+            })
+            .await
         }
     }
 }

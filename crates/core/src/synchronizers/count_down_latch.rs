@@ -228,16 +228,13 @@ impl CountDownLatch {
         self.object.check_name()?;
         let acquisition = self.object.acquisition("count_down_latch", patience);
         let listen = self.object.listen(WakeRule::CountDown, &acquisition);
-        let open = engine::wait_on(&self.object.services, listen, patience, || async move {
-            // Built once the client admits it (see `engine::admit`).
-            let _admitted = engine::admit(&self.object.services, patience).await;
+        let open = self.object.wait(listen, patience, || {
             Box::pin(async {
                 Ok(match self.object.read_integer(patience.queueing()).await? {
                     0 => Attempt::Acquired(()),
                     _ => Attempt::Busy(RECHECK),
                 })
             })
-            .await
         });
         acquisition.track(open).await
     }

@@ -376,16 +376,9 @@ impl PermitExpirableSemaphore {
             .acquisition("permit_expirable_semaphore", patience);
         let listen = self.object.listen(WakeRule::Permits, &acquisition);
         acquisition
-            .track(engine::wait_on(
-                &self.object.services,
-                listen,
-                patience,
-                || async move {
-                    // Built once the client admits it (see `engine::admit`).
-                    let _admitted = engine::admit(&self.object.services, patience).await;
-                    Box::pin(self.attempt(permits, lease, patience)).await
-                },
-            ))
+            .track(self.object.wait(listen, patience, || {
+                Box::pin(self.attempt(permits, lease, patience))
+            }))
             .await
     }
 

@@ -3,7 +3,8 @@
 //! They have no owner, so they do not implement the engine's lock seam: each is a file over
 //! [`engine::Object`](crate::engine::Object) (a name, its channel and the [`WakeRule`] its waiters
 //! are woken by), the engine's writes that wait for replicas or cannot be reconciled
-//! (`engine::update`, `engine::write_detached`) and its wait loop (`engine::wait_on`).
+//! (`engine::update`, `engine::write_detached`) and its wait loop (`Object::wait`: each attempt a
+//! write, built once the client admits it).
 //!
 //! [`WakeRule`]: crate::wake::WakeRule
 

@@ -272,16 +272,9 @@ impl Semaphore {
         let acquisition = self.object.acquisition("semaphore", patience);
         let listen = self.object.listen(WakeRule::Permits, &acquisition);
         let taken = acquisition
-            .track(engine::wait_on(
-                &self.object.services,
-                listen,
-                patience,
-                || async move {
-                    // Built once the client admits it (see `engine::admit`).
-                    let _admitted = engine::admit(&self.object.services, patience).await;
-                    Box::pin(self.attempt(permits, patience.queueing())).await
-                },
-            ))
+            .track(self.object.wait(listen, patience, || {
+                Box::pin(self.attempt(permits, patience.queueing()))
+            }))
             .await?;
         Ok(taken.map(|()| SemaphorePermits::new(self.clone(), permits)))
     }
