@@ -68,36 +68,75 @@ use tokio_util::sync::CancellationToken;
 use crate::pubsub::Listening;
 use crate::watchdog::Expiry;
 
-/// A queue's identity: the lock's key and the kind's queue name. Kinds sharing a key (a reentrant
-/// and a fenced lock of one name) queue apart: a hold passes only between holders of one kind.
-type QueueId = (String, &'static str);
-
 /// The queues by kind, then by key, so that looking one up borrows the caller's key: every lock and
-/// unlock looks. Hashed with foldhash, as every map a lock and unlock looks in (see [`Holds`]).
+/// unlock looks. Hashed with foldhash, as every map a lock and unlock looks in (see [`Holds`]). A
+/// queue is its own entry (found by its key), so that its key is kept once, by the queue.
 ///
 /// [`Holds`]: crate::services::Holds
-type Queues = foldhash::HashMap<&'static str, foldhash::HashMap<String, Arc<Queue>>>;
+type Queues = foldhash::HashMap<&'static str, foldhash::HashSet<ByKey>>;
 
-/// This client's local queues, one per lock and kind that has local waiters or a local holder.
+/// This client's local queues, one per lock and kind that has local waiters or a local holder. A
+/// handle: every ticket and claim keeps one, so it is one pointer.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Cohorts {
-    queues: Arc<Mutex<Queues>>,
+pub(crate) struct Cohorts(Arc<Shared>);
+
+/// What a [`Cohorts`] handle shares.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    queues: Mutex<Queues>,
     /// The open streaks of free hand-offs, by lock key: at most one per key, whatever the kind.
-    streaks: Arc<Mutex<foldhash::HashMap<String, Arc<Streak>>>>,
+    streaks: Mutex<foldhash::HashMap<String, Arc<Streak>>>,
     /// How many streaks are open: while there is none, nobody needs to look for one.
-    open_streaks: Arc<AtomicUsize>,
+    open_streaks: AtomicUsize,
     /// Hand-offs so far (by script or free), free ones, and streaks of free ones.
-    handoffs: Arc<AtomicU64>,
-    free_handoffs: Arc<AtomicU64>,
-    streaks_begun: Arc<AtomicU64>,
+    handoffs: AtomicU64,
+    free_handoffs: AtomicU64,
+    streaks_begun: AtomicU64,
     /// Confirmations of streaks' roots in Redis (see [`Streak::heard`]).
-    confirmations: Arc<AtomicU64>,
+    confirmations: AtomicU64,
 }
 
-#[derive(Debug, Default)]
+impl std::ops::Deref for Cohorts {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+#[derive(Debug)]
 struct Queue {
+    /// The queue's identity: the lock's key and the kind's queue name. Kinds sharing a key (a
+    /// reentrant and a fenced lock of one name) queue apart: a hold passes only between holders of
+    /// one kind.
+    key: String,
+    label: &'static str,
     state: Mutex<State>,
 }
+
+/// A queue as an entry of [`Queues`]: equal, hashed and looked up by its key.
+#[derive(Debug)]
+struct ByKey(Arc<Queue>);
+
+impl std::borrow::Borrow<str> for ByKey {
+    fn borrow(&self) -> &str {
+        &self.0.key
+    }
+}
+
+impl std::hash::Hash for ByKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.key.hash(state);
+    }
+}
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl Eq for ByKey {}
 
 #[derive(Debug, Default)]
 struct State {
@@ -494,23 +533,29 @@ pub(crate) enum Next {
 
 impl Cohorts {
     fn queue(&self, key: &str, label: &'static str) -> Option<Arc<Queue>> {
-        self.queues.lock().get(label)?.get(key).cloned()
+        Some(self.queues.lock().get(label)?.get(key)?.0.clone())
     }
 
     /// The queue of `key` and `kind`, created if there is none.
     fn queue_or_new(queues: &mut Queues, key: &str, label: &'static str) -> Arc<Queue> {
         let of_kind = queues.entry(label).or_default();
-        match of_kind.get(key) {
-            Some(queue) => queue.clone(),
-            None => of_kind.entry(key.to_owned()).or_default().clone(),
+        if let Some(queue) = of_kind.get(key) {
+            return queue.0.clone();
         }
+        let queue = Arc::new(Queue {
+            key: key.to_owned(),
+            label,
+            state: Mutex::default(),
+        });
+        let _ = of_kind.insert(ByKey(queue.clone()));
+        queue
     }
 
     /// Drops the queue of `key` and `kind` if nobody waits in it and nobody holds.
     fn forget_if_idle(&self, key: &str, label: &'static str) {
         let mut queues = self.queues.lock();
         if let Some(of_kind) = queues.get_mut(label)
-            && of_kind.get(key).is_some_and(|q| q.state.lock().is_idle())
+            && of_kind.get(key).is_some_and(|q| q.0.state.lock().is_idle())
         {
             let _ = of_kind.remove(key);
         }
@@ -528,7 +573,6 @@ impl Cohorts {
         lease: Duration,
         renewed: bool,
     ) -> Ticket {
-        let id = (key.to_owned(), label);
         let waiter = Arc::new(Waiter {
             field: field.to_owned(),
             lease,
@@ -546,7 +590,6 @@ impl Cohorts {
         drop(queues);
         Ticket {
             cohorts: self.clone(),
-            id,
             queue,
             waiter,
             behind,
@@ -638,7 +681,6 @@ impl Cohorts {
         drop(state);
         Next::HandOff(Claim {
             cohorts: self.clone(),
-            id: (key.to_owned(), label),
             queue,
             waiter: head,
             lendable,
@@ -742,8 +784,8 @@ impl Cohorts {
         let queues = self.queues.lock();
         queues
             .values()
-            .flat_map(|of_kind| of_kind.values())
-            .map(|q| q.state.lock().waiters.len())
+            .flat_map(|of_kind| of_kind.iter())
+            .map(|q| q.0.state.lock().waiters.len())
             .sum()
     }
 
@@ -787,7 +829,6 @@ impl Cohorts {
 #[derive(Debug)]
 pub(crate) struct Ticket {
     cohorts: Cohorts,
-    id: QueueId,
     queue: Arc<Queue>,
     waiter: Arc<Waiter>,
     behind: bool,
@@ -959,7 +1000,8 @@ impl Ticket {
         };
         // A queue left busy is dropped by whoever leaves it idle (they all look).
         if idle {
-            self.cohorts.forget_if_idle(&self.id.0, self.id.1);
+            self.cohorts
+                .forget_if_idle(&self.queue.key, self.queue.label);
         }
         passed
     }
@@ -992,7 +1034,6 @@ impl Drop for Ticket {
 #[derive(Debug)]
 pub(crate) struct Claim {
     cohorts: Cohorts,
-    id: QueueId,
     queue: Arc<Queue>,
     waiter: Arc<Waiter>,
     /// Whether the holds on both sides allow a free hand-off (see [`Claim::lend`]).
@@ -1097,7 +1138,8 @@ impl Claim {
                 self.waiter.nudge.notify_one();
             }
         }
-        self.cohorts.forget_if_idle(&self.id.0, self.id.1);
+        self.cohorts
+            .forget_if_idle(&self.queue.key, self.queue.label);
     }
 }
 

@@ -21,12 +21,12 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
-use futures::FutureExt as _;
 use parking_lot::RwLock;
 use tokio::time::Instant;
-use tracing::{Instrument, Span};
+use tracing::Span;
 
 use crate::error::{Operation, Result};
 
@@ -331,16 +331,22 @@ impl<'a> Acquisition<'a> {
     /// # Cancel safety
     ///
     /// As cancel safe as `acquiring`; if dropped, the acquisition counts as cancelled.
-    pub(crate) fn track<T>(
-        &self,
-        acquiring: impl Future<Output = Result<Option<T>>>,
-    ) -> impl Future<Output = Result<Option<T>>> {
-        // Combinators rather than an `async fn`: an `async fn` would keep `acquiring` both as its
-        // argument and as the future it awaits, doubling the size of every acquire future.
-        acquiring.instrument(self.span.clone()).inspect(|result| {
-            self.outcome
-                .store(Outcome::of(result) as u8, Ordering::Relaxed);
-        })
+    pub(crate) fn track<T, F>(&self, acquiring: F) -> Tracked<'_, 'a, F>
+    where
+        F: Future<Output = Result<Option<T>>>,
+    {
+        // A future of its own rather than an `async fn`, which would keep `acquiring` both as its
+        // argument and as the future it awaits, and rather than `Instrument`, which would keep a
+        // second handle on the span in every waiter's future.
+        Tracked {
+            acquiring,
+            acquisition: self,
+        }
+    }
+
+    /// The name of what is acquired.
+    pub(crate) fn name(&self) -> &'a str {
+        self.name
     }
 
     /// The loop makes an attempt, for this reason.
@@ -377,6 +383,35 @@ impl<'a> Acquisition<'a> {
     #[cfg(test)]
     pub(crate) fn attempts(&self) -> u32 {
         self.attempts.load(Ordering::Relaxed)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An acquisition's future, polled inside its span, that records its outcome when it is done
+    /// (see [`Acquisition::track`]).
+    #[must_use = "futures do nothing unless polled"]
+    pub(crate) struct Tracked<'t, 'a, F> {
+        #[pin]
+        acquiring: F,
+        acquisition: &'t Acquisition<'a>,
+    }
+}
+
+impl<T, F: Future<Output = Result<Option<T>>>> Future for Tracked<'_, '_, F> {
+    type Output = F::Output;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let polled = {
+            let _entered = this.acquisition.span.enter();
+            this.acquiring.poll(cx)
+        };
+        if let Poll::Ready(result) = &polled {
+            this.acquisition
+                .outcome
+                .store(Outcome::of(result) as u8, Ordering::Relaxed);
+        }
+        polled
     }
 }
 

@@ -208,17 +208,27 @@ impl<'a> Armed<'a> {
     /// # Cancel safety
     ///
     /// Cancel safe: a waiter dropped while waiting takes no wake-up.
-    pub(crate) async fn woken(mut self) -> Turn<'a> {
-        let wakeups = self.wakeups;
-        let turn = if wakeups.latch {
-            // Boxed: only a latch's waiters listen for an opening too, and every other parked
-            // waiter's future would otherwise keep room for it.
-            Box::pin(wakeups.opened_or_banked(self.openings)).await
-        } else {
-            wakeups.banked_turn().await
-        };
-        self.disarm();
-        turn
+    ///
+    /// A plain function returning the wait, rather than an `async fn`, which would keep the armed
+    /// waiter twice in every parked waiter's future (as its argument, and as the local it is moved
+    /// to).
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps the armed waiter twice in every parked waiter's future"
+    )]
+    pub(crate) fn woken(mut self) -> impl Future<Output = Turn<'a>> {
+        async move {
+            let wakeups = self.wakeups;
+            let turn = if wakeups.latch {
+                // Boxed: only a latch's waiters listen for an opening too, and every other parked
+                // waiter's future would otherwise keep room for it.
+                Box::pin(wakeups.opened_or_banked(self.openings)).await
+            } else {
+                wakeups.banked_turn().await
+            };
+            self.disarm();
+            turn
+        }
     }
 
     fn disarm(&mut self) {

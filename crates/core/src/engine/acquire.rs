@@ -56,9 +56,12 @@ pub(crate) fn acquire<'a, K: LockWire>(
     lease: Lease,
 ) -> impl Future<Output = Result<Option<Guard<K::Token>>>> + 'a {
     async move {
-        let base_field = services.field(owner);
-        kind.refuse(services, &base_field)?;
-        let field = kind.field(base_field);
+        // In a block: a local that was borrowed keeps its room in the future until its scope ends.
+        let field = {
+            let base_field = services.field(owner);
+            kind.refuse(services, &base_field)?;
+            kind.field(base_field)
+        };
         let acquisition = Acquisition::start(
             &services.telemetry,
             kind.label(),
@@ -66,7 +69,18 @@ pub(crate) fn acquire<'a, K: LockWire>(
             Some(&field),
             wait_for,
         );
-        let acquiring = acquire_as(services, kind, &field, wait_for, lease, &acquisition);
+        let acquiring = acquire_as(Acquiring {
+            services,
+            kind,
+            field: &field,
+            wait_for,
+            lease,
+            acquisition: &acquisition,
+            queued: None,
+            refused: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            give_up: None,
+        });
         let acquired = acquisition.track(acquiring).await;
         acquired.map(|acquired| {
             acquired.map(|(token, expiry)| {
@@ -77,34 +91,58 @@ pub(crate) fn acquire<'a, K: LockWire>(
     }
 }
 
-/// [`acquire`] by `field`, told to `acquisition`: what the guard is made of. A plain function
-/// returning the acquisition, as [`acquire`].
-#[expect(
-    clippy::manual_async_fn,
-    reason = "an async fn keeps its arguments twice in every waiter's future"
-)]
-fn acquire_as<'a, K: LockWire>(
+/// One acquisition's inputs, its place in the local queue and what its attempts found: what the
+/// wait loop's closures borrow, each of them one pointer in a waiter's future rather than a copy of
+/// every input.
+struct Acquiring<'a, K: LockWire> {
     services: &'a Arc<Services>,
     kind: &'a Arc<K>,
     field: &'a str,
     wait_for: Patience,
     lease: Lease,
-    acquisition: &'a Acquisition<'_>,
+    /// Told of each attempt: the acquisition's span and metrics.
+    acquisition: &'a Acquisition<'a>,
+    /// Its place in the lock's local queue, once it joined one.
+    queued: Option<Queued<K>>,
+    /// Set when the kind's script refuses the acquisition (`LockWire::acquire_refused`).
+    refused: AtomicBool,
+    /// Set when an attempt found the lock busy (a fair waiter is then queued in Redis).
+    busy: AtomicBool,
+    /// The kind's give-up (docs/protocol.md §6.6), armed while the acquisition may be queued in
+    /// Redis: run when the wait ran out, sent in the background when the acquisition is dropped or
+    /// failed. Boxed: most kinds have none, and every waiter's future would keep room for one.
+    give_up: Option<Box<ScriptCall>>,
+}
+
+/// [`acquire`] as `acquiring` says: what the guard is made of. A plain function returning the
+/// acquisition, as [`acquire`].
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in every waiter's future"
+)]
+fn acquire_as<'a, K: LockWire>(
+    mut acquiring: Acquiring<'a, K>,
 ) -> impl Future<Output = Acquired<K::Token>> + 'a {
     async move {
+        // Copies of the inputs, used before the wait only: the wait's closures read them through
+        // `this`, so that a parked waiter's future does not keep them twice.
+        let Acquiring {
+            services,
+            kind,
+            field,
+            wait_for,
+            lease,
+            acquisition,
+            ..
+        } = acquiring;
         let lease_for = lease_time(services, lease);
         if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease_for) {
             return answered;
         }
-        let give_up = GiveUp::arm(
-            services,
-            kind.key(),
-            field,
-            kind.give_up_call(field, wait_for),
-        );
+        acquiring.give_up = kind.give_up_call(field, wait_for).map(Box::new);
         let deadline = wait_for.deadline();
-        let queued = Queued::join(services, kind, field, wait_for, lease);
-        if let Some(queued) = &queued {
+        acquiring.queued = Queued::join(services, kind, field, wait_for, lease);
+        if let Some(queued) = &acquiring.queued {
             if queued.ticket.joined_behind() {
                 acquisition.waiting();
             }
@@ -114,13 +152,14 @@ fn acquire_as<'a, K: LockWire>(
                 return Ok(None);
             }
         }
-        let poll_delay = |previous, polls| kind.poll_delay(previous, polls);
+        let this = &acquiring;
+        let poll_delay = move |previous, polls| this.kind.poll_delay(previous, polls);
         // A local event sends the waiter back to its attempt: its queue changed, or the streak of
         // free hand-offs that held it back is over. Boxed by what can happen now: a park with no
         // streak on the key (nearly every one) boxes the queue's notification alone, or nothing.
-        let (queued_ref, scope) = (queued.as_ref(), kind.scope());
         let nudge = move || -> Nudge<'_> {
-            match (queued_ref, services.cohorts.streak_on(scope)) {
+            let queued = this.queued.as_ref();
+            match (queued, this.services.cohorts.streak_on(this.kind.scope())) {
                 (Some(queued), None) => queued.ticket.nudged(),
                 (None, None) => Box::pin(std::future::pending()),
                 (queued, Some(streak)) => Box::pin(async move {
@@ -139,19 +178,14 @@ fn acquire_as<'a, K: LockWire>(
         };
         let nudged: Option<&Nudges<'_>> = Some(&nudge);
         let listen = Listen {
-            name: kind.name(),
-            channel: kind.channel(field),
+            channel: this.kind.channel(this.field),
             poll_delay: &poll_delay,
             nudged,
-            acquisition,
+            acquisition: this.acquisition,
         };
         let patience = deadline.map_or(Patience::Forever, |deadline| {
             Patience::For(deadline.saturating_duration_since(Instant::now()))
         });
-        let kind_ref = &**kind;
-        // Set when the kind's script refuses the acquisition (`LockWire::acquire_refused`), and when
-        // an attempt found the lock busy (a fair waiter is then queued).
-        let (refused, busy) = (&AtomicBool::new(false), &AtomicBool::new(false));
         // In a block of its own, so that the outcome does not stay in the future while a give-up is
         // awaited below (a local that was borrowed keeps its room until its scope ends).
         {
@@ -162,68 +196,90 @@ fn acquire_as<'a, K: LockWire>(
             // checkout, undo, script call, reply futures) lives on the heap, and only while it
             // runs, so a waiting task's future stays small; its type is erased, so that proving a
             // caller's future `Send` does not walk down into the connection's.
-            let acquired = wait_on(services, listen, patience, move || async move {
-                if let Some(queued) = queued_ref
-                    && let Some(local) = queued.local_step(lease, acquisition).await
+            let acquired = wait_on(this.services, listen, patience, move || async move {
+                if let Some(queued) = &this.queued
+                    && let Some(local) = queued.local_step(this.lease, this.acquisition).await
                 {
                     return Ok(local);
                 }
-                settled(services, kind_ref, field).await;
-                let _admitted = admit(services, wait_for).await;
-                let write: AttemptFuture<'_, K> = Box::pin(async move {
-                    // A re-entry on the wire keeps the owner's last hold from passing without
-                    // Redis meanwhile; marked before the streak is looked at, so that a hold
-                    // lent from now on waits for this attempt, and an attempt from now on sees
-                    // a streak opened before.
-                    let _reentering = services.holds.reentering(kind_ref.scope(), field);
-                    // While a streak of free hand-offs holds the key, only its holder acts on
-                    // it.
-                    if gated_by_streak(services, kind_ref.scope(), field) {
-                        return Ok(Attempt::Busy(RECHECK));
-                    }
-                    let listening = listening(services, kind_ref, field);
-                    let attempt =
-                        attempt(services, kind_ref, field, lease, wait_for, refused).await;
-                    if matches!(attempt, Ok(Attempt::Busy(_))) {
-                        busy.store(true, Ordering::Relaxed);
-                    }
-                    let acquired = match &attempt {
-                        Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
-                        _ => None,
-                    };
-                    match (queued_ref, acquired) {
-                        (Some(queued), acquired) => queued.ticket.tried(acquired, listening),
-                        (None, Some(expiry)) => {
-                            held_outside_the_queue(services, kind_ref, field, expiry, listening);
-                        }
-                        (None, None) => {}
-                    }
-                    attempt
-                });
+                settled(this.services, &**this.kind, this.field).await;
+                let _admitted = admit(this.services, this.wait_for).await;
+                let write: AttemptFuture<'_, K> = Box::pin(this.write());
                 write.await
             })
             .await;
-            drop(queued);
+            drop(acquiring.queued.take());
             match acquired {
                 // An acquisition leaves the queue in its own script, a re-entry of a waiter queued
                 // in Redis included (docs/protocol.md §6.4 step 3): telling a re-entry here by the
                 // owner's local hold count raced with the release of the owner's other hold.
                 Ok(Some(acquired)) => {
-                    give_up.disarm();
+                    acquiring.disarm_give_up();
                     return Ok(Some(acquired));
                 }
                 Ok(None) => {}
                 // The kind's script refused its first answer: it never waited in Redis, so there
                 // is nothing to give up.
-                Err(e) if refused.load(Ordering::Relaxed) && !busy.load(Ordering::Relaxed) => {
-                    give_up.disarm();
+                Err(e)
+                    if acquiring.refused.load(Ordering::Relaxed)
+                        && !acquiring.busy.load(Ordering::Relaxed) =>
+                {
+                    acquiring.disarm_give_up();
                     return Err(e);
                 }
                 Err(e) => return Err(e),
             }
         }
-        give_up.finish().await;
+        // On the caller's task; boxed, as a write's future is kilobytes.
+        if let Some(call) = acquiring.give_up.take() {
+            Box::pin(give_up(acquiring.services.commands.clone(), *call)).await;
+        }
         Ok(None)
+    }
+}
+
+impl<K: LockWire> Acquiring<'_, K> {
+    /// Nothing to give up: the acquisition succeeded, or never waited in Redis.
+    fn disarm_give_up(&mut self) {
+        self.give_up = None;
+    }
+
+    /// One admitted attempt's write, told to the local queue.
+    async fn write(&self) -> Result<Attempt<(K::Token, Expiry)>> {
+        let (services, kind, field) = (self.services, &**self.kind, self.field);
+        // A re-entry on the wire keeps the owner's last hold from passing without Redis meanwhile;
+        // marked before the streak is looked at, so that a hold lent from now on waits for this
+        // attempt, and an attempt from now on sees a streak opened before.
+        let _reentering = services.holds.reentering(kind.scope(), field);
+        // While a streak of free hand-offs holds the key, only its holder acts on it.
+        if gated_by_streak(services, kind.scope(), field) {
+            return Ok(Attempt::Busy(RECHECK));
+        }
+        let listening = listening(services, kind, field);
+        let attempt = attempt(
+            services,
+            kind,
+            field,
+            self.lease,
+            self.wait_for,
+            &self.refused,
+        )
+        .await;
+        if matches!(attempt, Ok(Attempt::Busy(_))) {
+            self.busy.store(true, Ordering::Relaxed);
+        }
+        let acquired = match &attempt {
+            Ok(Attempt::Acquired((_, expiry))) => Some(expiry.clone()),
+            _ => None,
+        };
+        match (&self.queued, acquired) {
+            (Some(queued), acquired) => queued.ticket.tried(acquired, listening),
+            (None, Some(expiry)) => {
+                held_outside_the_queue(services, kind, field, expiry, listening);
+            }
+            (None, None) => {}
+        }
+        attempt
     }
 }
 
@@ -278,7 +334,6 @@ struct Queued<K: LockWire> {
     ticket: Ticket,
     services: Arc<Services>,
     kind: Arc<K>,
-    lease: Duration,
     _listening: Option<Subscription>,
 }
 
@@ -301,10 +356,13 @@ impl<K: LockWire> Queued<K> {
             return None;
         }
         let renewed = matches!(lease, Lease::Watchdog);
-        let lease = lease_time(services, lease);
-        let ticket = services
-            .cohorts
-            .join(kind.scope(), kind.label(), field, lease, renewed);
+        let ticket = services.cohorts.join(
+            kind.scope(),
+            kind.label(),
+            field,
+            lease_time(services, lease),
+            renewed,
+        );
         let listening = ticket
             .joined_behind()
             .then(|| kind.channel(field))
@@ -314,7 +372,6 @@ impl<K: LockWire> Queued<K> {
             ticket,
             services: services.clone(),
             kind: kind.clone(),
-            lease,
             _listening: listening,
         })
     }
@@ -349,7 +406,8 @@ impl<K: LockWire> Queued<K> {
                 Step::Passed { reply, sent_at } => {
                     acquisition.handed_off();
                     self.ticket.take();
-                    let expiry = take_hold(services, kind, field, lease, self.lease, sent_at, None);
+                    let lease_time = lease_time(services, lease);
+                    let expiry = take_hold(services, kind, field, lease, lease_time, sent_at, None);
                     services
                         .cohorts
                         .took_over(kind.scope(), kind.label(), field, expiry.clone());
@@ -695,47 +753,17 @@ async fn undo(
     }
 }
 
-/// A waiter's give-up (docs/protocol.md §6.6): run when the wait ran out, sent in the background
-/// when the acquisition is dropped or failed, unless disarmed by success. Empty for kinds that need
-/// none. One sent in the background holds its owner back from this lock until it ran (it removes
-/// the owner's queue entry, which would be the owner's next one if it queued again meanwhile).
-struct GiveUp<'a> {
-    /// Boxed: most kinds have none, and every waiter's future would keep room for one.
-    call: Option<Box<ScriptCall>>,
-    services: &'a Services,
-    key: &'a str,
-    field: &'a str,
-}
-
-impl<'a> GiveUp<'a> {
-    fn arm(services: &'a Services, key: &'a str, field: &'a str, call: Option<ScriptCall>) -> Self {
-        Self {
-            call: call.map(Box::new),
-            services,
-            key,
-            field,
-        }
-    }
-
-    fn disarm(mut self) {
-        self.call = None;
-    }
-
-    /// Gives up now, on the caller's task.
-    async fn finish(mut self) {
-        if let Some(call) = self.call.take() {
-            // Boxed: a write's future is kilobytes, and every acquire future would carry it inline.
-            Box::pin(give_up(self.services.commands.clone(), *call)).await;
-        }
-    }
-}
-
-impl Drop for GiveUp<'_> {
+impl<K: LockWire> Drop for Acquiring<'_, K> {
+    /// Leaves the local queue, then sends an armed give-up in the background. One sent in the
+    /// background holds its owner back from this lock until it ran (it removes the owner's queue
+    /// entry, which would be the owner's next one if it queued again meanwhile).
     fn drop(&mut self) {
-        if let Some(call) = self.call.take() {
-            let in_flight = self.services.reconciling.begin(self.key, self.field);
-            let commands = self.services.commands.clone();
-            drop(self.services.background.spawn(async move {
+        drop(self.queued.take());
+        if let Some(call) = self.give_up.take() {
+            let services = self.services;
+            let in_flight = services.reconciling.begin(self.kind.key(), self.field);
+            let commands = services.commands.clone();
+            drop(services.background.spawn(async move {
                 give_up(commands, *call).await;
                 drop(in_flight);
             }));

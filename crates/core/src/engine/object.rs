@@ -132,7 +132,6 @@ impl Object {
         acquisition: &'a Acquisition<'a>,
     ) -> Listen<'a> {
         Listen {
-            name: &self.name,
             channel: Some((self.channel.as_ref().into(), rule)),
             poll_delay: &degraded_poll,
             nudged: None,

@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::Either;
 use tokio::time::Instant;
 
 use super::lock_wire::Attempt;
@@ -40,18 +41,15 @@ pub(crate) struct Waiting<'a> {
     /// The next poll interval of a waiter nothing can wake, after the previous one and the number
     /// of polls in a row.
     pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
-    /// The lock's name, for logs.
-    pub(crate) name: &'a str,
     /// Local events that wake the waiter too, besides the channel.
     pub(crate) nudged: Option<&'a Nudges<'a>>,
-    /// The acquisition's span and metrics: told of each attempt and why it was made.
+    /// The acquisition's span and metrics: told of each attempt and why it was made (and the
+    /// name, for logs).
     pub(crate) acquisition: &'a Acquisition<'a>,
 }
 
 /// Where a waiter of one kind listens: [`Waiting`] without what the client and the caller supply.
 pub(crate) struct Listen<'a> {
-    /// The name, for logs.
-    pub(crate) name: &'a str,
     /// The channel that wakes its waiters and its rule; `None` for a kind that only polls.
     pub(crate) channel: Option<(Cow<'a, str>, WakeRule)>,
     /// The next poll interval of a waiter nothing can wake.
@@ -83,7 +81,6 @@ where
         deadline: patience.deadline(),
         subscription_timeout: services.config.subscription_timeout,
         poll_delay: listen.poll_delay,
-        name: listen.name,
         nudged: listen.nudged,
         acquisition: listen.acquisition,
     };
@@ -125,7 +122,6 @@ where
         deadline,
         subscription_timeout,
         poll_delay,
-        name,
         nudged,
         acquisition,
     } = waiting;
@@ -163,7 +159,7 @@ where
                                 // A server that refuses subscriptions was reported once, by the
                                 // subscriber.
                                 if confirmed.is_err() {
-                                    tracing::warn!(lock = name, "subscription not confirmed in time; polling");
+                                    tracing::warn!(lock = acquisition.name(), "subscription not confirmed in time; polling");
                                 }
                                 Path::Polling
                             }
@@ -197,30 +193,19 @@ where
                 return Ok(None);
             }
             acquisition.waiting();
-            let (mut sleep, mut timer) = (bound, Path::TtlExpiry);
-            if subscription.as_ref().is_some_and(Subscription::is_live) {
+            let polling = if subscription.as_ref().is_some_and(Subscription::is_live) {
                 (poll, polls) = (None, 0);
+                None
             } else {
                 let delay = poll_delay(poll, polls);
                 (poll, polls) = (Some(delay), polls + 1);
-                if delay <= sleep {
-                    (sleep, timer) = (delay, Path::Polling);
-                }
-            }
-            // A foreign key may report any PTTL, even one no Instant can represent.
-            let slept = now.checked_add(sleep).unwrap_or_else(far_future);
-            let until = match deadline {
-                Some(deadline) if deadline <= slept => {
-                    timer = Path::Deadline;
-                    deadline
-                }
-                _ => slept,
+                Some(delay)
             };
-            let woken = async {
-                match armed {
-                    Some(armed) => armed.woken().await,
-                    None => std::future::pending().await,
-                }
+            let (until, timer) = wake_by(now, bound, polling, deadline);
+            // Not an `async` block, which would keep the armed waiter next to its wait.
+            let woken = match armed {
+                Some(armed) => Either::Left(armed.woken()),
+                None => Either::Right(std::future::pending()),
             };
             (turn, path) = tokio::select! {
                 turn = woken => (turn, Path::Message),
@@ -228,6 +213,27 @@ where
                 () = nudge() => (Turn::none(), Path::Nudged),
             };
         }
+    }
+}
+
+/// When a parked waiter wakes by itself, and why: the bound its attempt returned, or its next poll
+/// when that comes first, never past the deadline. A function of its own, so that its
+/// intermediate values take no room in a parked waiter's future.
+fn wake_by(
+    now: Instant,
+    bound: Duration,
+    polling: Option<Duration>,
+    deadline: Option<Instant>,
+) -> (Instant, Path) {
+    let (sleep, timer) = match polling {
+        Some(delay) if delay <= bound => (delay, Path::Polling),
+        _ => (bound, Path::TtlExpiry),
+    };
+    // A foreign key may report any PTTL, even one no Instant can represent.
+    let slept = now.checked_add(sleep).unwrap_or_else(far_future);
+    match deadline {
+        Some(deadline) if deadline <= slept => (deadline, Path::Deadline),
+        _ => (slept, timer),
     }
 }
 
@@ -300,7 +306,6 @@ mod tests {
                 deadline: patience.map(|patience| Instant::now() + patience),
                 subscription_timeout: Duration::from_millis(7500),
                 poll_delay: &degraded,
-                name: "test",
                 nudged: None,
                 acquisition: &acquisition,
             };
@@ -518,7 +523,6 @@ mod tests {
             deadline: None,
             subscription_timeout: Duration::from_millis(7500),
             poll_delay: &degraded,
-            name: "test",
             nudged: None,
             acquisition: &acquisition,
         };

@@ -20,6 +20,8 @@ use crate::wake::{Armed, WakeRule, Wakeups};
 /// The local end of one channel.
 #[derive(Debug)]
 pub(crate) struct Channel {
+    /// The channel's name, shared with the registry's entry.
+    name: Arc<str>,
     /// What a message does, as the kind that first subscribed the channel says.
     rule: WakeRule,
     /// Whether a kind that needs every waiter woken ([`WakeRule::All`]) shares the channel with
@@ -69,10 +71,10 @@ impl Listening {
     /// follows its first holder's listening): it keeps the channel subscribed too.
     pub(crate) fn follow(&self) -> Self {
         Self {
-            subscription: self
-                .subscription
-                .registry
-                .subscribe(&self.subscription.name, self.subscription.channel.rule),
+            subscription: self.subscription.registry.subscribe(
+                &self.subscription.channel.name,
+                self.subscription.channel.rule,
+            ),
             mark: self.mark,
         }
     }
@@ -120,8 +122,9 @@ impl Channel {
         }
     }
 
-    fn new(rule: WakeRule) -> Self {
+    fn new(name: Arc<str>, rule: WakeRule) -> Self {
         Self {
+            name,
             rule,
             wakes_all: AtomicBool::new(false),
             wakeups: Wakeups::new(rule),
@@ -134,6 +137,10 @@ impl Channel {
     }
 }
 
+/// Channel name → (local subscriptions, channel); the name is the channel's own
+/// ([`Channel::name`]), kept once.
+type Channels = foldhash::HashMap<Arc<str>, (usize, Arc<Channel>)>;
+
 /// The desired subscriptions and their local ends: what waiters see of the subscriber.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
@@ -141,7 +148,7 @@ pub(crate) struct Registry {
     /// and unlock looks in (see [`Holds`]).
     ///
     /// [`Holds`]: crate::services::Holds
-    channels: Mutex<foldhash::HashMap<String, (usize, Arc<Channel>)>>,
+    channels: Mutex<Channels>,
     /// The channels wanted first or given up last since the connection task's last step, which
     /// looks at these only (see [`SubscriptionTracker::mark`]). Taken under `channels`' lock.
     changes: Mutex<Vec<String>>,
@@ -162,9 +169,14 @@ impl Registry {
     /// sent in the background; see [`Subscription::confirmed`].
     pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, rule: WakeRule) -> Subscription {
         let mut channels = self.channels.lock();
-        let (refs, entry) = channels
-            .entry(channel.to_owned())
-            .or_insert_with(|| (0, Arc::new(Channel::new(rule))));
+        let (refs, entry) = match channels.get_mut(channel) {
+            Some(entry) => entry,
+            None => {
+                let name: Arc<str> = channel.into();
+                let local = Arc::new(Channel::new(name.clone(), rule));
+                channels.entry(name).or_insert((0, local))
+            }
+        };
         *refs += 1;
         entry.joined_by(rule);
         let entry = entry.clone();
@@ -174,7 +186,6 @@ impl Registry {
         }
         Subscription {
             registry: self.clone(),
-            name: channel.to_owned(),
             channel: entry,
         }
     }
@@ -201,7 +212,6 @@ impl Registry {
         *refs += 1;
         Some(Subscription {
             registry: self.clone(),
-            name: channel.to_owned(),
             channel: entry.clone(),
         })
     }
@@ -242,7 +252,7 @@ impl Registry {
     pub(crate) fn confirm(&self, subscribed: &[String]) {
         let channels = self.channels.lock();
         for name in subscribed {
-            if let Some((_, channel)) = channels.get(name) {
+            if let Some((_, channel)) = channels.get(name.as_str()) {
                 if !channel.subscribed.swap(true, Ordering::AcqRel) {
                     self.begin_period(channel);
                     self.live.live();
@@ -315,7 +325,7 @@ impl Registry {
             channel.subscribed.load(Ordering::Acquire)
         });
         for name in &diff.already_subscribed {
-            if let Some((_, channel)) = channels.get(name)
+            if let Some((_, channel)) = channels.get(name.as_str())
                 && !channel.subscribed.swap(true, Ordering::AcqRel)
             {
                 self.live.live();
@@ -368,7 +378,6 @@ impl Registry {
 #[derive(Debug)]
 pub(crate) struct Subscription {
     registry: Arc<Registry>,
-    name: String,
     channel: Arc<Channel>,
 }
 
@@ -421,16 +430,17 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        let name = &*self.channel.name;
         let mut channels = self.registry.channels.lock();
-        if let Some((refs, _)) = channels.get_mut(&self.name) {
+        if let Some((refs, _)) = channels.get_mut(name) {
             *refs -= 1;
             if *refs == 0 {
-                if let Some((_, channel)) = channels.remove(&self.name)
+                if let Some((_, channel)) = channels.remove(name)
                     && channel.subscribed.load(Ordering::Acquire)
                 {
                     self.registry.live.gone();
                 }
-                self.registry.record_change(&self.name);
+                self.registry.record_change(name);
                 self.registry.changed.notify_one();
             }
         }

@@ -15,8 +15,9 @@
 //! subscribe and later give up their channel cost a hundred thousand looks, not one pass over the
 //! registry per batch.
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 
 /// What the server is subscribed to on the current connection (or being asked for by the batch on
 /// the wire), and that batch's channels. A new connection starts from the default: nothing.
@@ -67,19 +68,20 @@ impl SubscriptionTracker {
     ///
     /// Only the channels [marked](SubscriptionTracker::mark) since the last step are looked at
     /// (every wanted one on a new connection); those a batch leaves for later stay marked.
-    pub(super) fn next<V, S: BuildHasher>(
+    pub(super) fn next<N: Borrow<str> + Hash + Eq, V, S: BuildHasher>(
         &mut self,
-        desired: &std::collections::HashMap<String, V, S>,
+        desired: &std::collections::HashMap<N, V, S>,
         live: impl Fn(&V) -> bool,
     ) -> Diff {
         if std::mem::take(&mut self.fresh) {
-            self.pending.extend(desired.keys().cloned());
+            self.pending
+                .extend(desired.keys().map(|name| name.borrow().to_owned()));
         }
         let mut already_subscribed = Vec::new();
         let mut missing = Vec::new();
         let mut stale = Vec::new();
         for name in self.pending.drain() {
-            match (desired.get(&name), self.server.contains(&name)) {
+            match (desired.get(name.as_str()), self.server.contains(&name)) {
                 (Some(_), false) => missing.push(name),
                 (Some(local), true) if !live(local) => already_subscribed.push(name),
                 (None, true) => stale.push(name),
