@@ -147,8 +147,9 @@ struct State {
     /// Hand-offs since the lock last came from Redis, and when it did.
     streak: u32,
     streak_since: Option<Instant>,
-    /// After a real release that ended a streak: the head waits for the unlock message.
-    yielding: Option<Yield>,
+    /// After a real release that ended a streak: the head waits for the unlock message. Boxed:
+    /// rare, and every queue, a lone waiter's included, would keep room for it.
+    yielding: Option<Box<Yield>>,
 }
 
 impl State {
@@ -584,6 +585,10 @@ impl Cohorts {
         let queue = Self::queue_or_new(&mut queues, key, label);
         let behind = {
             let mut state = queue.state.lock();
+            // Room for one at first: most queues only ever hold a lone waiter.
+            if state.waiters.capacity() == 0 {
+                state.waiters.reserve_exact(1);
+            }
             state.waiters.push_back(waiter.clone());
             state.waiters.len() > 1 || state.occupant.is_some()
         };
@@ -772,7 +777,7 @@ impl Cohorts {
                 state.occupant = None;
                 state.streak = 0;
                 state.streak_since = None;
-                state.yielding = yielding;
+                state.yielding = yielding.map(Box::new);
                 state.nudge_head();
             }
         }
@@ -892,7 +897,7 @@ impl Ticket {
             };
             return Step::Held(until);
         }
-        if let Some(yielding) = state.yielding {
+        if let Some(yielding) = state.yielding.as_deref() {
             if let Some(left) = yielding.left(messages(), Instant::now()) {
                 return Step::Yield(left);
             }

@@ -33,12 +33,13 @@ pub(crate) struct Channel {
     wakeups: Wakeups,
     /// Whether the server has confirmed the subscription on the current connection.
     subscribed: AtomicBool,
-    /// Signalled whenever `subscribed` becomes true.
-    confirmed: Notify,
     /// Messages received so far (what a yielding local queue waits to see move).
     messages: AtomicU64,
-    /// Signalled on every message (see [`Listening::changed`]).
-    heard: Notify,
+    /// Signalled whenever `subscribed` becomes true, on every message, and whenever the channel
+    /// stops being live or begins a new live period: what [`Subscription::confirmed`] and
+    /// [`Listening::changed`] wait for. One notification for all of them (each waiter checks its
+    /// own condition again when woken), as every channel keeps one.
+    changed: Notify,
     /// The registry-wide number of the live period the channel is in (see [`Mark`]).
     period: AtomicU64,
 }
@@ -87,7 +88,7 @@ impl Listening {
     /// Cancel safe: it only waits.
     pub(crate) async fn changed(&self) {
         loop {
-            let heard = self.subscription.channel.heard.notified();
+            let heard = self.subscription.channel.changed.notified();
             tokio::pin!(heard);
             let _ = heard.as_mut().enable();
             if !self.unchanged() {
@@ -129,9 +130,8 @@ impl Channel {
             wakes_all: AtomicBool::new(false),
             wakeups: Wakeups::new(rule),
             subscribed: AtomicBool::new(false),
-            confirmed: Notify::new(),
             messages: AtomicU64::new(0),
-            heard: Notify::new(),
+            changed: Notify::new(),
             period: AtomicU64::new(0),
         }
     }
@@ -235,7 +235,7 @@ impl Registry {
     fn begin_period(&self, channel: &Channel) {
         let period = self.periods.fetch_add(1, Ordering::AcqRel) + 1;
         channel.period.store(period, Ordering::Release);
-        channel.heard.notify_waiters();
+        channel.changed.notify_waiters();
     }
 
     /// How many channels are subscribed (or being subscribed) right now.
@@ -257,7 +257,7 @@ impl Registry {
                     self.begin_period(channel);
                     self.live.live();
                 }
-                channel.confirmed.notify_waiters();
+                channel.changed.notify_waiters();
                 channel.wakeups.wake_all();
             }
         }
@@ -269,7 +269,7 @@ impl Registry {
             return;
         };
         let _ = channel.messages.fetch_add(1, Ordering::AcqRel);
-        channel.heard.notify_waiters();
+        channel.changed.notify_waiters();
         let rule = if channel.wakes_all.load(Ordering::Acquire) {
             WakeRule::All
         } else {
@@ -289,7 +289,7 @@ impl Registry {
             if channel.subscribed.swap(false, Ordering::AcqRel) {
                 self.live.gone();
             }
-            channel.heard.notify_waiters();
+            channel.changed.notify_waiters();
             channel.wakeups.wake_all();
         }
     }
@@ -329,7 +329,7 @@ impl Registry {
                 && !channel.subscribed.swap(true, Ordering::AcqRel)
             {
                 self.live.live();
-                channel.confirmed.notify_waiters();
+                channel.changed.notify_waiters();
             }
         }
         diff.batch
@@ -355,7 +355,7 @@ impl Registry {
         self.refused.store(true, Ordering::Release);
         self.changes.lock().clear();
         for (_, channel) in self.channels.lock().values() {
-            channel.confirmed.notify_waiters();
+            channel.changed.notify_waiters();
             channel.wakeups.wake_all();
         }
     }
@@ -367,7 +367,7 @@ impl Registry {
             if channel.subscribed.swap(false, Ordering::AcqRel) {
                 self.live.gone();
             }
-            channel.heard.notify_waiters();
+            channel.changed.notify_waiters();
             channel.wakeups.wake_all();
         }
     }
@@ -401,7 +401,7 @@ impl Subscription {
     /// Cancel safe: it only waits.
     pub(crate) async fn confirmed(&self) {
         loop {
-            let confirmed = self.channel.confirmed.notified();
+            let confirmed = self.channel.changed.notified();
             tokio::pin!(confirmed);
             let _ = confirmed.as_mut().enable();
             if self.is_live() || self.registry.refused() {
