@@ -19,6 +19,7 @@
 //! [`Config::metrics_lock_names`]: crate::Config::metrics_lock_names
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::task::Poll;
@@ -326,7 +327,8 @@ impl<'a> Acquisition<'a> {
         }
     }
 
-    /// Runs the acquisition `acquiring` inside the span, and records how it ended.
+    /// Runs the acquisition `acquiring` inside the span (each poll, and its drop), and records how
+    /// it ended.
     ///
     /// # Cancel safety
     ///
@@ -339,7 +341,7 @@ impl<'a> Acquisition<'a> {
         // argument and as the future it awaits, and rather than `Instrument`, which would keep a
         // second handle on the span in every waiter's future.
         Tracked {
-            acquiring,
+            acquiring: Some(acquiring),
             acquisition: self,
         }
     }
@@ -387,24 +389,37 @@ impl<'a> Acquisition<'a> {
 }
 
 pin_project_lite::pin_project! {
-    /// An acquisition's future, polled inside its span, that records its outcome when it is done
-    /// (see [`Acquisition::track`]).
+    /// An acquisition's future, polled and dropped inside its span (as `Instrumented` does), that
+    /// records its outcome when it is done (see [`Acquisition::track`]).
     #[must_use = "futures do nothing unless polled"]
     pub(crate) struct Tracked<'t, 'a, F> {
+        // `None` only while it is dropped, inside the span.
         #[pin]
-        acquiring: F,
+        acquiring: Option<F>,
         acquisition: &'t Acquisition<'a>,
+    }
+
+    impl<'t, 'a, F> PinnedDrop for Tracked<'t, 'a, F> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            let _entered = this.acquisition.span.enter();
+            this.acquiring.set(None);
+        }
     }
 }
 
 impl<T, F: Future<Output = Result<Option<T>>>> Future for Tracked<'_, '_, F> {
     type Output = F::Output;
 
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
         let this = self.project();
+        let Some(acquiring) = this.acquiring.as_pin_mut() else {
+            // Only while it is dropped: nothing polls it then.
+            return Poll::Pending;
+        };
         let polled = {
             let _entered = this.acquisition.span.enter();
-            this.acquiring.poll(cx)
+            acquiring.poll(cx)
         };
         if let Poll::Ready(result) = &polled {
             this.acquisition
@@ -706,5 +721,90 @@ mod sink {
 
     pub(super) fn histogram(_: &'static str, _: Labels<'_>, _: Option<&str>) -> Histogram {
         Histogram
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicIsize;
+    use std::task::Context;
+
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    use super::*;
+
+    /// A subscriber that only counts how deep the current thread is inside spans.
+    #[derive(Clone, Default)]
+    struct Depth(Arc<AtomicIsize>);
+
+    impl Subscriber for Depth {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, _: &Event<'_>) {}
+        fn enter(&self, _: &Id) {
+            let _ = self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn exit(&self, _: &Id) {
+            let _ = self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A future that never completes and notes, when dropped, how deep inside spans it was.
+    struct NotesItsDrop {
+        depth: Arc<AtomicIsize>,
+        dropped_at: Arc<AtomicIsize>,
+    }
+
+    impl Future for NotesItsDrop {
+        type Output = Result<Option<()>>;
+
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+            Poll::Pending
+        }
+    }
+
+    impl Drop for NotesItsDrop {
+        fn drop(&mut self) {
+            self.dropped_at
+                .store(self.depth.load(Ordering::SeqCst), Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_tracked_acquisition_is_polled_and_dropped_inside_its_span_and_counts_as_cancelled() {
+        let depth = Depth::default();
+        let dropped_at = Arc::new(AtomicIsize::new(-1));
+        tracing::subscriber::with_default(depth.clone(), || {
+            let telemetry = Telemetry::default();
+            let acquisition = Acquisition::start(&telemetry, "lock", "t", None, "Forever");
+            let mut tracked = Box::pin(acquisition.track(NotesItsDrop {
+                depth: depth.0.clone(),
+                dropped_at: dropped_at.clone(),
+            }));
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            assert!(tracked.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(
+                depth.0.load(Ordering::SeqCst),
+                0,
+                "the span is left after a poll"
+            );
+            drop(tracked);
+            assert_eq!(
+                acquisition.outcome.load(Ordering::Relaxed),
+                Outcome::Cancelled as u8
+            );
+        });
+        assert_eq!(
+            dropped_at.load(Ordering::SeqCst),
+            1,
+            "the acquisition's future was dropped inside its span"
+        );
     }
 }

@@ -35,11 +35,12 @@ pub(crate) struct Channel {
     subscribed: AtomicBool,
     /// Messages received so far (what a yielding local queue waits to see move).
     messages: AtomicU64,
-    /// Signalled whenever `subscribed` becomes true, on every message, and whenever the channel
-    /// stops being live or begins a new live period: what [`Subscription::confirmed`] and
-    /// [`Listening::changed`] wait for. One notification for all of them (each waiter checks its
-    /// own condition again when woken), as every channel keeps one.
-    changed: Notify,
+    /// Signalled on each of the channel's events: a confirmation (also of a channel already
+    /// live), a message, a new live period, the end of one, and the server refusing subscriptions
+    /// for good. What [`Subscription::confirmed`] and [`Listening::changed`] wait for: one
+    /// notification for all of them (each waiter checks its own condition again when woken), as
+    /// every channel keeps one.
+    events: Notify,
     /// The registry-wide number of the live period the channel is in (see [`Mark`]).
     period: AtomicU64,
 }
@@ -88,7 +89,7 @@ impl Listening {
     /// Cancel safe: it only waits.
     pub(crate) async fn changed(&self) {
         loop {
-            let heard = self.subscription.channel.changed.notified();
+            let heard = self.subscription.channel.events.notified();
             tokio::pin!(heard);
             let _ = heard.as_mut().enable();
             if !self.unchanged() {
@@ -131,7 +132,7 @@ impl Channel {
             wakeups: Wakeups::new(rule),
             subscribed: AtomicBool::new(false),
             messages: AtomicU64::new(0),
-            changed: Notify::new(),
+            events: Notify::new(),
             period: AtomicU64::new(0),
         }
     }
@@ -235,7 +236,7 @@ impl Registry {
     fn begin_period(&self, channel: &Channel) {
         let period = self.periods.fetch_add(1, Ordering::AcqRel) + 1;
         channel.period.store(period, Ordering::Release);
-        channel.changed.notify_waiters();
+        channel.events.notify_waiters();
     }
 
     /// How many channels are subscribed (or being subscribed) right now.
@@ -257,7 +258,7 @@ impl Registry {
                     self.begin_period(channel);
                     self.live.live();
                 }
-                channel.changed.notify_waiters();
+                channel.events.notify_waiters();
                 channel.wakeups.wake_all();
             }
         }
@@ -269,7 +270,7 @@ impl Registry {
             return;
         };
         let _ = channel.messages.fetch_add(1, Ordering::AcqRel);
-        channel.changed.notify_waiters();
+        channel.events.notify_waiters();
         let rule = if channel.wakes_all.load(Ordering::Acquire) {
             WakeRule::All
         } else {
@@ -289,7 +290,7 @@ impl Registry {
             if channel.subscribed.swap(false, Ordering::AcqRel) {
                 self.live.gone();
             }
-            channel.changed.notify_waiters();
+            channel.events.notify_waiters();
             channel.wakeups.wake_all();
         }
     }
@@ -329,7 +330,7 @@ impl Registry {
                 && !channel.subscribed.swap(true, Ordering::AcqRel)
             {
                 self.live.live();
-                channel.changed.notify_waiters();
+                channel.events.notify_waiters();
             }
         }
         diff.batch
@@ -355,7 +356,7 @@ impl Registry {
         self.refused.store(true, Ordering::Release);
         self.changes.lock().clear();
         for (_, channel) in self.channels.lock().values() {
-            channel.changed.notify_waiters();
+            channel.events.notify_waiters();
             channel.wakeups.wake_all();
         }
     }
@@ -367,7 +368,7 @@ impl Registry {
             if channel.subscribed.swap(false, Ordering::AcqRel) {
                 self.live.gone();
             }
-            channel.changed.notify_waiters();
+            channel.events.notify_waiters();
             channel.wakeups.wake_all();
         }
     }
@@ -401,7 +402,7 @@ impl Subscription {
     /// Cancel safe: it only waits.
     pub(crate) async fn confirmed(&self) {
         loop {
-            let confirmed = self.channel.changed.notified();
+            let confirmed = self.channel.events.notified();
             tokio::pin!(confirmed);
             let _ = confirmed.as_mut().enable();
             if self.is_live() || self.registry.refused() {
