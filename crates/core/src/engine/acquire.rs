@@ -91,9 +91,10 @@ pub(crate) fn acquire<'a, K: LockWire>(
     }
 }
 
-/// One acquisition's inputs, its place in the local queue and what its attempts found: what the
-/// wait loop's closures borrow, each of them one pointer in a waiter's future rather than a copy of
-/// every input.
+/// One acquisition's inputs, its place in the local queue, its give-up and what its attempts
+/// found: what the wait loop's closures borrow, each of them one pointer in a waiter's future
+/// rather than a copy of every input. Dropping it leaves the local queue, then sends an armed
+/// give-up (see its `Drop`).
 struct Acquiring<'a, K: LockWire> {
     services: &'a Arc<Services>,
     kind: &'a Arc<K>,
