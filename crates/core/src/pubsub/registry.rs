@@ -7,6 +7,7 @@
 //! live channel stood, so that a hold passed with no command can tell later whether anyone
 //! published.
 
+use std::borrow::Borrow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -152,7 +153,7 @@ pub(crate) struct Registry {
     channels: Mutex<Channels>,
     /// The channels wanted first or given up last since the connection task's last step, which
     /// looks at these only (see [`SubscriptionTracker::mark`]). Taken under `channels`' lock.
-    changes: Mutex<Vec<String>>,
+    changes: Mutex<Vec<Arc<str>>>,
     /// Wakes the connection task when the desired set changed.
     changed: Notify,
     /// How many channels are live (`subscribed`), as a metric.
@@ -182,7 +183,7 @@ impl Registry {
         entry.joined_by(rule);
         let entry = entry.clone();
         if *refs == 1 {
-            self.record_change(channel);
+            self.record_change(&entry.name);
             self.changed.notify_one();
         }
         Subscription {
@@ -250,10 +251,10 @@ impl Registry {
 
     /// Marks freshly subscribed channels live and wakes their waiters once: they may have missed a
     /// message while the subscription was being (re-)established.
-    pub(crate) fn confirm(&self, subscribed: &[String]) {
+    pub(crate) fn confirm<N: Borrow<str>>(&self, subscribed: &[N]) {
         let channels = self.channels.lock();
         for name in subscribed {
-            if let Some((_, channel)) = channels.get(name.as_str()) {
+            if let Some((_, channel)) = channels.get(name.borrow()) {
                 if !channel.subscribed.swap(true, Ordering::AcqRel) {
                     self.begin_period(channel);
                     self.live.live();
@@ -326,7 +327,7 @@ impl Registry {
             channel.subscribed.load(Ordering::Acquire)
         });
         for name in &diff.already_subscribed {
-            if let Some((_, channel)) = channels.get(name.as_str())
+            if let Some((_, channel)) = channels.get(&**name)
                 && !channel.subscribed.swap(true, Ordering::AcqRel)
             {
                 self.live.live();
@@ -338,9 +339,9 @@ impl Registry {
 
     /// Records that `channel` was wanted first or given up last, for the connection task's next
     /// step; nothing once the server refuses subscriptions for good, when no step comes to take it.
-    fn record_change(&self, channel: &str) {
+    fn record_change(&self, channel: &Arc<str>) {
         if !self.refused() {
-            self.changes.lock().push(channel.to_owned());
+            self.changes.lock().push(channel.clone());
         }
     }
 
@@ -441,7 +442,7 @@ impl Drop for Subscription {
                 {
                     self.registry.live.gone();
                 }
-                self.registry.record_change(name);
+                self.registry.record_change(&self.channel.name);
                 self.registry.changed.notify_one();
             }
         }

@@ -153,8 +153,8 @@ impl SubscriberTask {
         loop {
             if change.is_none() {
                 change = self.registry.diff(&mut server).map(|batch| match batch {
-                    Batch::Unsubscribe(stale) => link.unsubscribe(stale),
-                    Batch::Subscribe(missing) => link.subscribe(missing),
+                    Batch::Unsubscribe(stale) => link.unsubscribe(owned(&stale)),
+                    Batch::Subscribe(missing) => link.subscribe(owned(&missing)),
                 });
             }
             tokio::select! {
@@ -220,4 +220,10 @@ impl SubscriberTask {
             }
         }
     }
+}
+
+/// A batch's channel names as the connection's commands take them (the tracker shares the
+/// registry's names; a command needs its own copies, for as long as it is sent).
+fn owned(names: &[Arc<str>]) -> Vec<String> {
+    names.iter().map(|name| name.to_string()).collect()
 }

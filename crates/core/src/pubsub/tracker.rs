@@ -18,20 +18,27 @@
 use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
+
+/// A channel's name as the tracker keeps it: the registry's `Arc<str>` (shared with the channel's
+/// local end, so that a subscribed channel's name is kept once), plain `String`s in the tests.
+pub(super) trait Name: Clone + Eq + Hash + Borrow<str> + for<'a> From<&'a str> {}
+
+impl<N: Clone + Eq + Hash + Borrow<str> + for<'a> From<&'a str>> Name for N {}
 
 /// What the server is subscribed to on the current connection (or being asked for by the batch on
 /// the wire), and that batch's channels. A new connection starts from the default: nothing.
 #[derive(Debug)]
-pub(super) struct SubscriptionTracker {
-    server: HashSet<String>,
-    in_flight: Vec<String>,
+pub(super) struct SubscriptionTracker<N = Arc<str>> {
+    server: HashSet<N>,
+    in_flight: Vec<N>,
     /// Channels whose wanted state may differ from the server's: the next step looks at them.
-    pending: HashSet<String>,
+    pending: HashSet<N>,
     /// Whether the next step looks at every wanted channel: a new connection has none of them.
     fresh: bool,
 }
 
-impl Default for SubscriptionTracker {
+impl<N> Default for SubscriptionTracker<N> {
     fn default() -> Self {
         Self {
             server: HashSet::new(),
@@ -44,44 +51,44 @@ impl Default for SubscriptionTracker {
 
 /// The next step towards the desired set.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Diff {
+pub(super) struct Diff<N = Arc<str>> {
     /// Wanted channels that the server already has while their local end is not live: confirm them
     /// now, nothing is sent for them.
-    pub(super) already_subscribed: Vec<String>,
+    pub(super) already_subscribed: Vec<N>,
     /// The batch to send, if the server differs from the desired set.
-    pub(super) batch: Option<Batch>,
+    pub(super) batch: Option<Batch<N>>,
 }
 
 /// One `SUBSCRIBE` or `UNSUBSCRIBE` batch.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Batch {
+pub(super) enum Batch<N = Arc<str>> {
     /// Channels nobody wants any more; sent before any subscribe.
-    Unsubscribe(Vec<String>),
+    Unsubscribe(Vec<N>),
     /// Channels wanted and missing.
-    Subscribe(Vec<String>),
+    Subscribe(Vec<N>),
 }
 
-impl SubscriptionTracker {
+impl<N: Name> SubscriptionTracker<N> {
     /// The next step from the server's subscriptions to `desired` (wanted channels, each with its
     /// local end), where `live` says whether a local end is confirmed. The batch it returns counts
     /// as sent: call [`SubscriptionTracker::batch_done`] when its reply comes, before the next step.
     ///
     /// Only the channels [marked](SubscriptionTracker::mark) since the last step are looked at
     /// (every wanted one on a new connection); those a batch leaves for later stay marked.
-    pub(super) fn next<N: Borrow<str> + Hash + Eq, V, S: BuildHasher>(
+    pub(super) fn next<V, S: BuildHasher>(
         &mut self,
         desired: &std::collections::HashMap<N, V, S>,
         live: impl Fn(&V) -> bool,
-    ) -> Diff {
+    ) -> Diff<N> {
         if std::mem::take(&mut self.fresh) {
-            self.pending
-                .extend(desired.keys().map(|name| name.borrow().to_owned()));
+            self.pending.extend(desired.keys().cloned());
         }
         let mut already_subscribed = Vec::new();
         let mut missing = Vec::new();
         let mut stale = Vec::new();
         for name in self.pending.drain() {
-            match (desired.get(name.as_str()), self.server.contains(&name)) {
+            let key: &str = name.borrow();
+            match (desired.get(key), self.server.contains(key)) {
                 (Some(_), false) => missing.push(name),
                 (Some(local), true) if !live(local) => already_subscribed.push(name),
                 (None, true) => stale.push(name),
@@ -91,7 +98,7 @@ impl SubscriptionTracker {
         }
         let batch = if !stale.is_empty() {
             for name in &stale {
-                let _ = self.server.remove(name);
+                let _ = self.server.remove::<str>(name.borrow());
             }
             // Unsubscribes go first: the missing ones wait for the next step.
             self.pending.extend(missing);
@@ -111,12 +118,12 @@ impl SubscriptionTracker {
 
     /// Channels whose wanted state changed: wanted first, or given up last. The next step looks at
     /// them.
-    pub(super) fn mark(&mut self, channels: impl IntoIterator<Item = String>) {
+    pub(super) fn mark(&mut self, channels: impl IntoIterator<Item = N>) {
         self.pending.extend(channels);
     }
 
     /// The batch on the wire was answered: the channels it subscribed, to confirm.
-    pub(super) fn batch_done(&mut self) -> Vec<String> {
+    pub(super) fn batch_done(&mut self) -> Vec<N> {
         std::mem::take(&mut self.in_flight)
     }
 
@@ -124,11 +131,11 @@ impl SubscriptionTracker {
     /// that lost a subscription somebody relies on: `channel` is `wanted` and not part of the batch
     /// on the wire. Then the server no longer has it, and the next step subscribes it again.
     pub(super) fn dropped(&mut self, channel: &str, wanted: bool) -> bool {
-        if !wanted || self.in_flight.iter().any(|name| name == channel) {
+        if !wanted || self.in_flight.iter().any(|name| name.borrow() == channel) {
             return false;
         }
         let _ = self.server.remove(channel);
-        let _ = self.pending.insert(channel.to_owned());
+        let _ = self.pending.insert(N::from(channel));
         true
     }
 }
@@ -148,7 +155,7 @@ mod tests {
     }
 
     /// One step after every channel of `channels`, and every one the server has, changed.
-    fn step(tracker: &mut SubscriptionTracker, channels: &[(&str, bool)]) -> Diff {
+    fn step(tracker: &mut SubscriptionTracker<String>, channels: &[(&str, bool)]) -> Diff<String> {
         let server: Vec<String> = tracker.server.iter().cloned().collect();
         tracker.mark(server);
         tracker.mark(channels.iter().map(|(name, _)| (*name).to_owned()));
@@ -156,7 +163,7 @@ mod tests {
     }
 
     /// `diff` with its channel lists sorted (a step finds them in hash order).
-    fn sorted(mut diff: Diff) -> Diff {
+    fn sorted(mut diff: Diff<String>) -> Diff<String> {
         diff.already_subscribed.sort();
         if let Some(Batch::Subscribe(names) | Batch::Unsubscribe(names)) = &mut diff.batch {
             names.sort();
@@ -164,20 +171,20 @@ mod tests {
         diff
     }
 
-    fn subscribe(names: &[&str]) -> Diff {
+    fn subscribe(names: &[&str]) -> Diff<String> {
         batch(Batch::Subscribe(
             names.iter().map(|n| (*n).to_owned()).collect(),
         ))
     }
 
-    fn batch(batch: Batch) -> Diff {
+    fn batch(batch: Batch<String>) -> Diff<String> {
         Diff {
             already_subscribed: Vec::new(),
             batch: Some(batch),
         }
     }
 
-    const IN_SYNC: Diff = Diff {
+    const IN_SYNC: Diff<String> = Diff {
         already_subscribed: Vec::new(),
         batch: None,
     };
