@@ -15,8 +15,8 @@
 //!    plain async code over the subscriber's registry, tested in-process on a paused clock.
 //! 2. **Acquire** ([`acquire`]): one attempt is the kind's acquire script, with its undo armed.
 //!    A wait-forever acquisition builds that write only once the client admits it
-//!    ([`admission::admit`]),
-//!    so that a burst of any number of waiters parks without one write's state each.
+//!    ([`admission::admit`]), so that a burst of any number of waiters parks without one write's
+//!    state each.
 //! 3. **Hold** ([`Guard`]): registered with the watchdog (under the kind's renewal) unless it has a
 //!    fixed lease; the guard carries the lease-lost signal and releases on drop, in the background.
 //! 4. **Release** ([`release`]): the kind's unlock script, idempotent under an unlock latch.
