@@ -55,11 +55,13 @@
 //! [`HandOff::passed_freely`]: crate::engine::HandOff::passed_freely
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -142,8 +144,9 @@ impl Eq for ByKey {}
 struct State {
     /// FIFO; the front is the head, the only waiter that talks to Redis.
     waiters: VecDeque<Arc<Waiter>>,
-    /// The local owner that holds the lock, as far as this client knows.
-    occupant: Option<Occupant>,
+    /// The local owner that holds the lock, as far as this client knows. Boxed: a lone waiter's
+    /// queue has none, and every queue would keep room for one.
+    occupant: Option<Box<Occupant>>,
     /// Hand-offs since the lock last came from Redis, and when it did.
     streak: u32,
     streak_since: Option<Instant>,
@@ -160,7 +163,7 @@ impl State {
     /// Wakes the head, if any.
     fn nudge_head(&self) {
         if let Some(head) = self.waiters.front() {
-            head.nudge.notify_one();
+            head.nudge();
         }
     }
 
@@ -185,11 +188,11 @@ impl State {
         listening: Option<Listening>,
         handed_off: bool,
     ) {
-        self.occupant = Some(Occupant {
+        self.occupant = Some(Box::new(Occupant {
             field: field.to_owned(),
             expiry,
             listening,
-        });
+        }));
         self.yielding = None;
         if !handed_off {
             self.streak = 0;
@@ -254,14 +257,27 @@ impl Yield {
 
 #[derive(Debug)]
 struct Waiter {
-    field: String,
+    /// Shared with the acquisition that waits.
+    field: Arc<str>,
     lease: Duration,
     /// Whether its hold would be renewed by the watchdog (no fixed lease): only such a waiter is
     /// passed a hold freely.
     renewed: bool,
-    nudge: Notify,
+    /// How many times the queue changed for this waiter (see [`Nudged`]), and its task to wake
+    /// then. A counter and a waker rather than a `Notify`, whose waiting future is 64 bytes: a
+    /// parked waiter keeps its [`Nudged`] inline, two words.
+    nudges: AtomicU32,
+    task: AtomicWaker,
     /// Changed only with the queue's state locked (the state lock first).
     slot: Mutex<Slot>,
+}
+
+impl Waiter {
+    /// The queue changed for this waiter: its [`Nudged`], pending or future, completes.
+    fn nudge(&self) {
+        let _ = self.nudges.fetch_add(1, Ordering::AcqRel);
+        self.task.wake();
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -570,15 +586,16 @@ impl Cohorts {
         &self,
         key: &str,
         label: &'static str,
-        field: &str,
+        field: impl Into<Arc<str>>,
         lease: Duration,
         renewed: bool,
     ) -> Ticket {
         let waiter = Arc::new(Waiter {
-            field: field.to_owned(),
+            field: field.into(),
             lease,
             renewed,
-            nudge: Notify::new(),
+            nudges: AtomicU32::new(0),
+            task: AtomicWaker::new(),
             slot: Mutex::new(Slot::Waiting),
         });
         let mut queues = self.queues.lock();
@@ -597,6 +614,7 @@ impl Cohorts {
             cohorts: self.clone(),
             queue,
             waiter,
+            seen: AtomicU32::new(0),
             behind,
         }
     }
@@ -653,7 +671,7 @@ impl Cohorts {
         // Another future of the releasing owner, queued before the owner held anything: nothing
         // passes from an owner to itself (a hand-off script would replace the field by itself and
         // delete the lock); the lock is released, and that future takes it from Redis.
-        if head.field == field {
+        if *head.field == *field {
             return release;
         }
         let mut slot = head.slot.lock();
@@ -836,6 +854,9 @@ pub(crate) struct Ticket {
     cohorts: Cohorts,
     queue: Arc<Queue>,
     waiter: Arc<Waiter>,
+    /// The waiter's nudges taken so far: one more than this is a nudge not yet acted on (as a
+    /// `Notify` keeps one permit).
+    seen: AtomicU32,
     behind: bool,
 }
 
@@ -857,7 +878,7 @@ impl Ticket {
     /// Cancel safe: it only waits.
     pub(crate) async fn until_head(&self, deadline: Option<Instant>) -> bool {
         loop {
-            let nudged = self.waiter.nudge.notified();
+            let nudged = self.nudged();
             {
                 let state = self.queue.state.lock();
                 let head = state
@@ -890,7 +911,11 @@ impl Ticket {
             Slot::Claimed => return Step::Claimed,
             Slot::Waiting | Slot::Trying | Slot::Abandoned => {}
         }
-        if let Some(expiry) = state.occupant.as_ref().and_then(Occupant::live_expiry) {
+        if let Some(expiry) = state
+            .occupant
+            .as_ref()
+            .and_then(|holder| holder.live_expiry())
+        {
             let until = match expiry {
                 Some(Expiry::At(at)) => Some(*at),
                 _ => None,
@@ -932,7 +957,7 @@ impl Ticket {
     /// Cancel safe: it only waits.
     pub(crate) async fn settled(&self) {
         loop {
-            let nudged = self.waiter.nudge.notified();
+            let nudged = self.nudged();
             if self.slot() != Slot::Claimed {
                 return;
             }
@@ -941,39 +966,39 @@ impl Ticket {
     }
 
     /// Completes when the queue changed for this waiter (it may take a passed lock, try, or look
-    /// again), or when the local holder's lease is lost.
-    ///
-    /// Boxed by what can end it now, so that a waiter with no local holder (every waiter of a
-    /// burst on names held elsewhere) parks with the queue's notification alone, not with room
-    /// for a lease's end too.
+    /// again) since it last took a nudge: at once if it changed meanwhile, as a `Notify`'s permit.
+    /// A parked waiter waits for it, together with [`Ticket::holder_lease`]'s loss when there is
+    /// one.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: it only waits.
-    pub(crate) fn nudged(&self) -> BoxFuture<'_, ()> {
-        let lease = self
-            .queue
+    /// Cancel safe: a nudge is taken only by the poll that completes it.
+    pub(crate) fn nudged(&self) -> Nudged<'_> {
+        Nudged { ticket: self }
+    }
+
+    /// The local holder's lease while it is not known lost (its loss or its end ends a parked
+    /// waiter's wait): `None` without a local holder, as for every waiter of a burst on names held
+    /// elsewhere, or between a hand-off and its taking up.
+    pub(crate) fn holder_lease(&self) -> Option<Expiry> {
+        self.queue
             .state
             .lock()
             .occupant
             .as_ref()
-            .and_then(Occupant::live_expiry)
+            .and_then(|holder| holder.live_expiry())
             .flatten()
-            .cloned();
-        let nudged = self.waiter.nudge.notified();
-        match lease {
-            Some(lease) => Box::pin(async move {
-                tokio::select! {
-                    () = nudged => {}
-                    () = lease.lost() => {}
-                }
-            }),
-            None => Box::pin(nudged),
-        }
+            .cloned()
+    }
+
+    /// Takes a nudge not taken yet, if there is one.
+    fn take_nudge(&self) -> bool {
+        let nudges = self.waiter.nudges.load(Ordering::Acquire);
+        self.seen.swap(nudges, Ordering::AcqRel) != nudges
     }
 
     /// The waiter's field.
-    pub(crate) fn field(&self) -> &str {
+    pub(crate) fn field(&self) -> &Arc<str> {
         &self.waiter.field
     }
 
@@ -1023,7 +1048,7 @@ impl Ticket {
         state
             .occupant
             .as_ref()
-            .filter(|holder| holder.field == self.waiter.field)
+            .filter(|holder| *holder.field == *self.waiter.field)
             .and_then(|holder| holder.expiry.clone())
     }
 }
@@ -1031,6 +1056,30 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         let _ = self.abandon();
+    }
+}
+
+/// The future of [`Ticket::nudged`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub(crate) struct Nudged<'a> {
+    ticket: &'a Ticket,
+}
+
+impl Future for Nudged<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.ticket.take_nudge() {
+            return Poll::Ready(());
+        }
+        // Registered, then looked again: a nudge in between wakes the task just registered.
+        self.ticket.waiter.task.register(cx.waker());
+        if self.ticket.take_nudge() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 }
 
@@ -1120,7 +1169,7 @@ impl Claim {
         if taken {
             *slot = passed;
         }
-        self.waiter.nudge.notify_one();
+        self.waiter.nudge();
         taken
     }
 
@@ -1140,7 +1189,7 @@ impl Claim {
                 state.remove(&self.waiter);
             } else {
                 *slot = Slot::Waiting;
-                self.waiter.nudge.notify_one();
+                self.waiter.nudge();
             }
         }
         self.cohorts
@@ -1197,7 +1246,7 @@ mod tests {
         cohorts.held(KEY, KIND, holder, expiry, listening());
         let tickets = waiters
             .iter()
-            .map(|field| cohorts.join(KEY, KIND, field, LEASE, true))
+            .map(|field| cohorts.join(KEY, KIND, *field, LEASE, true))
             .collect();
         (cohorts, tickets, lost)
     }

@@ -44,10 +44,6 @@ use crate::watchdog::{Expiry, Renewed};
 /// run is undone, see [`Undo`]; a lock passed to it locally is released), no wait-queue entry (the
 /// kind's give-up runs; the local queue is left), and a waiter that was woken but dropped before it
 /// could retry hands its turn to the next local waiter.
-#[expect(
-    clippy::manual_async_fn,
-    reason = "an async fn keeps its arguments twice in every waiter's future"
-)]
 pub(crate) fn acquire<'a, K: LockWire>(
     services: &'a Arc<Services>,
     kind: &'a Arc<K>,
@@ -55,12 +51,26 @@ pub(crate) fn acquire<'a, K: LockWire>(
     wait_for: Patience,
     lease: Lease,
 ) -> impl Future<Output = Result<Option<Guard<K::Token>>>> + 'a {
+    // Kept once, in the future; the acquisition borrows them.
+    let inputs = Inputs {
+        services,
+        kind,
+        wait_for,
+        lease,
+    };
     async move {
+        // Through `inputs` only: a parameter named here would be kept a second time.
+        let Inputs {
+            services,
+            kind,
+            wait_for,
+            ..
+        } = inputs;
         // In a block: a local that was borrowed keeps its room in the future until its scope ends.
         let field = {
             let base_field = services.field(owner);
             kind.refuse(services, &base_field)?;
-            kind.field(base_field)
+            Arc::<str>::from(kind.field(base_field))
         };
         let acquisition = Acquisition::start(
             &services.telemetry,
@@ -70,11 +80,8 @@ pub(crate) fn acquire<'a, K: LockWire>(
             wait_for,
         );
         let acquiring = acquire_as(Acquiring {
-            services,
-            kind,
+            inputs: &inputs,
             field: &field,
-            wait_for,
-            lease,
             acquisition: &acquisition,
             queued: None,
             refused: AtomicBool::new(false),
@@ -84,23 +91,30 @@ pub(crate) fn acquire<'a, K: LockWire>(
         let acquired = acquisition.track(acquiring).await;
         acquired.map(|acquired| {
             acquired.map(|(token, expiry)| {
-                let kind: Arc<dyn LockWire<Token = K::Token>> = kind.clone();
-                Guard::new(kind, services.clone(), owner, field, token, expiry)
+                let kind: Arc<dyn LockWire<Token = K::Token>> = inputs.kind.clone();
+                Guard::new(kind, inputs.services.clone(), owner, field, token, expiry)
             })
         })
     }
 }
 
-/// One acquisition's inputs, its place in the local queue, its give-up and what its attempts
-/// found: what the wait loop's closures borrow, each of them one pointer in a waiter's future
-/// rather than a copy of every input. Dropping it leaves the local queue, then sends an armed
-/// give-up (see its `Drop`).
-struct Acquiring<'a, K: LockWire> {
+/// What [`acquire`] was called with, kept once in its future.
+struct Inputs<'a, K: LockWire> {
     services: &'a Arc<Services>,
     kind: &'a Arc<K>,
-    field: &'a str,
     wait_for: Patience,
     lease: Lease,
+}
+
+/// One acquisition's inputs, its place in the local queue, its give-up and what its attempts
+/// found: what the wait loop's closures borrow, each of them one pointer in a waiter's future
+/// rather than a copy of every input. It reads the inputs through [`Inputs`] (its `Deref`), which
+/// the acquisition's future keeps once. Dropping it leaves the local queue, then sends an armed
+/// give-up (see its `Drop`).
+struct Acquiring<'a, K: LockWire> {
+    inputs: &'a Inputs<'a, K>,
+    /// The owner's field, shared with its local queue entry and its guard.
+    field: &'a Arc<str>,
     /// Told of each attempt: the acquisition's span and metrics.
     acquisition: &'a Acquisition<'a>,
     /// Its place in the lock's local queue, once it joined one.
@@ -127,14 +141,14 @@ fn acquire_as<'a, K: LockWire>(
     async move {
         // Copies of the inputs, used before the wait only: the wait's closures read them through
         // `this`, so that a parked waiter's future does not keep them twice.
-        let Acquiring {
+        let Inputs {
             services,
             kind,
-            field,
             wait_for,
             lease,
-            acquisition,
-            ..
+        } = *acquiring.inputs;
+        let Acquiring {
+            field, acquisition, ..
         } = acquiring;
         let lease_for = lease_time(services, lease);
         if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease_for) {
@@ -161,9 +175,17 @@ fn acquire_as<'a, K: LockWire>(
         let nudge = move || -> Nudge<'_> {
             let queued = this.queued.as_ref();
             match (queued, this.services.cohorts.streak_on(this.kind.scope())) {
-                (Some(queued), None) => queued.ticket.nudged(),
-                (None, None) => Box::pin(std::future::pending()),
-                (queued, Some(streak)) => Box::pin(async move {
+                (Some(queued), None) => match queued.ticket.holder_lease() {
+                    None => Nudge::Queue(queued.ticket.nudged()),
+                    Some(lease) => Nudge::Boxed(Box::pin(async move {
+                        tokio::select! {
+                            () = queued.ticket.nudged() => {}
+                            () = lease.lost() => {}
+                        }
+                    })),
+                },
+                (None, None) => Nudge::Never,
+                (queued, Some(streak)) => Nudge::Boxed(Box::pin(async move {
                     let queue_changed = async {
                         match queued {
                             Some(queued) => queued.ticket.nudged().await,
@@ -174,7 +196,7 @@ fn acquire_as<'a, K: LockWire>(
                         () = queue_changed => {}
                         () = streak.over() => {}
                     }
-                }),
+                })),
             }
         };
         let nudged: Option<&Nudges<'_>> = Some(&nudge);
@@ -344,7 +366,7 @@ impl<K: LockWire> Queued<K> {
     fn join(
         services: &Arc<Services>,
         kind: &Arc<K>,
-        field: &str,
+        field: &Arc<str>,
         patience: Patience,
         lease: Lease,
     ) -> Option<Self> {
@@ -360,7 +382,7 @@ impl<K: LockWire> Queued<K> {
         let ticket = services.cohorts.join(
             kind.scope(),
             kind.label(),
-            field,
+            field.clone(),
             lease_time(services, lease),
             renewed,
         );
@@ -438,7 +460,7 @@ impl<K: LockWire> Drop for Queued<K> {
             drop(Releasing::new(
                 &self.services,
                 self.kind.clone(),
-                self.ticket.field().to_owned(),
+                self.ticket.field().clone(),
             ));
         }
     }
@@ -751,6 +773,14 @@ async fn undo(
             Ok(mut conn) => commands.invoke(&mut conn, &call).await.ok(),
             Err(_) => None,
         };
+    }
+}
+
+impl<'a, K: LockWire> std::ops::Deref for Acquiring<'a, K> {
+    type Target = Inputs<'a, K>;
+
+    fn deref(&self) -> &Inputs<'a, K> {
+        self.inputs
     }
 }
 

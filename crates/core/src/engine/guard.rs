@@ -3,14 +3,14 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::Either;
+use tokio::time::Instant;
 
 use super::hand_off::{held_in_streak, hold_count};
 use super::lock_wire::LockWire;
 use super::release::Releasing;
-use std::time::Duration;
-
-use tokio::time::Instant;
-
 use crate::error::{Error, Operation, Result};
 use crate::owner::Owner;
 use crate::services::Services;
@@ -48,7 +48,8 @@ pub struct Guard<T: fmt::Debug + Send + 'static = ()> {
     kind: Arc<dyn LockWire<Token = T>>,
     services: Arc<Services>,
     owner: Owner,
-    field: String,
+    /// Shared with the acquisition's local queue entry, and with the release.
+    field: Arc<str>,
     token: T,
     expiry: Expiry,
     released: bool,
@@ -59,7 +60,7 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
         kind: Arc<dyn LockWire<Token = T>>,
         services: Arc<Services>,
         owner: Owner,
-        field: String,
+        field: Arc<str>,
         token: T,
         expiry: Expiry,
     ) -> Self {
@@ -148,10 +149,14 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
     ///
     /// Cancel safe: the release runs to completion in the background even if this future is
     /// dropped.
-    pub async fn unlock(mut self) -> Result<()> {
+    ///
+    /// A plain function returning the release rather than an `async fn`, which would keep the
+    /// guard and the release twice in the caller's future (a task that waits for a lock, then
+    /// unlocks it, is as large as the larger of the two futures).
+    pub fn unlock(mut self) -> impl Future<Output = Result<()>> + Send + 'static + use<T> {
         match self.release() {
-            Some(releasing) => releasing.await,
-            None => Ok(()),
+            Some(releasing) => Either::Left(releasing),
+            None => Either::Right(std::future::ready(Ok(()))),
         }
     }
 

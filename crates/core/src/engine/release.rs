@@ -251,14 +251,14 @@ impl Releasing {
     pub(crate) fn new<K: LockWire + ?Sized>(
         services: &Arc<Services>,
         kind: Arc<K>,
-        field: String,
+        field: Arc<str>,
     ) -> Self {
         let name = kind.name().to_owned();
         let registers = kind.refuses_reentry().then(|| {
             (
                 services.releasing.clone(),
                 kind.key().to_owned(),
-                field.clone(),
+                field.to_string(),
             )
         });
         let services_for_release = services.clone();

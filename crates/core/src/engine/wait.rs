@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::Either;
@@ -15,6 +16,7 @@ use tokio::time::Instant;
 
 use super::lock_wire::Attempt;
 use super::patience::{Patience, far_future};
+use crate::cohort::Nudged;
 use crate::error::Result;
 use crate::pubsub::{Registry, Subscription};
 use crate::services::Services;
@@ -23,7 +25,29 @@ use crate::wake::{Turn, WakeRule};
 
 /// A local event that sends a waiter back to its attempt (a local queue's nudge, see
 /// [`crate::cohort`]).
-pub(crate) type Nudge<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+#[must_use = "futures do nothing unless polled"]
+pub(crate) enum Nudge<'a> {
+    /// Nothing local wakes the waiter.
+    Never,
+    /// Its local queue changed: what nearly every parked head of a queue waits for, kept inline
+    /// (two words) rather than boxed.
+    Queue(Nudged<'a>),
+    /// Anything else (the queue or a local holder's lease lost, the queue or a streak's end):
+    /// rare, boxed.
+    Boxed(Pin<Box<dyn Future<Output = ()> + Send + 'a>>),
+}
+
+impl Future for Nudge<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.get_mut() {
+            Self::Never => Poll::Pending,
+            Self::Queue(nudged) => Pin::new(nudged).poll(cx),
+            Self::Boxed(nudged) => nudged.as_mut().poll(cx),
+        }
+    }
+}
 
 /// Where a waiter's [`Nudge`]s come from.
 pub(crate) type Nudges<'a> = dyn Fn() -> Nudge<'a> + Sync + 'a;
@@ -126,73 +150,56 @@ where
         acquisition,
     } = waiting;
     async move {
-        let nudge = || async {
-            match nudged {
-                Some(nudged) => nudged().await,
-                None => std::future::pending().await,
-            }
-        };
-        let expired = |now: Instant| deadline.is_some_and(|d| now >= d);
+        // Another local waiter's live subscription is joined at once (free); otherwise the first
+        // try goes out alone, and the waiter subscribes only once it failed.
+        let mut subscription: Option<Subscription> = channel
+            .as_ref()
+            .and_then(|(channel, rule)| registry.join_live(channel, *rule));
+        let mut unsubscribed = subscription.is_none();
         // Why the next attempt is made.
         let mut path = Path::FirstTry;
-        let subscription: Option<Subscription> = match &channel {
-            None => None,
-            Some((channel, rule)) => match registry.join_live(channel, *rule) {
-                Some(joined) => Some(joined),
-                None => {
-                    acquisition.attempt(path);
-                    if let Attempt::Acquired(token) = attempt().await? {
-                        return Ok(Some(token));
-                    }
-                    if expired(Instant::now()) {
-                        return Ok(None);
-                    }
-                    acquisition.waiting();
-                    let joined = registry.subscribe(channel, *rule);
-                    let confirm_by = Instant::now() + subscription_timeout;
-                    let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
-                    path = tokio::select! {
-                        confirmed = tokio::time::timeout_at(confirm_by, joined.confirmed()) => {
-                            if joined.is_live() {
-                                Path::Subscribed
-                            } else {
-                                // A server that refuses subscriptions was reported once, by the
-                                // subscriber.
-                                if confirmed.is_err() {
-                                    tracing::warn!(lock = acquisition.name(), "subscription not confirmed in time; polling");
-                                }
-                                Path::Polling
-                            }
-                        }
-                        () = nudge() => Path::Nudged,
-                    };
-                    Some(joined)
-                }
-            },
-        };
         // The wake-up that led to the current try: passed on if the try does not complete.
         let mut turn = Turn::none();
         let mut poll = None;
         let mut polls = 0;
         loop {
-            // Armed before the try: a wake-up from now on is banked for this waiter.
-            let armed = subscription.as_ref().map(Subscription::arm);
-            acquisition.attempt(path);
-            let bound = match attempt().await? {
-                Attempt::Acquired(token) => {
-                    turn.used();
-                    return Ok(Some(token));
-                }
-                Attempt::Busy(bound) => {
-                    turn.used();
-                    bound
+            // In a block, so that the armed waiter, moved into the wait below, keeps no room of
+            // its own in a parked waiter's future.
+            let (bound, armed) = {
+                // Armed before the try: a wake-up from now on is banked for this waiter.
+                let armed = subscription.as_ref().map(Subscription::arm);
+                acquisition.attempt(path);
+                match attempt().await? {
+                    Attempt::Acquired(token) => {
+                        turn.used();
+                        return Ok(Some(token));
+                    }
+                    Attempt::Busy(bound) => {
+                        turn.used();
+                        (bound, armed)
+                    }
                 }
             };
             let now = Instant::now();
-            if expired(now) {
+            if expired(deadline, now) {
                 return Ok(None);
             }
             acquisition.waiting();
+            if let Some((channel, rule)) = channel.as_ref().filter(|_| unsubscribed) {
+                // Nothing was armed: there was no subscription.
+                drop(armed);
+                unsubscribed = false;
+                let confirm_by = now + subscription_timeout;
+                let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
+                let joined = registry.subscribe(channel, *rule);
+                // Boxed: once per waiting acquisition, and larger than a parked waiter's state,
+                // which every waiting task's future would otherwise keep room for.
+                let (joined, confirmed_path) =
+                    Box::pin(confirmed(joined, confirm_by, nudged, acquisition)).await;
+                (subscription, path) = (Some(joined), confirmed_path);
+                turn = Turn::none();
+                continue;
+            }
             let polling = if subscription.as_ref().is_some_and(Subscription::is_live) {
                 (poll, polls) = (None, 0);
                 None
@@ -202,17 +209,60 @@ where
                 Some(delay)
             };
             let (until, timer) = wake_by(now, bound, polling, deadline);
-            // Not an `async` block, which would keep the armed waiter next to its wait.
-            let woken = match armed {
-                Some(armed) => Either::Left(armed.woken()),
-                None => Either::Right(std::future::pending()),
-            };
+            // Not an `async` block, which would keep the armed waiter next to its wait; consumed
+            // whole, so that it keeps no room of its own either.
+            let woken = armed.map_or_else(
+                || Either::Right(std::future::pending()),
+                |armed| Either::Left(armed.woken()),
+            );
             (turn, path) = tokio::select! {
                 turn = woken => (turn, Path::Message),
                 () = tokio::time::sleep_until(until) => (Turn::none(), timer),
-                () = nudge() => (Turn::none(), Path::Nudged),
+                () = nudge(nudged) => (Turn::none(), Path::Nudged),
             };
         }
+    }
+}
+
+/// Whether the wait's deadline has passed.
+fn expired(deadline: Option<Instant>, now: Instant) -> bool {
+    deadline.is_some_and(|deadline| now >= deadline)
+}
+
+/// The waiter's next local nudge, if anything local can wake it.
+fn nudge<'a>(nudged: Option<&'a Nudges<'a>>) -> Nudge<'a> {
+    nudged.map_or(Nudge::Never, |nudged| nudged())
+}
+
+/// Waits until the server confirms the waiter's new subscription (at most until `confirm_by`), or
+/// a local nudge: why the next attempt is made. A subscription the server did not confirm makes
+/// the waiter poll. A plain function returning the wait, as [`wait`], which keeps it small.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in every waiter's future"
+)]
+fn confirmed<'a>(
+    joined: Subscription,
+    confirm_by: Instant,
+    nudged: Option<&'a Nudges<'a>>,
+    acquisition: &'a Acquisition<'a>,
+) -> impl Future<Output = (Subscription, Path)> + 'a {
+    async move {
+        let path = tokio::select! {
+            confirmed = tokio::time::timeout_at(confirm_by, joined.confirmed()) => {
+                if joined.is_live() {
+                    Path::Subscribed
+                } else {
+                    // A server that refuses subscriptions was reported once, by the subscriber.
+                    if confirmed.is_err() {
+                        tracing::warn!(lock = acquisition.name(), "subscription not confirmed in time; polling");
+                    }
+                    Path::Polling
+                }
+            }
+            () = nudge(nudged) => Path::Nudged,
+        };
+        (joined, path)
     }
 }
 

@@ -437,7 +437,7 @@ impl GroupLock {
     pub async fn unlock(&self, owner: Owner) -> Result<()> {
         self.check_name()?;
         let field = self.services.field(owner);
-        engine::Releasing::new(&self.services, self.kind.clone(), field)
+        engine::Releasing::new(&self.services, self.kind.clone(), field.into())
             .finish()
             .await
             .map(|_| ())

@@ -199,8 +199,11 @@ impl<K: LockKind> Lock<K> {
     ///
     /// Cancel safe: dropping the future never leaves a hold behind. If the acquire script may have
     /// run, it is undone in the background.
-    pub async fn lock(&self) -> Result<Guard<K::Token>> {
-        self.acquire_until_held(Lease::Watchdog).await
+    ///
+    /// A plain function returning the acquisition: an `async fn` would wrap it in a future of its
+    /// own, one more word in every waiting task.
+    pub fn lock(&self) -> impl Future<Output = Result<Guard<K::Token>>> + '_ {
+        self.acquire_until_held(Lease::Watchdog)
     }
 
     /// Waits until the lock is acquired, for a hold that expires after `lease` unless released
@@ -327,7 +330,7 @@ impl<K: LockKind> Lock<K> {
     pub async fn unlock(&self, owner: Owner) -> Result<()> {
         self.check_name()?;
         let field = self.field_of(owner);
-        engine::Releasing::new(&self.services, self.kind.clone(), field)
+        engine::Releasing::new(&self.services, self.kind.clone(), field.into())
             .finish()
             .await
             .map(|_| ())
