@@ -54,7 +54,6 @@
 //! [`Config::local_handoff_window`]: crate::Config::local_handoff_window
 //! [`HandOff::passed_freely`]: crate::engine::HandOff::passed_freely
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -63,6 +62,7 @@ use std::time::Duration;
 
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -111,7 +111,7 @@ struct Queue {
     /// The queue's identity: the lock's key and the kind's queue name. Kinds sharing a key (a
     /// reentrant and a fenced lock of one name) queue apart: a hold passes only between holders of
     /// one kind.
-    key: String,
+    key: Box<str>,
     label: &'static str,
     state: Mutex<State>,
 }
@@ -142,14 +142,14 @@ impl Eq for ByKey {}
 
 #[derive(Debug, Default)]
 struct State {
-    /// FIFO; the front is the head, the only waiter that talks to Redis.
-    waiters: VecDeque<Arc<Waiter>>,
+    /// FIFO; the front is the head, the only waiter that talks to Redis. The first is kept inline:
+    /// most queues only ever hold a lone waiter. Short: a waiter leaving moves those behind it.
+    waiters: SmallVec<[Arc<Waiter>; 1]>,
     /// The local owner that holds the lock, as far as this client knows. Boxed: a lone waiter's
     /// queue has none, and every queue would keep room for one.
     occupant: Option<Box<Occupant>>,
-    /// Hand-offs since the lock last came from Redis, and when it did.
+    /// Hand-offs since the lock last came from Redis (when it did is the occupant's).
     streak: u32,
-    streak_since: Option<Instant>,
     /// After a real release that ended a streak: the head waits for the unlock message. Boxed:
     /// rare, and every queue, a lone waiter's included, would keep room for it.
     yielding: Option<Box<Yield>>,
@@ -160,19 +160,21 @@ impl State {
         self.waiters.is_empty() && self.occupant.is_none()
     }
 
+    /// The head, if any.
+    fn head(&self) -> Option<&Arc<Waiter>> {
+        self.waiters.first()
+    }
+
     /// Wakes the head, if any.
     fn nudge_head(&self) {
-        if let Some(head) = self.waiters.front() {
+        if let Some(head) = self.head() {
             head.nudge();
         }
     }
 
     /// Removes `waiter` from the queue; the next head, if the head changed, is woken.
     fn remove(&mut self, waiter: &Arc<Waiter>) {
-        let was_head = self
-            .waiters
-            .front()
-            .is_some_and(|head| Arc::ptr_eq(head, waiter));
+        let was_head = self.head().is_some_and(|head| Arc::ptr_eq(head, waiter));
         self.waiters.retain(|w| !Arc::ptr_eq(w, waiter));
         if was_head {
             self.nudge_head();
@@ -188,16 +190,21 @@ impl State {
         listening: Option<Listening>,
         handed_off: bool,
     ) {
+        let streak_since = if handed_off {
+            self.occupant
+                .as_ref()
+                .and_then(|holder| holder.streak_since)
+        } else {
+            self.streak = 0;
+            Some(Instant::now())
+        };
         self.occupant = Some(Box::new(Occupant {
             field: field.to_owned(),
             expiry,
             listening,
+            streak_since,
         }));
         self.yielding = None;
-        if !handed_off {
-            self.streak = 0;
-            self.streak_since = Some(Instant::now());
-        }
     }
 }
 
@@ -214,6 +221,8 @@ struct Occupant {
     /// while nobody of this client listened on the channel has none, and passes by script. Kept
     /// along a streak, it keeps the client subscribed.
     listening: Option<Listening>,
+    /// When the lock last came from Redis: kept along hand-offs (see [`State::streak`]).
+    streak_since: Option<Instant>,
 }
 
 impl Occupant {
@@ -560,7 +569,7 @@ impl Cohorts {
             return queue.0.clone();
         }
         let queue = Arc::new(Queue {
-            key: key.to_owned(),
+            key: key.into(),
             label,
             state: Mutex::default(),
         });
@@ -602,11 +611,7 @@ impl Cohorts {
         let queue = Self::queue_or_new(&mut queues, key, label);
         let behind = {
             let mut state = queue.state.lock();
-            // Room for one at first: most queues only ever hold a lone waiter.
-            if state.waiters.capacity() == 0 {
-                state.waiters.reserve_exact(1);
-            }
-            state.waiters.push_back(waiter.clone());
+            state.waiters.push(waiter.clone());
             state.waiters.len() > 1 || state.occupant.is_some()
         };
         drop(queues);
@@ -665,7 +670,7 @@ impl Cohorts {
         if state.occupant.as_ref().is_none_or(|h| h.field != field) {
             return release;
         }
-        let Some(head) = state.waiters.front() else {
+        let Some(head) = state.head() else {
             return release;
         };
         // Another future of the releasing owner, queued before the owner held anything: nothing
@@ -693,7 +698,9 @@ impl Cohorts {
             });
         let within = state.streak < limit
             && state
-                .streak_since
+                .occupant
+                .as_ref()
+                .and_then(|holder| holder.streak_since)
                 .is_some_and(|since| since.elapsed() < window);
         if !within {
             return Next::Release { yielding: true };
@@ -794,7 +801,6 @@ impl Cohorts {
             if state.occupant.as_ref().is_some_and(|h| h.field == field) {
                 state.occupant = None;
                 state.streak = 0;
-                state.streak_since = None;
                 state.yielding = yielding.map(Box::new);
                 state.nudge_head();
             }
@@ -882,8 +888,7 @@ impl Ticket {
             {
                 let state = self.queue.state.lock();
                 let head = state
-                    .waiters
-                    .front()
+                    .head()
                     .is_some_and(|head| Arc::ptr_eq(head, &self.waiter));
                 if head || !matches!(self.slot(), Slot::Waiting) {
                     return true;
@@ -1148,7 +1153,11 @@ impl Claim {
         self.settled = true;
         let mut state = self.queue_for_passing();
         let _ = self.cohorts.free_handoffs.fetch_add(1, Ordering::Relaxed);
-        let listening = state.occupant.take().and_then(|holder| holder.listening);
+        // Taken in place: the next occupant keeps the streak's start.
+        let listening = state
+            .occupant
+            .as_mut()
+            .and_then(|holder| holder.listening.take());
         state.hold(&self.waiter.field, Some(streak.expiry()), listening, true);
         self.hand_to_waiter(&mut state, Slot::Lent)
     }

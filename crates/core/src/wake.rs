@@ -31,7 +31,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use tokio::sync::{Notify, Semaphore};
+use futures::FutureExt;
+use futures::future::Either;
+use tokio::sync::{AcquireError, Notify, Semaphore, SemaphorePermit};
 
 /// How a channel's messages wake local waiters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +80,14 @@ pub(crate) struct Wakeups {
     banked: Semaphore,
     /// Waiters armed for the next wake-up (between [`Wakeups::arm`] and being woken or leaving).
     armed: AtomicUsize,
+    /// A latch's channel's ([`WakeRule::CountDown`]): its waiters listen for its openings too.
+    /// Boxed: every other channel, one per name a waiter waits on, would keep room for it.
+    latch: Option<Box<Latch>>,
+}
+
+/// The openings of a latch's channel.
+#[derive(Debug, Default)]
+struct Latch {
     /// An open latch lets every waiter through.
     open: AtomicBool,
     /// How many times the latch opened: a waiter passes an open latch only if it opened since the
@@ -85,9 +95,6 @@ pub(crate) struct Wakeups {
     openings: AtomicU64,
     /// Told when the latch opens.
     opened: Notify,
-    /// Whether the channel is a latch's ([`WakeRule::CountDown`]), whose waiters listen for its
-    /// openings too.
-    latch: bool,
 }
 
 impl Wakeups {
@@ -96,10 +103,7 @@ impl Wakeups {
         Self {
             banked: Semaphore::new(0),
             armed: AtomicUsize::new(0),
-            open: AtomicBool::new(false),
-            openings: AtomicU64::new(0),
-            opened: Notify::new(),
-            latch: rule == WakeRule::CountDown,
+            latch: (rule == WakeRule::CountDown).then(Box::default),
         }
     }
 
@@ -108,8 +112,10 @@ impl Wakeups {
         let _ = self.armed.fetch_add(1, Ordering::AcqRel);
         Armed {
             wakeups: self,
-            armed: true,
-            openings: self.openings.load(Ordering::Acquire),
+            openings: self
+                .latch
+                .as_ref()
+                .map_or(0, |latch| latch.openings.load(Ordering::Acquire)),
         }
     }
 
@@ -132,31 +138,45 @@ impl Wakeups {
 
     /// Opens the latch: every waiter passes until [`Wakeups::close`].
     fn open(&self) {
-        debug_assert!(self.latch, "only a latch's channel opens");
-        self.open.store(true, Ordering::Release);
-        let _ = self.openings.fetch_add(1, Ordering::AcqRel);
-        self.opened.notify_waiters();
+        debug_assert!(self.latch.is_some(), "only a latch's channel opens");
+        if let Some(latch) = &self.latch {
+            latch.open.store(true, Ordering::Release);
+            let _ = latch.openings.fetch_add(1, Ordering::AcqRel);
+            latch.opened.notify_waiters();
+        }
     }
 
     /// Closes the latch: waiters wait for the next opening.
     fn close(&self) {
-        self.open.store(false, Ordering::Release);
+        if let Some(latch) = &self.latch {
+            latch.open.store(false, Ordering::Release);
+        }
     }
 
     /// Whether the latch is open.
-    pub(crate) fn is_open(&self) -> bool {
-        self.open.load(Ordering::Acquire)
+    #[cfg(test)]
+    fn is_open(&self) -> bool {
+        self.latch
+            .as_ref()
+            .is_some_and(|latch| latch.open.load(Ordering::Acquire))
     }
 
     /// Whether the latch is open and opened after a waiter armed with `openings` seen.
     fn opened_since(&self, openings: u64) -> bool {
-        self.is_open() && self.openings.load(Ordering::Acquire) != openings
+        self.latch.as_ref().is_some_and(|latch| {
+            latch.open.load(Ordering::Acquire) && latch.openings.load(Ordering::Acquire) != openings
+        })
     }
 
     /// Takes a banked wake-up, waiting for one in FIFO order.
     async fn banked_turn(&self) -> Turn<'_> {
+        self.take_banked(self.banked.acquire().await)
+    }
+
+    /// The wake-up a wait for a banked one took.
+    fn take_banked(&self, taken: Result<SemaphorePermit<'_>, AcquireError>) -> Turn<'_> {
         // The semaphore is never closed, so acquiring cannot fail.
-        if let Ok(permit) = self.banked.acquire().await {
+        if let Ok(permit) = taken {
             permit.forget();
         }
         Turn(Some(self))
@@ -164,10 +184,10 @@ impl Wakeups {
 
     /// A latch's wait: an opening since the waiter armed (with `armed_at` openings seen), or a
     /// banked wake-up (every waiter is woken when the subscription was lost).
-    async fn opened_or_banked(&self, armed_at: u64) -> Turn<'_> {
+    async fn opened_or_banked(&self, latch: &Latch, armed_at: u64) -> Turn<'_> {
         let opened = async {
             loop {
-                let notified = self.opened.notified();
+                let notified = latch.opened.notified();
                 tokio::pin!(notified);
                 let _ = notified.as_mut().enable();
                 if self.opened_since(armed_at) {
@@ -191,11 +211,10 @@ impl Wakeups {
     }
 }
 
-/// An armed waiter; disarms on drop.
+/// An armed waiter; disarms on drop (once woken, or dropped before).
 #[derive(Debug)]
 pub(crate) struct Armed<'a> {
     wakeups: &'a Wakeups,
-    armed: bool,
     /// The latch's openings when this waiter armed.
     openings: u64,
 }
@@ -209,38 +228,31 @@ impl<'a> Armed<'a> {
     ///
     /// Cancel safe: a waiter dropped while waiting takes no wake-up.
     ///
-    /// A plain function returning the wait, rather than an `async fn`, which would keep the armed
-    /// waiter twice in every parked waiter's future (as its argument, and as the local it is moved
-    /// to).
-    #[expect(
-        clippy::manual_async_fn,
-        reason = "an async fn keeps the armed waiter twice in every parked waiter's future"
-    )]
-    pub(crate) fn woken(mut self) -> impl Future<Output = Turn<'a>> {
-        async move {
-            let wakeups = self.wakeups;
-            let turn = if wakeups.latch {
-                // Boxed: only a latch's waiters listen for an opening too, and every other parked
-                // waiter's future would otherwise keep room for it.
-                Box::pin(wakeups.opened_or_banked(self.openings)).await
-            } else {
-                wakeups.banked_turn().await
-            };
-            self.disarm();
-            turn
-        }
-    }
-
-    fn disarm(&mut self) {
-        if std::mem::take(&mut self.armed) {
-            let _ = self.wakeups.armed.fetch_sub(1, Ordering::AcqRel);
+    /// Made of the semaphore's wait and the armed waiter alone, rather than an `async` block,
+    /// which would keep the armed waiter and the wakeups again beside them in every parked
+    /// waiter's future.
+    pub(crate) fn woken(self) -> impl Future<Output = Turn<'a>> {
+        let wakeups = self.wakeups;
+        match &wakeups.latch {
+            // Boxed: only a latch's waiters listen for an opening too, and every other parked
+            // waiter's future would otherwise keep room for it.
+            Some(latch) => Either::Left(Box::pin(async move {
+                let turn = wakeups.opened_or_banked(latch, self.openings).await;
+                drop(self);
+                turn
+            })),
+            None => Either::Right(wakeups.banked.acquire().map(move |taken| {
+                // Disarmed before the turn is handed on, as a waiter that leaves disarms first.
+                drop(self);
+                wakeups.take_banked(taken)
+            })),
         }
     }
 }
 
 impl Drop for Armed<'_> {
     fn drop(&mut self) {
-        self.disarm();
+        let _ = self.wakeups.armed.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

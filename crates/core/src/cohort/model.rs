@@ -2273,7 +2273,10 @@ impl World {
                         .collect(),
                     holder,
                     streak: state.streak,
-                    since: state.streak_since.is_some(),
+                    since: state
+                        .occupant
+                        .as_ref()
+                        .is_some_and(|holder| holder.streak_since.is_some()),
                 }
             });
         if queue.as_ref().is_none_or(|queue| queue.holder.is_none()) {
@@ -2500,8 +2503,7 @@ fn slot_code(slot: Slot) -> u8 {
 fn at_head(ticket: &Ticket) -> bool {
     let state = ticket.queue.state.lock();
     let head = state
-        .waiters
-        .front()
+        .head()
         .is_some_and(|head| Arc::ptr_eq(head, &ticket.waiter));
     head || *ticket.waiter.slot.lock() != Slot::Waiting
 }

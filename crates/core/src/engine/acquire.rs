@@ -17,7 +17,7 @@ use super::lock_wire::{Attempt, LockWire, RECHECK};
 use super::patience::Patience;
 use super::release::Releasing;
 use super::synced::{Synced, until_synced};
-use super::wait::{Listen, Nudge, Nudges, wait_on};
+use super::wait::{Listen, Nudge, WaitHooks, wait_on};
 use crate::cohort::{Step, Ticket};
 use crate::connection::{Commands, Connection, Written, outcome_unknown};
 use crate::error::{Error, Operation, Result, Subject};
@@ -155,60 +155,30 @@ fn acquire_as<'a, K: LockWire>(
             return answered;
         }
         acquiring.give_up = kind.give_up_call(field, wait_for).map(Box::new);
-        let deadline = wait_for.deadline();
-        acquiring.queued = Queued::join(services, kind, field, wait_for, lease);
-        if let Some(queued) = &acquiring.queued {
-            if queued.ticket.joined_behind() {
-                acquisition.waiting();
+        // In a block, so that the deadline keeps no room of its own in a parked waiter's future.
+        let patience = {
+            let deadline = wait_for.deadline();
+            acquiring.queued = Queued::join(services, kind, field, wait_for, lease);
+            if let Some(queued) = &acquiring.queued {
+                if queued.ticket.joined_behind() {
+                    acquisition.waiting();
+                }
+                // Boxed: most acquisitions never wait behind others, and every acquire future
+                // would carry it.
+                if !Box::pin(queued.ticket.until_head(deadline)).await {
+                    return Ok(None);
+                }
             }
-            // Boxed: most acquisitions never wait behind others, and every acquire future would
-            // carry it.
-            if !Box::pin(queued.ticket.until_head(deadline)).await {
-                return Ok(None);
-            }
-        }
-        let this = &acquiring;
-        let poll_delay = move |previous, polls| this.kind.poll_delay(previous, polls);
-        // A local event sends the waiter back to its attempt: its queue changed, or the streak of
-        // free hand-offs that held it back is over. Boxed by what can happen now: a park with no
-        // streak on the key (nearly every one) boxes the queue's notification alone, or nothing.
-        let nudge = move || -> Nudge<'_> {
-            let queued = this.queued.as_ref();
-            match (queued, this.services.cohorts.streak_on(this.kind.scope())) {
-                (Some(queued), None) => match queued.ticket.holder_lease() {
-                    None => Nudge::Queue(queued.ticket.nudged()),
-                    Some(lease) => Nudge::Boxed(Box::pin(async move {
-                        tokio::select! {
-                            () = queued.ticket.nudged() => {}
-                            () = lease.lost() => {}
-                        }
-                    })),
-                },
-                (None, None) => Nudge::Never,
-                (queued, Some(streak)) => Nudge::Boxed(Box::pin(async move {
-                    let queue_changed = async {
-                        match queued {
-                            Some(queued) => queued.ticket.nudged().await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        () = queue_changed => {}
-                        () = streak.over() => {}
-                    }
-                })),
-            }
+            deadline.map_or(Patience::Forever, |deadline| {
+                Patience::For(deadline.saturating_duration_since(Instant::now()))
+            })
         };
-        let nudged: Option<&Nudges<'_>> = Some(&nudge);
+        let this = &acquiring;
         let listen = Listen {
             channel: this.kind.channel(this.field),
-            poll_delay: &poll_delay,
-            nudged,
+            hooks: this,
             acquisition: this.acquisition,
         };
-        let patience = deadline.map_or(Patience::Forever, |deadline| {
-            Patience::For(deadline.saturating_duration_since(Instant::now()))
-        });
         // In a block of its own, so that the outcome does not stay in the future while a give-up is
         // awaited below (a local that was borrowed keeps its room until its scope ends).
         {
@@ -390,7 +360,12 @@ impl<K: LockWire> Queued<K> {
             .joined_behind()
             .then(|| kind.channel(field))
             .flatten()
-            .map(|(channel, rule)| services.subscriber.registry().subscribe(&channel, rule));
+            .map(|(channel, rule)| {
+                services
+                    .subscriber
+                    .registry()
+                    .subscribe(channel.into_owned(), rule)
+            });
         Some(Self {
             ticket,
             services: services.clone(),
@@ -773,6 +748,45 @@ async fn undo(
             Ok(mut conn) => commands.invoke(&mut conn, &call).await.ok(),
             Err(_) => None,
         };
+    }
+}
+
+/// What an acquisition adds to its wait: its kind's polls, and its local queue's nudges.
+impl<K: LockWire> WaitHooks for Acquiring<'_, K> {
+    fn poll_delay(&self, previous: Option<Duration>, polls: u32) -> Duration {
+        self.kind.poll_delay(previous, polls)
+    }
+
+    /// A local event sends the waiter back to its attempt: its queue changed, or the streak of
+    /// free hand-offs that held it back is over. Boxed by what can happen now: a park with no
+    /// streak on the key (nearly every one) waits for the queue's nudge inline, or for nothing.
+    fn nudge(&self) -> Nudge<'_> {
+        let this = self;
+        let queued = this.queued.as_ref();
+        match (queued, this.services.cohorts.streak_on(this.kind.scope())) {
+            (Some(queued), None) => match queued.ticket.holder_lease() {
+                None => Nudge::Queue(queued.ticket.nudged()),
+                Some(lease) => Nudge::Boxed(Box::pin(async move {
+                    tokio::select! {
+                        () = queued.ticket.nudged() => {}
+                        () = lease.lost() => {}
+                    }
+                })),
+            },
+            (None, None) => Nudge::Never,
+            (queued, Some(streak)) => Nudge::Boxed(Box::pin(async move {
+                let queue_changed = async {
+                    match queued {
+                        Some(queued) => queued.ticket.nudged().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = queue_changed => {}
+                    () = streak.over() => {}
+                }
+            })),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! What varies between lock kinds: the [`LockWire`] trait.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{RedisError, Value};
@@ -11,6 +12,10 @@ use crate::scripts::ScriptCall;
 use crate::services::Services;
 use crate::wake::WakeRule;
 use crate::watchdog::Renewal;
+
+/// A wake-up channel's name as a kind hands it out: its own, shared (with the subscriber's
+/// registry, with other waiters), or one made for the call (a per-waiter channel).
+pub(crate) type ChannelName<'a> = Cow<'a, Arc<str>>;
 
 /// How long a waiter sleeps when nothing bounds its wait: a lock without TTL (a foreign key without
 /// expiry), a semaphore without permits, a latch not yet at zero. It still wakes on messages; this
@@ -88,8 +93,10 @@ pub trait LockWire: Send + Sync + 'static {
     }
 
     /// The channel a waiter with `field` listens on and how its messages wake, or `None` for a kind
-    /// whose waiters only poll.
-    fn channel(&self, field: &str) -> Option<(Cow<'_, str>, WakeRule)>;
+    /// whose waiters only poll. A kind lends its own name where it has one: the subscriber keeps
+    /// the name it is first given, so that a channel's name is kept once however many parts hold
+    /// it.
+    fn channel(&self, field: &str) -> Option<(ChannelName<'_>, WakeRule)>;
 
     /// How long a waiter that nothing can wake (no channel, or a subscription that is not live)
     /// waits before its next try, after `polls` such waits in a row, the last one `previous`.

@@ -1,6 +1,7 @@
 //! What every synchronizer handle (a semaphore, a latch) is: a named object on the client's
 //! services, with the channel its waiters listen on.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
@@ -13,7 +14,7 @@ use super::lock_wire::Attempt;
 use super::lock_wire::degraded_poll;
 use super::patience::Patience;
 use super::update::update;
-use super::wait::{Listen, wait_on};
+use super::wait::{Listen, Polls, wait_on};
 use crate::connection::Queueing;
 use crate::error::{Error, Operation, Result, Subject};
 use crate::scripts::ScriptCall;
@@ -132,9 +133,8 @@ impl Object {
         acquisition: &'a Acquisition<'a>,
     ) -> Listen<'a> {
         Listen {
-            channel: Some((self.channel.as_ref().into(), rule)),
-            poll_delay: &degraded_poll,
-            nudged: None,
+            channel: Some((Cow::Borrowed(&self.channel), rule)),
+            hooks: &Polls(degraded_poll),
             acquisition,
         }
     }

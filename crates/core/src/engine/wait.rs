@@ -4,7 +4,6 @@
 //! wake-ups come from the subscriber's [`Registry`]. That keeps it testable in-process, on tokio's
 //! paused clock (see the tests below).
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,7 +13,7 @@ use std::time::Duration;
 use futures::future::Either;
 use tokio::time::Instant;
 
-use super::lock_wire::Attempt;
+use super::lock_wire::{Attempt, ChannelName};
 use super::patience::{Patience, far_future};
 use crate::cohort::Nudged;
 use crate::error::Result;
@@ -49,24 +48,40 @@ impl Future for Nudge<'_> {
     }
 }
 
-/// Where a waiter's [`Nudge`]s come from.
-pub(crate) type Nudges<'a> = dyn Fn() -> Nudge<'a> + Sync + 'a;
+/// What a waiter's kind and its local queue add to its wait: one reference in a parked waiter's
+/// future for both.
+pub(crate) trait WaitHooks: Sync {
+    /// The next poll interval of a waiter nothing can wake, after the previous one and the number
+    /// of polls in a row.
+    fn poll_delay(&self, previous: Option<Duration>, polls: u32) -> Duration;
+
+    /// A local event that wakes the waiter too, besides the channel ([`Nudge::Never`] if none).
+    fn nudge(&self) -> Nudge<'_>;
+}
+
+/// The hooks of a waiter that only its channel and its polls wake.
+pub(crate) struct Polls(pub(crate) fn(Option<Duration>, u32) -> Duration);
+
+impl WaitHooks for Polls {
+    fn poll_delay(&self, previous: Option<Duration>, polls: u32) -> Duration {
+        (self.0)(previous, polls)
+    }
+
+    fn nudge(&self) -> Nudge<'_> {
+        Nudge::Never
+    }
+}
 
 /// Where a waiter listens and how long it may wait.
 pub(crate) struct Waiting<'a> {
     /// The subscriber's local half.
     pub(crate) registry: &'a Arc<Registry>,
     /// The channel that wakes this waiter and its rule; `None` for a kind that only polls.
-    pub(crate) channel: Option<(Cow<'a, str>, WakeRule)>,
+    pub(crate) channel: Option<(ChannelName<'a>, WakeRule)>,
     /// When to give up; `None` waits until acquired.
     pub(crate) deadline: Option<Instant>,
-    /// How long to wait for the server to confirm a subscription before polling instead.
-    pub(crate) subscription_timeout: Duration,
-    /// The next poll interval of a waiter nothing can wake, after the previous one and the number
-    /// of polls in a row.
-    pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
-    /// Local events that wake the waiter too, besides the channel.
-    pub(crate) nudged: Option<&'a Nudges<'a>>,
+    /// Its polls' intervals, and the local events that wake it too.
+    pub(crate) hooks: &'a dyn WaitHooks,
     /// The acquisition's span and metrics: told of each attempt and why it was made (and the
     /// name, for logs).
     pub(crate) acquisition: &'a Acquisition<'a>,
@@ -75,11 +90,9 @@ pub(crate) struct Waiting<'a> {
 /// Where a waiter of one kind listens: [`Waiting`] without what the client and the caller supply.
 pub(crate) struct Listen<'a> {
     /// The channel that wakes its waiters and its rule; `None` for a kind that only polls.
-    pub(crate) channel: Option<(Cow<'a, str>, WakeRule)>,
-    /// The next poll interval of a waiter nothing can wake.
-    pub(crate) poll_delay: &'a (dyn Fn(Option<Duration>, u32) -> Duration + Sync),
-    /// Local events that wake the waiter too, besides the channel.
-    pub(crate) nudged: Option<&'a Nudges<'a>>,
+    pub(crate) channel: Option<(ChannelName<'a>, WakeRule)>,
+    /// Its polls' intervals, and the local events that wake it too.
+    pub(crate) hooks: &'a dyn WaitHooks,
     /// The acquisition's span and metrics.
     pub(crate) acquisition: &'a Acquisition<'a>,
 }
@@ -103,9 +116,7 @@ where
         registry: services.subscriber.registry(),
         channel: listen.channel,
         deadline: patience.deadline(),
-        subscription_timeout: services.config.subscription_timeout,
-        poll_delay: listen.poll_delay,
-        nudged: listen.nudged,
+        hooks: listen.hooks,
         acquisition: listen.acquisition,
     };
     wait(waiting, attempt)
@@ -144,9 +155,7 @@ where
         registry,
         channel,
         deadline,
-        subscription_timeout,
-        poll_delay,
-        nudged,
+        hooks,
         acquisition,
     } = waiting;
     async move {
@@ -189,13 +198,13 @@ where
                 // Nothing was armed: there was no subscription.
                 drop(armed);
                 unsubscribed = false;
-                let confirm_by = now + subscription_timeout;
+                let confirm_by = now + registry.subscription_timeout();
                 let confirm_by = deadline.map_or(confirm_by, |d| d.min(confirm_by));
-                let joined = registry.subscribe(channel, *rule);
+                let joined = registry.subscribe(Arc::clone(channel), *rule);
                 // Boxed: once per waiting acquisition, and larger than a parked waiter's state,
                 // which every waiting task's future would otherwise keep room for.
                 let (joined, confirmed_path) =
-                    Box::pin(confirmed(joined, confirm_by, nudged, acquisition)).await;
+                    Box::pin(confirmed(joined, confirm_by, hooks, acquisition)).await;
                 (subscription, path) = (Some(joined), confirmed_path);
                 turn = Turn::none();
                 continue;
@@ -204,7 +213,7 @@ where
                 (poll, polls) = (None, 0);
                 None
             } else {
-                let delay = poll_delay(poll, polls);
+                let delay = hooks.poll_delay(poll, polls);
                 (poll, polls) = (Some(delay), polls + 1);
                 Some(delay)
             };
@@ -218,7 +227,7 @@ where
             (turn, path) = tokio::select! {
                 turn = woken => (turn, Path::Message),
                 () = tokio::time::sleep_until(until) => (Turn::none(), timer),
-                () = nudge(nudged) => (Turn::none(), Path::Nudged),
+                () = hooks.nudge() => (Turn::none(), Path::Nudged),
             };
         }
     }
@@ -227,11 +236,6 @@ where
 /// Whether the wait's deadline has passed.
 fn expired(deadline: Option<Instant>, now: Instant) -> bool {
     deadline.is_some_and(|deadline| now >= deadline)
-}
-
-/// The waiter's next local nudge, if anything local can wake it.
-fn nudge<'a>(nudged: Option<&'a Nudges<'a>>) -> Nudge<'a> {
-    nudged.map_or(Nudge::Never, |nudged| nudged())
 }
 
 /// Waits until the server confirms the waiter's new subscription (at most until `confirm_by`), or
@@ -244,7 +248,7 @@ fn nudge<'a>(nudged: Option<&'a Nudges<'a>>) -> Nudge<'a> {
 fn confirmed<'a>(
     joined: Subscription,
     confirm_by: Instant,
-    nudged: Option<&'a Nudges<'a>>,
+    hooks: &'a dyn WaitHooks,
     acquisition: &'a Acquisition<'a>,
 ) -> impl Future<Output = (Subscription, Path)> + 'a {
     async move {
@@ -260,7 +264,7 @@ fn confirmed<'a>(
                     Path::Polling
                 }
             }
-            () = nudge(nudged) => Path::Nudged,
+            () = hooks.nudge() => Path::Nudged,
         };
         (joined, path)
     }
@@ -352,11 +356,9 @@ mod tests {
             let acquisition = untraced(&telemetry);
             let waiting = Waiting {
                 registry: &registry,
-                channel: channel.then_some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+                channel: channel.then(|| (ChannelName::Owned(CHANNEL.into()), WakeRule::OneOrAll)),
                 deadline: patience.map(|patience| Instant::now() + patience),
-                subscription_timeout: Duration::from_millis(7500),
-                poll_delay: &degraded,
-                nudged: None,
+                hooks: &Polls(degraded),
                 acquisition: &acquisition,
             };
             wait(waiting, attempt).await
@@ -389,7 +391,7 @@ mod tests {
 
     /// A held lock and a live channel (a holder-side subscription keeps it registered).
     fn contended() -> (Arc<Registry>, Arc<FakeLock>, Subscription) {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(Duration::from_millis(7500)));
         let lock = Arc::new(FakeLock::default());
         assert_eq!(lock.try_once(), Attempt::Acquired(()));
         let listening = registry.subscribe(CHANNEL, WakeRule::OneOrAll);
@@ -399,7 +401,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn the_uncontended_path_is_one_try_and_no_subscription() {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(Duration::from_millis(7500)));
         let lock = Arc::new(FakeLock::default());
         let acquired = waiter(&registry, &lock, true, None).await.expect("task");
         assert!(matches!(acquired, Ok(Some(()))));
@@ -409,7 +411,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_first_failure_subscribes_then_retries_once_confirmed() {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(Duration::from_millis(7500)));
         let lock = Arc::new(FakeLock::default());
         assert_eq!(lock.try_once(), Attempt::Acquired(()));
         let task = waiter(&registry, &lock, true, None);
@@ -521,7 +523,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn an_unconfirmed_subscription_degrades_to_polling_with_back_off() {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(Duration::from_millis(7500)));
         let lock = Arc::new(FakeLock::default());
         assert_eq!(lock.try_once(), Attempt::Acquired(()));
         let started = Instant::now();
@@ -544,7 +546,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_kind_without_a_channel_polls_and_never_subscribes() {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(Duration::from_millis(7500)));
         let lock = Arc::new(FakeLock::default());
         assert_eq!(lock.try_once(), Attempt::Acquired(()));
         let task = waiter(&registry, &lock, false, None);
@@ -562,18 +564,16 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn each_attempt_is_counted_with_its_reason() {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(Duration::from_millis(7500)));
         let lock = Arc::new(FakeLock::default());
         assert_eq!(lock.try_once(), Attempt::Acquired(()));
         let telemetry = Telemetry::default();
         let acquisition = untraced(&telemetry);
         let waiting = Waiting {
             registry: &registry,
-            channel: Some((Cow::Borrowed(CHANNEL), WakeRule::OneOrAll)),
+            channel: Some((ChannelName::Owned(CHANNEL.into()), WakeRule::OneOrAll)),
             deadline: None,
-            subscription_timeout: Duration::from_millis(7500),
-            poll_delay: &degraded,
-            nudged: None,
+            hooks: &Polls(degraded),
             acquisition: &acquisition,
         };
         let try_lock = || {

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, LockWire, Patience};
 use crate::error::{Operation, Result};
 use crate::locks::lock::Lock;
 use crate::locks::lock_kind::LockKind;
@@ -85,9 +85,9 @@ impl LockWire for Fair {
         &self.name
     }
 
-    fn channel(&self, field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self, field: &str) -> Option<(ChannelName<'_>, WakeRule)> {
         let channel = format!("{}:{field}", self.channel_base);
-        Some((Cow::Owned(channel), WakeRule::OneOrAll))
+        Some((Cow::Owned(channel.into()), WakeRule::OneOrAll))
     }
 
     fn acquire_call(

@@ -5,13 +5,12 @@
 //! token that a protected resource can check to refuse a stale holder's writes. Everything but the
 //! acquire script is the reentrant lock's.
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, HandOff, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience};
 use crate::error::{Error, Operation, Result};
 use crate::locks::lock::Lock;
 use crate::locks::reentrant::Reentrant;
@@ -48,7 +47,7 @@ impl LockWire for Fenced {
         self.lock.name()
     }
 
-    fn channel(&self, field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self, field: &str) -> Option<(ChannelName<'_>, WakeRule)> {
         self.lock.channel(field)
     }
 

@@ -32,7 +32,7 @@ use std::time::Duration;
 use redis::{RedisError, Script, Value};
 
 use crate::codec::{Codec, EntryKey};
-use crate::engine::{self, Attempt, Guard, Lease, LockWire, Patience, epoch_millis};
+use crate::engine::{self, Attempt, ChannelName, Guard, Lease, LockWire, Patience, epoch_millis};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::owner::Owner;
@@ -81,7 +81,7 @@ fn with_values(call: ScriptCall, values: &[String]) -> ScriptCall {
 #[derive(Debug)]
 pub(crate) struct Group {
     name: String,
-    channel: String,
+    channel: Arc<str>,
     /// `PUBLISH` or `SPUBLISH`, as the client decided (docs/protocol.md §2.6).
     publish: &'static str,
     /// The values' hashes: the fields that name their holders. Sorted, without repeats.
@@ -108,7 +108,7 @@ impl Group {
             .iter()
             .fold(format!("\0{name}"), |scope, value| scope + "\0" + value);
         Ok(Self {
-            channel: names::lock_channel(&name),
+            channel: names::lock_channel(&name).into(),
             name,
             publish,
             values,
@@ -141,7 +141,7 @@ impl LockWire for Group {
     }
 
     /// Every message wakes every waiter: waiters of one group wait for different values.
-    fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self, _field: &str) -> Option<(ChannelName<'_>, WakeRule)> {
         Some((Cow::Borrowed(&self.channel), WakeRule::All))
     }
 
@@ -187,7 +187,7 @@ impl LockWire for Group {
     ) -> ScriptCall {
         let call = ScriptCall::new(&UNDO_ACQUIRE)
             .key(&self.name)
-            .key(&self.channel)
+            .key(&*self.channel)
             .arg(field)
             .arg(held_before)
             .arg(self.publish)
@@ -204,7 +204,7 @@ impl LockWire for Group {
     ) -> ScriptCall {
         let call = ScriptCall::new(&UNLOCK)
             .key(&self.name)
-            .key(&self.channel)
+            .key(&*self.channel)
             .key(latch)
             .arg(field)
             .arg(UNLOCK_MESSAGE)
@@ -218,7 +218,7 @@ impl LockWire for Group {
     fn force_unlock_call(&self) -> ScriptCall {
         let call = ScriptCall::new(&FORCE_UNLOCK)
             .key(&self.name)
-            .key(&self.channel)
+            .key(&*self.channel)
             .arg(UNLOCK_MESSAGE)
             .arg(self.publish);
         with_values(call, &self.values)
@@ -619,7 +619,7 @@ mod tests {
         assert_eq!(group.values, ["a", "b"]);
         assert_eq!(group.scope(), "\0class:100\0a\0b");
         assert_eq!(group.key(), "class:100");
-        assert_eq!(group.channel, "redisson_lock__channel:{class:100}");
+        assert_eq!(&*group.channel, "redisson_lock__channel:{class:100}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::pubsub::{Registry, Subscription};
 /// rlock release handed straight to another task of the same process (local hand-off).
 #[derive(Debug)]
 pub struct ChannelListener {
-    channel: String,
+    channel: Arc<str>,
     registry: Arc<Registry>,
     subscription: Subscription,
 }
@@ -74,7 +74,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub fn channel_of(&self, field: &str) -> Option<String> {
         let (channel, _) = self.kind().channel(field)?;
-        Some(channel.into_owned())
+        Some(channel.to_string())
     }
 
     /// Subscribes to the channel of [`Lock::channel_of`]`(field)` and counts its messages; `None`
@@ -105,10 +105,11 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub fn listen(&self, field: &str) -> Option<ChannelListener> {
         let (channel, rule) = self.kind().channel(field)?;
+        let channel = channel.into_owned();
         let registry = self.services().subscriber.registry().clone();
-        let subscription = registry.subscribe(&channel, rule);
+        let subscription = registry.subscribe(channel.clone(), rule);
         Some(ChannelListener {
-            channel: channel.into_owned(),
+            channel,
             registry,
             subscription,
         })

@@ -16,13 +16,12 @@
 //! a second one simply waits. A re-entry never joins this client's local queue (the engine queues
 //! only owners that hold nothing), so it is refused in one round trip.
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::{RedisError, Script, Value};
 
-use crate::engine::{Attempt, HandOff, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience};
 use crate::error::{Error, Result};
 use crate::locks::fair_lock::{Fair, FairQueue};
 use crate::locks::lock::Lock;
@@ -137,7 +136,7 @@ impl<K: Twin> LockWire for NonReentrant<K> {
         self.twin.field(field)
     }
 
-    fn channel(&self, field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self, field: &str) -> Option<(ChannelName<'_>, WakeRule)> {
         self.twin.channel(field)
     }
 

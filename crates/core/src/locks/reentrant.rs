@@ -5,12 +5,12 @@
 //! `lua/lock_*.lua`; waiting, leases and cancellation are the [engine](crate::engine)'s.
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, HandOff, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
@@ -41,7 +41,7 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 #[derive(Debug)]
 pub struct Reentrant {
     name: String,
-    channel: String,
+    channel: Arc<str>,
     /// `PUBLISH` or `SPUBLISH`, as the client decided (docs/protocol.md §2.6).
     publish: &'static str,
 }
@@ -49,7 +49,7 @@ pub struct Reentrant {
 impl Reentrant {
     pub(crate) fn new(name: String, publish: &'static str) -> Self {
         Self {
-            channel: names::lock_channel(&name),
+            channel: names::lock_channel(&name).into(),
             publish,
             name,
         }
@@ -63,7 +63,7 @@ impl LockWire for Reentrant {
         &self.name
     }
 
-    fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self, _field: &str) -> Option<(ChannelName<'_>, WakeRule)> {
         Some((Cow::Borrowed(&self.channel), WakeRule::OneOrAll))
     }
 
@@ -93,7 +93,7 @@ impl LockWire for Reentrant {
     ) -> ScriptCall {
         ScriptCall::new(&UNDO_ACQUIRE)
             .key(&self.name)
-            .key(&self.channel)
+            .key(&*self.channel)
             .arg(field)
             .arg(held_before)
             .arg(lease.as_millis())
@@ -110,7 +110,7 @@ impl LockWire for Reentrant {
     ) -> ScriptCall {
         ScriptCall::new(&UNLOCK)
             .key(&self.name)
-            .key(&self.channel)
+            .key(&*self.channel)
             .key(latch)
             .arg(UNLOCK_MESSAGE)
             .arg(lease.as_millis())
@@ -122,7 +122,7 @@ impl LockWire for Reentrant {
     fn force_unlock_call(&self) -> ScriptCall {
         ScriptCall::new(&FORCE_UNLOCK)
             .key(&self.name)
-            .key(&self.channel)
+            .key(&*self.channel)
             .arg(UNLOCK_MESSAGE)
             .arg(self.publish)
     }

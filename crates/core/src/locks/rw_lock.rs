@@ -11,12 +11,12 @@
 //! the write lock: Redisson would wait forever, rlock refuses with [`Error::WouldDeadlock`].
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, HandOff, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience};
 use crate::error::{Error, Result};
 use crate::locks::lock::Lock;
 use crate::locks::reentrant::{self, UNLOCK_MESSAGE};
@@ -59,7 +59,7 @@ const WRITE_UNLOCK_MESSAGE: &str = "1";
 #[derive(Debug)]
 struct Shared {
     name: String,
-    channel: String,
+    channel: Arc<str>,
     publish: &'static str,
 }
 
@@ -67,7 +67,7 @@ impl Shared {
     fn force_unlock_call(&self, mode: &str, message: &str) -> ScriptCall {
         ScriptCall::new(&FORCE_UNLOCK)
             .key(&self.name)
-            .key(&self.channel)
+            .key(&*self.channel)
             .arg(mode)
             .arg(message)
             .arg(self.publish)
@@ -77,7 +77,7 @@ impl Shared {
         ScriptCall::new(&IS_LOCKED).key(&self.name).arg(mode)
     }
 
-    fn channel(&self) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self) -> Option<(ChannelName<'_>, WakeRule)> {
         Some((Cow::Borrowed(&self.channel), WakeRule::OneOrAll))
     }
 }
@@ -103,7 +103,7 @@ impl LockWire for Read {
         &self.lock.name
     }
 
-    fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self, _field: &str) -> Option<(ChannelName<'_>, WakeRule)> {
         self.lock.channel()
     }
 
@@ -135,7 +135,7 @@ impl LockWire for Read {
     ) -> ScriptCall {
         ScriptCall::new(&READ_UNDO_ACQUIRE)
             .key(&self.lock.name)
-            .key(&self.lock.channel)
+            .key(&*self.lock.channel)
             .key(names::read_timeouts(&self.lock.name, field))
             .key(&self.key_prefix)
             .arg(field)
@@ -154,7 +154,7 @@ impl LockWire for Read {
         // The lock's TTL after a read unlock comes from the remaining readers' timeout keys.
         ScriptCall::new(&READ_UNLOCK)
             .key(&self.lock.name)
-            .key(&self.lock.channel)
+            .key(&*self.lock.channel)
             .key(names::read_timeouts(&self.lock.name, field))
             .key(&self.key_prefix)
             .key(latch)
@@ -201,7 +201,7 @@ impl LockWire for Write {
         write_field(&field)
     }
 
-    fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self, _field: &str) -> Option<(ChannelName<'_>, WakeRule)> {
         self.lock.channel()
     }
 
@@ -241,7 +241,7 @@ impl LockWire for Write {
     ) -> ScriptCall {
         ScriptCall::new(&WRITE_UNDO_ACQUIRE)
             .key(&self.lock.name)
-            .key(&self.lock.channel)
+            .key(&*self.lock.channel)
             .arg(field)
             .arg(held_before)
             .arg(lease.as_millis())
@@ -258,7 +258,7 @@ impl LockWire for Write {
     ) -> ScriptCall {
         ScriptCall::new(&WRITE_UNLOCK)
             .key(&self.lock.name)
-            .key(&self.lock.channel)
+            .key(&*self.lock.channel)
             .key(latch)
             .arg(WRITE_UNLOCK_MESSAGE)
             .arg(lease.as_millis())
@@ -355,7 +355,7 @@ pub struct ReadWriteLock {
 impl ReadWriteLock {
     pub(crate) fn new(services: &std::sync::Arc<Services>, name: String) -> Self {
         let shared = || Shared {
-            channel: names::rw_channel(&name),
+            channel: names::rw_channel(&name).into(),
             publish: services.publish,
             name: name.clone(),
         };

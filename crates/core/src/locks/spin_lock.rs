@@ -6,13 +6,12 @@
 //! wake reentrant-lock waiters of the same name (Java's or rlock's), which then retry when the
 //! lock's TTL runs out or their poll comes. Watchdog holds are renewed as the reentrant lock's are.
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, LockWire, Patience};
 use crate::locks::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
@@ -92,7 +91,7 @@ impl LockWire for Spin {
         self.lock.name()
     }
 
-    fn channel(&self, _field: &str) -> Option<(Cow<'_, str>, WakeRule)> {
+    fn channel(&self, _field: &str) -> Option<(ChannelName<'_>, WakeRule)> {
         None
     }
 

@@ -67,7 +67,7 @@ impl Subscriber {
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> redis::RedisResult<Self> {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(config.subscription_timeout));
         let task = SubscriberTask::new(config, deployment, sharded, commands, registry.clone())?;
         drop(runtime.spawn(task.run(shutdown)));
         Ok(Self { registry })

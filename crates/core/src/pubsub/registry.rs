@@ -9,20 +9,23 @@
 
 use std::borrow::Borrow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::tracker::SubscriptionTracker;
+use super::tracker::{Desired, SubscriptionTracker};
 use crate::telemetry::Subscriptions;
 use crate::wake::{Armed, WakeRule, Wakeups};
 
 /// The local end of one channel.
 #[derive(Debug)]
 pub(crate) struct Channel {
-    /// The channel's name, shared with the registry's entry.
+    /// The channel's name: the registry's key, and the subscriber's.
     name: Arc<str>,
+    /// Local subscriptions (live [`Subscription`]s); changed under the registry's lock only.
+    refs: AtomicUsize,
     /// What a message does, as the kind that first subscribed the channel says.
     rule: WakeRule,
     /// Whether a kind that needs every waiter woken ([`WakeRule::All`]) shares the channel with
@@ -75,7 +78,7 @@ impl Listening {
     pub(crate) fn follow(&self) -> Self {
         Self {
             subscription: self.subscription.registry.subscribe(
-                &self.subscription.channel.name,
+                self.subscription.channel.name.clone(),
                 self.subscription.channel.rule,
             ),
             mark: self.mark,
@@ -128,6 +131,7 @@ impl Channel {
     fn new(name: Arc<str>, rule: WakeRule) -> Self {
         Self {
             name,
+            refs: AtomicUsize::new(0),
             rule,
             wakes_all: AtomicBool::new(false),
             wakeups: Wakeups::new(rule),
@@ -139,15 +143,50 @@ impl Channel {
     }
 }
 
-/// Channel name → (local subscriptions, channel); the name is the channel's own
-/// ([`Channel::name`]), kept once.
-type Channels = foldhash::HashMap<Arc<str>, (usize, Arc<Channel>)>;
+/// The wanted channels, each its own entry, found by its name ([`Channel::name`], kept once): a
+/// word each, as every waiter on its own name has its channel.
+type Channels = foldhash::HashSet<ByName>;
+
+/// A channel as an entry of [`Channels`]: equal, hashed and looked up by its name.
+#[derive(Debug)]
+struct ByName(Arc<Channel>);
+
+impl Borrow<str> for ByName {
+    fn borrow(&self) -> &str {
+        &self.0.name
+    }
+}
+
+impl std::hash::Hash for ByName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name.hash(state);
+    }
+}
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for ByName {}
+
+impl Desired<Arc<str>> for Channels {
+    fn wanted(&self, channel: &str) -> Option<bool> {
+        self.get(channel)
+            .map(|entry| entry.0.subscribed.load(Ordering::Acquire))
+    }
+
+    fn every(&self) -> Vec<Arc<str>> {
+        self.iter().map(|entry| entry.0.name.clone()).collect()
+    }
+}
 
 /// The desired subscriptions and their local ends: what waiters see of the subscriber.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    /// Channel name → (local subscriptions, channel). Hashed with foldhash, as every map a lock
-    /// and unlock looks in (see [`Holds`]).
+    /// The wanted channels. Hashed with foldhash, as every map a lock and unlock looks in (see
+    /// [`Holds`]).
     ///
     /// [`Holds`]: crate::services::Holds
     channels: Mutex<Channels>,
@@ -164,25 +203,43 @@ pub(crate) struct Registry {
     /// Live periods begun so far, of all channels: each confirmation of a subscription, and each
     /// interruption that may have lost messages, begins a new one, numbered from here.
     periods: AtomicU64,
+    /// How long a new waiter waits for the server to confirm its subscription before it polls
+    /// instead ([`Config::subscription_timeout`](crate::Config::subscription_timeout)).
+    subscription_timeout: Duration,
 }
 
 impl Registry {
+    /// An empty registry whose waiters wait `subscription_timeout` for a confirmation.
+    pub(crate) fn new(subscription_timeout: Duration) -> Self {
+        Self {
+            subscription_timeout,
+            ..Self::default()
+        }
+    }
+
+    /// How long a new waiter waits for the server to confirm its subscription before it polls.
+    pub(crate) fn subscription_timeout(&self) -> Duration {
+        self.subscription_timeout
+    }
+
     /// Registers interest in `channel`, whose messages wake as `rule` says. The subscription is
-    /// sent in the background; see [`Subscription::confirmed`].
-    pub(crate) fn subscribe(self: &Arc<Self>, channel: &str, rule: WakeRule) -> Subscription {
+    /// sent in the background; see [`Subscription::confirmed`]. A new channel keeps the name it is
+    /// given: a kind's shared name is kept once.
+    pub(crate) fn subscribe<C>(self: &Arc<Self>, channel: C, rule: WakeRule) -> Subscription
+    where
+        C: AsRef<str> + Into<Arc<str>>,
+    {
         let mut channels = self.channels.lock();
-        let (refs, entry) = match channels.get_mut(channel) {
-            Some(entry) => entry,
+        let entry = match channels.get(channel.as_ref()) {
+            Some(entry) => entry.0.clone(),
             None => {
-                let name: Arc<str> = channel.into();
-                let local = Arc::new(Channel::new(name.clone(), rule));
-                channels.entry(name).or_insert((0, local))
+                let local = Arc::new(Channel::new(channel.into(), rule));
+                let _ = channels.insert(ByName(local.clone()));
+                local
             }
         };
-        *refs += 1;
         entry.joined_by(rule);
-        let entry = entry.clone();
-        if *refs == 1 {
+        if entry.refs.fetch_add(1, Ordering::AcqRel) == 0 {
             self.record_change(&entry.name);
             self.changed.notify_one();
         }
@@ -206,12 +263,12 @@ impl Registry {
 
     /// [`Registry::join_live`] for a listener, which waits for no wake-up.
     fn join_live_listening(self: &Arc<Self>, channel: &str) -> Option<Subscription> {
-        let mut channels = self.channels.lock();
-        let (refs, entry) = channels.get_mut(channel)?;
+        let channels = self.channels.lock();
+        let entry = &channels.get(channel)?.0;
         if !entry.subscribed.load(Ordering::Acquire) {
             return None;
         }
-        *refs += 1;
+        let _ = entry.refs.fetch_add(1, Ordering::AcqRel);
         Some(Subscription {
             registry: self.clone(),
             channel: entry.clone(),
@@ -246,7 +303,7 @@ impl Registry {
     }
 
     fn channel(&self, name: &str) -> Option<Arc<Channel>> {
-        self.channels.lock().get(name).map(|(_, c)| c.clone())
+        self.channels.lock().get(name).map(|entry| entry.0.clone())
     }
 
     /// Marks freshly subscribed channels live and wakes their waiters once: they may have missed a
@@ -254,7 +311,7 @@ impl Registry {
     pub(crate) fn confirm<N: Borrow<str>>(&self, subscribed: &[N]) {
         let channels = self.channels.lock();
         for name in subscribed {
-            if let Some((_, channel)) = channels.get(name.borrow()) {
+            if let Some(ByName(channel)) = channels.get(name.borrow()) {
                 if !channel.subscribed.swap(true, Ordering::AcqRel) {
                     self.begin_period(channel);
                     self.live.live();
@@ -298,7 +355,7 @@ impl Registry {
 
     /// Messages may have been missed: every waiter re-tries, and every channel begins a new period.
     pub(super) fn wake_all(&self) {
-        for (_, channel) in self.channels.lock().values() {
+        for ByName(channel) in self.channels.lock().iter() {
             self.begin_period(channel);
             channel.wakeups.wake_all();
         }
@@ -315,7 +372,7 @@ impl Registry {
 
     /// Whether a local waiter wants `channel`.
     pub(super) fn wants(&self, channel: &str) -> bool {
-        self.channels.lock().contains_key(channel)
+        self.channels.lock().contains(channel)
     }
 
     /// The next step of `server` towards the desired set (see [`SubscriptionTracker::next`]).
@@ -323,11 +380,9 @@ impl Registry {
     pub(super) fn diff(&self, server: &mut SubscriptionTracker) -> Option<super::tracker::Batch> {
         let channels = self.channels.lock();
         server.mark(std::mem::take(&mut *self.changes.lock()));
-        let diff = server.next(&channels, |(_, channel)| {
-            channel.subscribed.load(Ordering::Acquire)
-        });
+        let diff = server.next(&*channels);
         for name in &diff.already_subscribed {
-            if let Some((_, channel)) = channels.get(&**name)
+            if let Some(ByName(channel)) = channels.get(&**name)
                 && !channel.subscribed.swap(true, Ordering::AcqRel)
             {
                 self.live.live();
@@ -356,7 +411,7 @@ impl Registry {
     pub(super) fn refuse(&self) {
         self.refused.store(true, Ordering::Release);
         self.changes.lock().clear();
-        for (_, channel) in self.channels.lock().values() {
+        for ByName(channel) in self.channels.lock().iter() {
             channel.events.notify_waiters();
             channel.wakeups.wake_all();
         }
@@ -365,7 +420,7 @@ impl Registry {
     /// Every channel stops being live; every waiter re-tries now and then waits bounded by the
     /// PTTL.
     pub(super) fn connection_lost(&self) {
-        for (_, channel) in self.channels.lock().values() {
+        for ByName(channel) in self.channels.lock().iter() {
             if channel.subscribed.swap(false, Ordering::AcqRel) {
                 self.live.gone();
             }
@@ -434,17 +489,14 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let name = &*self.channel.name;
         let mut channels = self.registry.channels.lock();
-        if let Some((refs, _)) = channels.get_mut(name) {
-            *refs -= 1;
-            if *refs == 0 {
-                if let Some((_, channel)) = channels.remove(name)
-                    && channel.subscribed.load(Ordering::Acquire)
-                {
-                    self.registry.live.gone();
-                }
-                self.registry.record_change(&self.channel.name);
-                self.registry.changed.notify_one();
+        if self.channel.refs.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some(ByName(channel)) = channels.take(name)
+                && channel.subscribed.load(Ordering::Acquire)
+            {
+                self.registry.live.gone();
             }
+            self.registry.record_change(&self.channel.name);
+            self.registry.changed.notify_one();
         }
     }
 }

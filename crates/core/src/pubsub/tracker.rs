@@ -17,7 +17,7 @@
 
 use std::borrow::Borrow;
 use std::collections::HashSet;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::sync::Arc;
 
 /// A channel's name as the tracker keeps it: the registry's `Arc<str>` (shared with the channel's
@@ -68,29 +68,33 @@ pub(super) enum Batch<N = Arc<str>> {
     Subscribe(Vec<N>),
 }
 
+/// The desired set, as a step sees it.
+pub(super) trait Desired<N> {
+    /// `Some` when `channel` is wanted: whether its local end is live (confirmed).
+    fn wanted(&self, channel: &str) -> Option<bool>;
+
+    /// Every wanted channel.
+    fn every(&self) -> Vec<N>;
+}
+
 impl<N: Name> SubscriptionTracker<N> {
-    /// The next step from the server's subscriptions to `desired` (wanted channels, each with its
-    /// local end), where `live` says whether a local end is confirmed. The batch it returns counts
-    /// as sent: call [`SubscriptionTracker::batch_done`] when its reply comes, before the next step.
+    /// The next step from the server's subscriptions to `desired`. The batch it returns counts as
+    /// sent: call [`SubscriptionTracker::batch_done`] when its reply comes, before the next step.
     ///
     /// Only the channels [marked](SubscriptionTracker::mark) since the last step are looked at
     /// (every wanted one on a new connection); those a batch leaves for later stay marked.
-    pub(super) fn next<V, S: BuildHasher>(
-        &mut self,
-        desired: &std::collections::HashMap<N, V, S>,
-        live: impl Fn(&V) -> bool,
-    ) -> Diff<N> {
+    pub(super) fn next(&mut self, desired: &impl Desired<N>) -> Diff<N> {
         if std::mem::take(&mut self.fresh) {
-            self.pending.extend(desired.keys().cloned());
+            self.pending.extend(desired.every());
         }
         let mut already_subscribed = Vec::new();
         let mut missing = Vec::new();
         let mut stale = Vec::new();
         for name in self.pending.drain() {
             let key: &str = name.borrow();
-            match (desired.get(key), self.server.contains(key)) {
+            match (desired.wanted(key), self.server.contains(key)) {
                 (Some(_), false) => missing.push(name),
-                (Some(local), true) if !live(local) => already_subscribed.push(name),
+                (Some(false), true) => already_subscribed.push(name),
                 (None, true) => stale.push(name),
                 // In step with the server.
                 (Some(_), true) | (None, false) => {}
@@ -146,6 +150,16 @@ mod tests {
 
     use super::*;
 
+    impl Desired<String> for HashMap<String, bool> {
+        fn wanted(&self, channel: &str) -> Option<bool> {
+            self.get(channel).copied()
+        }
+
+        fn every(&self) -> Vec<String> {
+            self.keys().cloned().collect()
+        }
+    }
+
     /// The desired set: channel → whether its local end is live.
     fn desired(channels: &[(&str, bool)]) -> HashMap<String, bool> {
         channels
@@ -159,7 +173,7 @@ mod tests {
         let server: Vec<String> = tracker.server.iter().cloned().collect();
         tracker.mark(server);
         tracker.mark(channels.iter().map(|(name, _)| (*name).to_owned()));
-        sorted(tracker.next(&desired(channels), |live| *live))
+        sorted(tracker.next(&desired(channels)))
     }
 
     /// `diff` with its channel lists sorted (a step finds them in hash order).
@@ -276,23 +290,23 @@ mod tests {
         let mut tracker = SubscriptionTracker::default();
         // A new connection: every wanted channel, marked or not.
         assert_eq!(
-            sorted(tracker.next(&desired(&[("a", false), ("b", false)]), |live| *live)),
+            sorted(tracker.next(&desired(&[("a", false), ("b", false)]))),
             subscribe(&["a", "b"])
         );
         let _ = tracker.batch_done();
         // `x` is wanted but was never marked: not looked at (a waiter's subscribe marks it).
         let wanted = desired(&[("a", true), ("b", true), ("x", false)]);
-        assert_eq!(tracker.next(&wanted, |live| *live), IN_SYNC);
+        assert_eq!(tracker.next(&wanted), IN_SYNC);
         tracker.mark(["x".to_owned()]);
-        assert_eq!(tracker.next(&wanted, |live| *live), subscribe(&["x"]));
+        assert_eq!(tracker.next(&wanted), subscribe(&["x"]));
         let _ = tracker.batch_done();
         // `a` given up and `c` wanted: the unsubscribe first, `c` stays marked for the next step.
         tracker.mark(["a".to_owned(), "c".to_owned()]);
         let wanted = desired(&[("b", true), ("x", true), ("c", false)]);
         assert_eq!(
-            tracker.next(&wanted, |live| *live),
+            tracker.next(&wanted),
             batch(Batch::Unsubscribe(vec!["a".to_owned()]))
         );
-        assert_eq!(tracker.next(&wanted, |live| *live), subscribe(&["c"]));
+        assert_eq!(tracker.next(&wanted), subscribe(&["c"]));
     }
 }
