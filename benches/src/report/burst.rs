@@ -16,7 +16,8 @@ pub(super) fn tables(m: &Measured) -> String {
         "Scenario 9, a burst of waiters: N tasks each `lock()` their own name, held by another \
          client, and {}; arm = first spawn → every waiter parked; release → all acquired = first \
          unlock call → last acquisition; wake = a waiter's acquisition − its own name's unlock \
-         call; RSS per waiter = the waiters' process, (armed − before spawning) / N; floors: see \
+         call; lone wake = the same for the names released one at a time before, each while every \
+         other waiter waits; RSS per waiter = the waiters' process, (armed − before spawning) / N; floors: see \
          below.\n\n",
         if m.unlock_at_once {
             "unlock as soon as they acquired (`--burst-unlock-at-once`: scripts per waiter \
@@ -35,6 +36,7 @@ pub(super) fn tables(m: &Measured) -> String {
         "release → all acquired (ms)",
         "÷ floor",
         "wake p50 / p99 / max (ms)",
+        "lone wake p50 / max (ms)",
         "acquired",
         "failed before / after release",
         "stuck",
@@ -54,7 +56,7 @@ pub(super) fn tables(m: &Measured) -> String {
                     "**run failed**: {}",
                     error.as_deref().unwrap_or("no figures")
                 ));
-                row.extend(std::iter::repeat_n(String::new(), 10));
+                row.extend(std::iter::repeat_n(String::new(), 11));
             }
         }
         table.row(row);
@@ -80,6 +82,7 @@ pub(super) fn tables(m: &Measured) -> String {
                 times(|f| f.all_acquired_ms),
                 String::new(),
                 times(|f| Some(f.wake.p99_us)),
+                times(|f| (f.lone_wake.count > 0).then_some(f.lone_wake.p50_us)),
                 String::new(),
                 String::new(),
                 String::new(),
@@ -91,7 +94,7 @@ pub(super) fn tables(m: &Measured) -> String {
     out.push_str(&table.to_string());
     out.push_str(
         "\nA ratio row divides the larger N's figure by the smaller's: times grow linearly in N \
-         at ×10 (wake: its p99), per-waiter figures at ×1.\n\n",
+         at ×10 (wake: its p99), per-waiter figures and a lone release's wake (its p50) at ×1.\n\n",
     );
 
     let mut floors = Table::new(&[
@@ -164,16 +167,20 @@ fn figures_cells(waiters: usize, f: &Figures) -> Vec<String> {
         },
         |all| num(all, 1),
     );
-    let wake = if f.wake.count == 0 {
-        "n/a".into()
-    } else {
-        format!(
-            "{} / {} / {}",
-            num(f.wake.p50_us / 1e3, 1),
-            num(f.wake.p99_us / 1e3, 1),
-            num(f.wake.max_us / 1e3, 1)
-        )
-    };
+    let wake = in_ms(
+        f.wake.count,
+        &[f.wake.p50_us, f.wake.p99_us, f.wake.max_us],
+        1,
+    );
+    let lone_wake = format!(
+        "{} ({})",
+        in_ms(
+            f.lone_wake.count,
+            &[f.lone_wake.p50_us, f.lone_wake.max_us],
+            2
+        ),
+        f.lone_released
+    );
     let release_errors = if f.release_errors > 0 {
         format!(" ({} unlocks failed)", f.release_errors)
     } else {
@@ -186,6 +193,7 @@ fn figures_cells(waiters: usize, f: &Figures) -> Vec<String> {
         all,
         num(f.per_release_floor, 2),
         wake,
+        lone_wake,
         thousands(f.acquired),
         format!(
             "{} / {}",
@@ -200,6 +208,15 @@ fn figures_cells(waiters: usize, f: &Figures) -> Vec<String> {
             num(f.subscribes_per_waiter, 3)
         ),
     ]
+}
+
+/// A summary's values (µs) in ms, joined by " / "; "n/a" when it has no sample.
+fn in_ms(samples: usize, values_us: &[f64], digits: usize) -> String {
+    if samples == 0 {
+        return "n/a".into();
+    }
+    let values: Vec<String> = values_us.iter().map(|us| num(us / 1e3, digits)).collect();
+    values.join(" / ")
 }
 
 /// Issue 38's "done means", on the 100,000-waiter run with the holder in the same process, when it

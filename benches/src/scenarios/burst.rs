@@ -2,8 +2,8 @@
 //!
 //! For each N a holder client takes N locks `burst:<run>:{i}` (a fixed lease, longer than the run)
 //! and a second client, default `Config`, starts N tasks, task `i` calling `lock().await` on name
-//! `i`. Once they all wait, the holder releases every name; each waiter notes when it acquired and
-//! keeps its hold until the end of the run. Twice per N: the holder in another client of the waiters'
+//! `i`. Once they all wait, the holder releases a few names one at a time, then every other name at
+//! once; each waiter notes when it acquired and keeps its hold until the end of the run. Twice per N: the holder in another client of the waiters'
 //! process, and the holder in another process. The waiters always run in a fresh process of their
 //! own (started for the run), so that its resident memory is theirs and the baseline's alone.
 //!
@@ -15,8 +15,12 @@
 //!   ends at the later of the first sample with every channel subscribed and the last sample that saw
 //!   a new script, and counts as done once no script came for [`SETTLED_AFTER`] (not counted in it).
 //!   A burst that does not settle within [`ARM_TIMEOUT`] is released anyway and reported unsettled.
-//! - **Release**: the holder unlocks its guards, [`HOLDER_IN_FLIGHT`] at a time, noting the time
-//!   just before each unlock call. **Wake** of waiter `i` = when it acquired − when its own name's
+//! - **Lone releases**: first the holder unlocks [`LONE_RELEASES`] names one at a time, each once
+//!   the previous one's waiter acquired, while every other waiter stays parked. **Lone wake** of
+//!   such a name = when its waiter acquired − when its unlock was called: what one release costs
+//!   a waiter while N − 1 others wait (it should not grow with N).
+//! - **Release**: the holder unlocks the rest of its guards, [`HOLDER_IN_FLIGHT`] at a time, noting
+//!   the time just before each unlock call. **Wake** of waiter `i` = when it acquired − when its own name's
 //!   unlock was called; **release → all acquired** = the last acquisition − the first unlock call.
 //!   Times are epoch nanoseconds ([`crate::clock`]), shared by the processes.
 //! - **Failures**: `lock()` errors, by their text (the waiter's name replaced by `…`), split by
@@ -32,7 +36,7 @@
 //! - **The floor**: what the server needs to run the burst's commands, at rates measured on the same
 //!   server just before each N (see [`floor`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -75,6 +79,10 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often the runner asks the waiters how far they got after the release.
 const STATUS_EVERY: Duration = Duration::from_millis(20);
+/// Names released one at a time before the burst's release, each while the others wait.
+const LONE_RELEASES: usize = 20;
+/// How often the runner asks whether a lone release's waiter acquired.
+const LONE_STATUS_EVERY: Duration = Duration::from_millis(1);
 /// Marks a waiter's outcome slot as a failure (the rest is when, in epoch ns).
 const FAILED: u64 = 1 << 63;
 
@@ -197,8 +205,12 @@ pub(crate) struct Figures {
     pub(crate) all_acquired_ms: Option<f64>,
     /// The first unlock call to the last acquisition of those that did.
     pub(crate) last_acquired_ms: Option<f64>,
-    /// Per waiter: acquired − its own name's unlock call.
+    /// Per waiter of the burst's release: acquired − its own name's unlock call.
     pub(crate) wake: Summary,
+    /// Per lone release (before the burst's, one name at a time while the others wait): its
+    /// waiter's acquisition − the unlock call; how many names were released so.
+    pub(crate) lone_wake: Summary,
+    pub(crate) lone_released: usize,
     pub(crate) acquired: usize,
     pub(crate) failed_before_release: usize,
     pub(crate) failed_after_release: usize,
@@ -248,6 +260,9 @@ enum ToWorker {
     Arm,
     Status,
     ReadMemory,
+    /// Unlock the next name alone.
+    ReleaseOne,
+    /// Unlock every name not released yet.
     Release,
     Report,
     Finish,
@@ -275,8 +290,12 @@ enum FromWorker {
         subscribed_channels: usize,
         queued_waiters: usize,
     },
+    ReleasedOne {
+        called_ns: i64,
+        unlocked: bool,
+    },
     Released {
-        /// Per name, when its unlock was called (0: never).
+        /// Per name, when its unlock was called (0: never, or released alone before).
         called_ns: Vec<i64>,
         started_ns: i64,
         ended_ns: i64,
@@ -407,6 +426,7 @@ async fn burst(
         };
 
     let armed_stats = probe.command_stats().await?;
+    let lone = lone_releases(&mut worker, &mut holding, waiters.min(LONE_RELEASES)).await?;
     let released = ask(
         holding.as_mut().unwrap_or(&mut worker),
         ToWorker::Release,
@@ -414,7 +434,7 @@ async fn burst(
     )
     .await?;
     let FromWorker::Released {
-        called_ns,
+        mut called_ns,
         started_ns,
         ended_ns,
         errors: release_errors,
@@ -422,17 +442,7 @@ async fn burst(
     else {
         return Err(unexpected("Released", &released));
     };
-    let stuck_by = Instant::now() + STUCK_AFTER;
-    loop {
-        let (acquired, failed) = match ask(&mut worker, ToWorker::Status, REPLY_TIMEOUT).await? {
-            FromWorker::Status { acquired, failed } => (acquired, failed),
-            other => return Err(unexpected("Status", &other)),
-        };
-        if acquired + failed >= waiters || Instant::now() >= stuck_by {
-            break;
-        }
-        tokio::time::sleep(STATUS_EVERY).await;
-    }
+    let _ = until_done(&mut worker, waiters, STUCK_AFTER, STATUS_EVERY).await?;
     let release_stats = probe.command_stats().await?.since(&armed_stats);
     let (outcomes, errors) = match ask(&mut worker, ToWorker::Report, REPLY_TIMEOUT).await? {
         FromWorker::Report { outcomes, errors } => (outcomes, errors),
@@ -440,7 +450,10 @@ async fn burst(
     };
     let finished = finish(holding.into_iter().chain(std::iter::once(worker))).await;
 
+    let lone_wake = Outcome::lone_wake(&outcomes, &lone);
     let outcome = Outcome::of(&outcomes, &called_ns, started_ns);
+    // The lone releases' unlock scripts count as the holder's too.
+    called_ns[..lone.len()].copy_from_slice(&lone);
     let released = called_ns.iter().filter(|&&at| at > 0).count();
     let scripts = |stats: &CommandStats| stats.sum_of(&["evalsha", "eval"]);
     let subscribes = |stats: &CommandStats| stats.sum_of(&["subscribe", "ssubscribe"]);
@@ -468,6 +481,8 @@ async fn burst(
         all_acquired_ms,
         last_acquired_ms: outcome.last_acquired_ns.map(|at| ms(at - started_ns)),
         wake: outcome.wake,
+        lone_wake,
+        lone_released: lone.len(),
         acquired: outcome.acquired,
         failed_before_release: outcome.failed_before_release,
         failed_after_release: outcome.failed_after_release,
@@ -492,6 +507,54 @@ async fn burst(
         unlock_errors_at_end: finished.as_ref().map_or(0, |&(_, errors)| errors),
         finish_error: finished.err().map(|e| e.to_string()),
     })
+}
+
+/// Releases `names` names one at a time (the holder is `holding`, or the waiters' `worker`), each
+/// once the previous one's waiter acquired (or failed, or [`REPLY_TIMEOUT`] passed): when each
+/// unlock was called.
+async fn lone_releases(
+    worker: &mut ChildProcess,
+    holding: &mut Option<ChildProcess>,
+    names: usize,
+) -> Result<Vec<i64>> {
+    let mut called = Vec::with_capacity(names);
+    for released in 1..=names {
+        let holder = holding.as_mut().unwrap_or(&mut *worker);
+        match ask(holder, ToWorker::ReleaseOne, REPLY_TIMEOUT).await? {
+            FromWorker::ReleasedOne {
+                called_ns,
+                unlocked: true,
+            } => called.push(called_ns),
+            FromWorker::ReleasedOne { .. } => return Err("a lone release's unlock failed".into()),
+            other => return Err(unexpected("ReleasedOne", &other)),
+        }
+        let _ = until_done(worker, released, REPLY_TIMEOUT, LONE_STATUS_EVERY).await?;
+    }
+    Ok(called)
+}
+
+/// Asks `worker` how far its waiters got, every `every`, until `waiters` of them acquired or failed
+/// or `within` passed: whether they did.
+async fn until_done(
+    worker: &mut ChildProcess,
+    waiters: usize,
+    within: Duration,
+    every: Duration,
+) -> Result<bool> {
+    let by = Instant::now() + within;
+    loop {
+        let (acquired, failed) = match ask(worker, ToWorker::Status, REPLY_TIMEOUT).await? {
+            FromWorker::Status { acquired, failed } => (acquired, failed),
+            other => return Err(unexpected("Status", &other)),
+        };
+        if acquired + failed >= waiters {
+            return Ok(true);
+        }
+        if Instant::now() >= by {
+            return Ok(false);
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// Ends the run's processes: the waiters unlock their holds, then each process exits. Returns the
@@ -617,6 +680,13 @@ impl Outcome {
         }
         outcome.wake = Summary::of_ns(&mut wakes);
         outcome
+    }
+
+    /// The lone releases' wakes: waiter `i`'s acquisition − `lone[i]`, the unlock call of its name,
+    /// for the first `lone.len()` waiters (the names released alone).
+    fn lone_wake(outcomes: &[u64], lone: &[i64]) -> Summary {
+        let released = outcomes.get(..lone.len()).unwrap_or_default();
+        Self::of(released, lone, lone.first().copied().unwrap_or(0)).wake
     }
 }
 
@@ -805,7 +875,7 @@ pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
     if task.hold {
         let start = Instant::now();
         let client = rlock_redisson::Client::connect(&task.url).await?;
-        let guards: Vec<rlock_redisson::LockGuard> = futures::stream::iter(0..task.waiters)
+        let guards: VecDeque<rlock_redisson::LockGuard> = futures::stream::iter(0..task.waiters)
             .map(|i| {
                 let lock = client.lock(format!("{}:{i}", task.prefix));
                 async move { lock.lock_with_lease(LEASE).await }
@@ -833,9 +903,18 @@ pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
     loop {
         let message: ToWorker = parent.receive().await?;
         let answer = match (message, &waiting) {
+            (ToWorker::ReleaseOne, _) => {
+                let (_, guards) = holding.as_mut().ok_or("nothing to release")?;
+                let guard = guards.pop_front().ok_or("every name is released")?;
+                let called_ns = epoch_ns();
+                FromWorker::ReleasedOne {
+                    called_ns,
+                    unlocked: guard.unlock().await.is_ok(),
+                }
+            }
             (ToWorker::Release, _) => {
                 let (_client, guards) = holding.take().ok_or("nothing to release")?;
-                release(guards).await
+                release(guards, task.waiters).await
             }
             (ToWorker::Finish, _) => {
                 let (unlocked, unlock_errors) = match waiting {
@@ -893,14 +972,15 @@ pub(crate) async fn work(task: WorkerTask, mut parent: Parent) -> Result<()> {
     }
 }
 
-/// Unlocks every guard, [`HOLDER_IN_FLIGHT`] at a time, within [`RELEASE_TIMEOUT`].
-async fn release(guards: Vec<rlock_redisson::LockGuard>) -> FromWorker {
-    let names = guards.len();
+/// Unlocks every guard left of `names` (the last ones: the first were released alone),
+/// [`HOLDER_IN_FLIGHT`] at a time, within [`RELEASE_TIMEOUT`].
+async fn release(guards: VecDeque<rlock_redisson::LockGuard>, names: usize) -> FromWorker {
+    let first = names - guards.len();
     let mut called_ns = vec![0; names];
     let (mut confirmed, mut errors) = (0, 0);
     let started_ns = epoch_ns();
     let deadline = Instant::now() + RELEASE_TIMEOUT;
-    let mut unlocks = futures::stream::iter(guards.into_iter().enumerate())
+    let mut unlocks = futures::stream::iter((first..).zip(guards))
         .map(|(i, guard)| async move {
             let called = epoch_ns();
             (i, called, guard.unlock().await.is_ok())
@@ -920,7 +1000,7 @@ async fn release(guards: Vec<rlock_redisson::LockGuard>) -> FromWorker {
         started_ns,
         ended_ns: epoch_ns(),
         // Unlocks not confirmed by the deadline count as errors.
-        errors: errors + (names - confirmed),
+        errors: errors + (names - first - confirmed),
     }
 }
 
@@ -1039,5 +1119,23 @@ mod tests {
         assert_eq!(outcome.wake.count, 2);
         assert!((outcome.wake.max_us - 1_000.0).abs() < 1e-9);
         assert!((outcome.wake.min_us - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn lone_releases_have_wakes_of_their_own_left_out_of_the_burst() {
+        let outcomes = [
+            1_300_000, // released alone at 1_000_000
+            1_150_000, // released alone at 1_100_000
+            5_000_000, // released in the burst at 4_000_000
+        ];
+        let lone = [1_000_000, 1_100_000];
+        let lone_wake = Outcome::lone_wake(&outcomes, &lone);
+        assert_eq!(lone_wake.count, 2);
+        assert!((lone_wake.min_us - 50.0).abs() < 1e-9);
+        assert!((lone_wake.max_us - 300.0).abs() < 1e-9);
+        // The burst's release calls no unlock for the names released alone.
+        let burst = Outcome::of(&outcomes, &[0, 0, 4_000_000], 4_000_000);
+        assert_eq!((burst.acquired, burst.wake.count), (3, 1));
+        assert!((burst.wake.max_us - 1_000.0).abs() < 1e-9);
     }
 }
