@@ -17,8 +17,8 @@ pub(super) fn tables(m: &Measured) -> String {
          client, and {}; arm = first spawn → every waiter parked; release → all acquired = first \
          unlock call → last acquisition; wake = a waiter's acquisition − its own name's unlock \
          call; lone wake = the same for the names released one at a time before, each while every \
-         other waiter waits; RSS per waiter = the waiters' process, (armed − before spawning) / N; floors: see \
-         below.\n\n",
+         other waiter waits; RSS per waiter = the waiters' process, (armed − before spawning) / N; \
+         floors: see below.\n\n",
         if m.unlock_at_once {
             "unlock as soon as they acquired (`--burst-unlock-at-once`: scripts per waiter \
              include their unlocks)"

@@ -3,9 +3,10 @@
 //! For each N a holder client takes N locks `burst:<run>:{i}` (a fixed lease, longer than the run)
 //! and a second client, default `Config`, starts N tasks, task `i` calling `lock().await` on name
 //! `i`. Once they all wait, the holder releases a few names one at a time, then every other name at
-//! once; each waiter notes when it acquired and keeps its hold until the end of the run. Twice per N: the holder in another client of the waiters'
-//! process, and the holder in another process. The waiters always run in a fresh process of their
-//! own (started for the run), so that its resident memory is theirs and the baseline's alone.
+//! once; each waiter notes when it acquired and keeps its hold until the end of the run. Twice per
+//! N: the holder in another client of the waiters' process, and the holder in another process. The
+//! waiters always run in a fresh process of their own (started for the run), so that its resident
+//! memory is theirs and the baseline's alone.
 //!
 //! - **Arm time**: from just before the first task is spawned (the worker's clock) until every waiter
 //!   is parked or has failed: the server has at least `N − failed` channels subscribed
@@ -20,8 +21,9 @@
 //!   such a name = when its waiter acquired − when its unlock was called: what one release costs
 //!   a waiter while N − 1 others wait (it should not grow with N).
 //! - **Release**: the holder unlocks the rest of its guards, [`HOLDER_IN_FLIGHT`] at a time, noting
-//!   the time just before each unlock call. **Wake** of waiter `i` = when it acquired − when its own name's
-//!   unlock was called; **release → all acquired** = the last acquisition − the first unlock call.
+//!   the time just before each unlock call. **Wake** of waiter `i` = when it acquired − when its
+//!   own name's unlock was called; **release → all acquired** = the last acquisition − the first
+//!   unlock call.
 //!   Times are epoch nanoseconds ([`crate::clock`]), shared by the processes.
 //! - **Failures**: `lock()` errors, by their text (the waiter's name replaced by `…`), split by
 //!   whether they came before the release; a waiter that neither acquired nor failed within
@@ -442,7 +444,7 @@ async fn burst(
     else {
         return Err(unexpected("Released", &released));
     };
-    let _ = until_done(&mut worker, waiters, STUCK_AFTER, STATUS_EVERY).await?;
+    until_done(&mut worker, waiters, STUCK_AFTER, STATUS_EVERY).await?;
     let release_stats = probe.command_stats().await?.since(&armed_stats);
     let (outcomes, errors) = match ask(&mut worker, ToWorker::Report, REPLY_TIMEOUT).await? {
         FromWorker::Report { outcomes, errors } => (outcomes, errors),
@@ -528,30 +530,27 @@ async fn lone_releases(
             FromWorker::ReleasedOne { .. } => return Err("a lone release's unlock failed".into()),
             other => return Err(unexpected("ReleasedOne", &other)),
         }
-        let _ = until_done(worker, released, REPLY_TIMEOUT, LONE_STATUS_EVERY).await?;
+        until_done(worker, released, REPLY_TIMEOUT, LONE_STATUS_EVERY).await?;
     }
     Ok(called)
 }
 
 /// Asks `worker` how far its waiters got, every `every`, until `waiters` of them acquired or failed
-/// or `within` passed: whether they did.
+/// or `within` passed (the outcomes tell which, at the end).
 async fn until_done(
     worker: &mut ChildProcess,
     waiters: usize,
     within: Duration,
     every: Duration,
-) -> Result<bool> {
+) -> Result<()> {
     let by = Instant::now() + within;
     loop {
         let (acquired, failed) = match ask(worker, ToWorker::Status, REPLY_TIMEOUT).await? {
             FromWorker::Status { acquired, failed } => (acquired, failed),
             other => return Err(unexpected("Status", &other)),
         };
-        if acquired + failed >= waiters {
-            return Ok(true);
-        }
-        if Instant::now() >= by {
-            return Ok(false);
+        if acquired + failed >= waiters || Instant::now() >= by {
+            return Ok(());
         }
         tokio::time::sleep(every).await;
     }
