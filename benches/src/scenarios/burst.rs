@@ -436,7 +436,7 @@ async fn burst(
     )
     .await?;
     let FromWorker::Released {
-        mut called_ns,
+        called_ns,
         started_ns,
         ended_ns,
         errors: release_errors,
@@ -455,8 +455,7 @@ async fn burst(
     let lone_wake = Outcome::lone_wake(&outcomes, &lone);
     let outcome = Outcome::of(&outcomes, &called_ns, started_ns);
     // The lone releases' unlock scripts count as the holder's too.
-    called_ns[..lone.len()].copy_from_slice(&lone);
-    let released = called_ns.iter().filter(|&&at| at > 0).count();
+    let released = called_ns.iter().filter(|&&at| at > 0).count() + lone.len();
     let scripts = |stats: &CommandStats| stats.sum_of(&["evalsha", "eval"]);
     let subscribes = |stats: &CommandStats| stats.sum_of(&["subscribe", "ssubscribe"]);
     let per_waiter = |count: u64| count as f64 / waiters as f64;
