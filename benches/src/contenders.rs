@@ -192,7 +192,8 @@ impl Contender for RawScripts {
                 .invoke_async(&mut conn)
                 .await?;
             match reply {
-                Value::Nil => Ok(hold),
+                // rlock's acquire replies the owner's count: `[1]` for a fresh hold.
+                Value::Array(count) if count == [Value::Int(1)] => Ok(hold),
                 other => Err(format!("raw acquire of {} refused: {other:?}", hold.name).into()),
             }
         }

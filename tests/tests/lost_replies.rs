@@ -209,6 +209,7 @@ macro_rules! cases {
 const CASES: &[(&str, Case)] = cases![
     "lock.acquire" => lock_acquire,
     "lock.reentry" => lock_reentry,
+    "lock.reentry_after_delete" => lock_reentry_after_delete,
     "lock.undo" => lock_undo,
     "lock.unlock_partial" => lock_unlock_partial,
     "lock.unlock" => lock_unlock,
@@ -315,6 +316,23 @@ async fn reentry_reply_lost<K: LockKind>(
 async fn lock_reentry(ctx: &Ctx, name: &str) {
     let (_, first) = reentry_reply_lost(ctx, name, ctx.client.lock(name)).await;
     first.unlock().await.expect("unlock");
+    ctx.settles(name, &[]).await;
+}
+
+/// Issue 46, case 6: the owner's hold is deleted behind its back (a `DEL` no message tells of), and
+/// its next re-entry's reply is lost. The re-entry must not have re-created the field as a re-entry
+/// (its undo compares with the owner's count, 1, and could not tell that hold from the one the
+/// owner counted): Redis holds nothing once things settle, not a hold nobody counts or renews.
+async fn lock_reentry_after_delete(ctx: &Ctx, name: &str) {
+    let lock = ctx.client.lock(name).with_owner(Owner::new());
+    let first = lock.lock().await.expect("first hold");
+    let _: () = ctx.master(name).await.del(name).await.expect("DEL");
+    let armed = ctx.lose_script_reply(name, 1);
+    reconciled(lock.lock().await, "re-entry");
+    armed.fired().await;
+    ctx.settles(name, &[]).await;
+    // The first guard's hold is gone; its release says so and sends nothing that could matter.
+    assert!(first.unlock().await.is_err(), "the first hold was deleted");
     ctx.settles(name, &[]).await;
 }
 
@@ -661,6 +679,12 @@ async fn latch_count_down(ctx: &Ctx, name: &str) {
 #[tokio::test]
 async fn representative_single() {
     run(Deployment::Single, Some(REPRESENTATIVE)).await;
+}
+
+/// Issue 46, case 6, in the default suite (the matrix runs it in every topology).
+#[tokio::test]
+async fn a_lost_re_entry_after_a_delete_leaves_no_hold() {
+    run(Deployment::Single, Some(&["lock.reentry_after_delete"])).await;
 }
 
 #[tokio::test]

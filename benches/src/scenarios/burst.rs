@@ -763,7 +763,12 @@ async fn floor(url: &str, probe: &mut Probe, names: usize) -> Result<Floor> {
             .clone()
     })
     .await?;
-    expect_all(&acquired.1, |reply| *reply == Value::Nil, "acquire")?;
+    // rlock's acquire replies the owner's count: `[1]` for each fresh hold.
+    expect_all(
+        &acquired.1,
+        |reply| *reply == Value::Array(vec![Value::Int(1)]),
+        "acquire",
+    )?;
     let unlocked = pipelined(&connections, names, |i| {
         redis::cmd("EVALSHA")
             .arg(&unlock)

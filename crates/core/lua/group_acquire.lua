@@ -2,11 +2,25 @@
 -- KEYS[1] group hash
 -- ARGV[1] lease in ms, ARGV[2] now (epoch ms), ARGV[3] owner field "<node-uuid>:<owner-id>",
 -- ARGV[4] the owner's hold count as the caller counts it, ARGV[5..] the values' hashes
--- Returns nil when acquired or re-entered; else how long (ms) until the last hold of another owner
--- on one of the values ends; an error reply "GROUP_LOCK_REENTRY" (nothing changes) when the
--- owner's holds of the values are not ARGV[4] each.
+-- Returns {count} when acquired or re-entered, the owner's hold count of the values after it (1
+-- for a fresh hold; rlock's reply, where Redisson's is nil); else how long (ms) until the last
+-- hold of another owner on one of the values ends; {0} (nothing written) when ARGV[4] > 0 and the
+-- owner holds none of the values any more (a re-entry of a hold that ended or was deleted, which
+-- must not be taken afresh as that re-entry); an error reply "GROUP_LOCK_REENTRY" (nothing
+-- changes) when the owner's holds of the values are not ARGV[4] each.
 local lease, now, owner = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local held_before = tonumber(ARGV[4])
+if held_before > 0 then
+    local any = false
+    for i = 5, #ARGV do
+        if holds(KEYS[1], ARGV[i], owner, now) then
+            any = true
+        end
+    end
+    if not any then
+        return {0}
+    end
+end
 local last_end = -1
 for i = 5, #ARGV do
     local holder = redis.call('hget', KEYS[1], ARGV[i])
@@ -53,4 +67,4 @@ end
 if redis.call('pttl', KEYS[1]) < lease then
     redis.call('pexpire', KEYS[1], lease)
 end
-return nil
+return {held_before + 1}

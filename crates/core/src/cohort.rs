@@ -67,14 +67,14 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::ledger::Expiry;
 use crate::pubsub::Listening;
-use crate::watchdog::Expiry;
 
 /// The queues by kind, then by key, so that looking one up borrows the caller's key: every lock and
-/// unlock looks. Hashed with foldhash, as every map a lock and unlock looks in (see [`Holds`]). A
+/// unlock looks. Hashed with foldhash, as every map a lock and unlock looks in (see [`Ledger`]). A
 /// queue is its own entry (found by its key), so that its key is kept once, by the queue.
 ///
-/// [`Holds`]: crate::services::Holds
+/// [`Ledger`]: crate::ledger::Ledger
 type Queues = foldhash::HashMap<&'static str, foldhash::HashSet<ByKey>>;
 
 /// This client's local queues, one per lock and kind that has local waiters or a local holder. A
@@ -391,7 +391,7 @@ pub(crate) enum StreakRelease {
 impl Streak {
     /// The lent holder's lease-lost signal (every holder of the streak shares it).
     pub(crate) fn expiry(&self) -> Expiry {
-        Expiry::Watchdog(self.lost.clone())
+        Expiry::watchdog(self.lost.clone())
     }
 
     /// Whether `field` holds the lent hold now.
@@ -692,9 +692,10 @@ impl Cohorts {
         let lendable = head.renewed
             && state.occupant.as_ref().is_some_and(|holder| {
                 holder.listening.as_ref().is_some_and(Listening::unchanged)
-                    && holder.expiry.as_ref().is_some_and(|expiry| {
-                        matches!(expiry, Expiry::Watchdog(_)) && !expiry.is_lost()
-                    })
+                    && holder
+                        .expiry
+                        .as_ref()
+                        .is_some_and(|expiry| expiry.fixed_end().is_none() && !expiry.is_lost())
             });
         let within = state.streak < limit
             && state
@@ -806,6 +807,23 @@ impl Cohorts {
             }
         }
         self.forget_if_idle(key, label);
+    }
+
+    /// `field`'s hold of `key` ended through the kind `label`: the queues of the key's other kinds
+    /// that count `field` as their holder let their heads try. One owner's holds through two kinds
+    /// of one hash (a lock re-entered through the spin lock of its name) are one hold in Redis, and
+    /// the release of its last one may go through a kind other than the one whose queue it holds.
+    pub(crate) fn released_elsewhere(&self, key: &str, label: &'static str, field: &str) {
+        let others: SmallVec<[&'static str; 4]> = self
+            .queues
+            .lock()
+            .iter()
+            .filter(|(other, of_kind)| **other != label && of_kind.contains(key))
+            .map(|(other, _)| *other)
+            .collect();
+        for other in others {
+            self.released(key, other, field, None);
+        }
     }
 
     /// How many waiters all queues hold.
@@ -921,10 +939,7 @@ impl Ticket {
             .as_ref()
             .and_then(|holder| holder.live_expiry())
         {
-            let until = match expiry {
-                Some(Expiry::At(at)) => Some(*at),
-                _ => None,
-            };
+            let until = expiry.and_then(Expiry::fixed_end);
             return Step::Held(until);
         }
         if let Some(yielding) = state.yielding.as_deref() {
@@ -1245,7 +1260,7 @@ mod tests {
 
     fn watchdog() -> (Expiry, CancellationToken) {
         let lost = CancellationToken::new();
-        (Expiry::Watchdog(lost.clone()), lost)
+        (Expiry::watchdog(lost.clone()), lost)
     }
 
     /// A queue where `holder` holds (taken from Redis) and `waiters` queue behind it.
@@ -1559,7 +1574,7 @@ mod tests {
             KEY,
             KIND,
             "h",
-            Expiry::At(Instant::now() + LEASE),
+            Expiry::until(Instant::now() + LEASE),
             listening(),
         );
         assert!(

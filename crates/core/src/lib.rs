@@ -26,6 +26,7 @@ mod engine;
 mod entries;
 mod entry_names;
 mod error;
+mod ledger;
 mod locks;
 mod name_mapper;
 mod names;

@@ -1,7 +1,7 @@
 //! The services every lock kind runs on: the configuration and the client's node id, command
-//! connections, the subscriber, the watchdog, the holds this client knows of, the reconciliations
-//! in flight, the local hand-off queues, the unlock latches to delete, the background task
-//! tracker and the telemetry handles. The engine takes these, never the whole
+//! connections, the subscriber, the watchdog, the ledger of the holds this client knows of, the
+//! reconciliations in flight, the local hand-off queues, the unlock latches to delete, the
+//! background task tracker and the telemetry handles. The engine takes these, never the whole
 //! [`Client`](crate::Client), so the arrows run one way: client → kinds → engine → services.
 
 use std::collections::HashMap;
@@ -15,8 +15,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::cohort::Cohorts;
 use crate::config::{Config, ShardedPubSub, Topology, redact};
-use crate::connection::{self, Commands, Connection, Deployment};
+use crate::connection::{self, Commands, Deployment};
 use crate::error::{Error, Operation, Result, Subject};
+use crate::ledger::Ledger;
 use crate::owner::{self, Owner};
 use crate::pubsub::Subscriber;
 use crate::reconciling::Reconciling;
@@ -33,8 +34,8 @@ pub struct Services {
     pub(crate) commands: Commands,
     pub(crate) subscriber: Subscriber,
     pub(crate) watchdog: Watchdog,
-    /// The holds this client has seen confirmed, by key and field.
-    pub(crate) holds: Holds,
+    /// The holds this client has seen confirmed: one record per owner's hold.
+    pub(crate) ledger: Ledger,
     /// Reconciliations (undos of acquires whose replies were lost) that may still run.
     pub(crate) reconciling: Arc<Reconciling>,
     /// Releases of the kinds that refuse re-entry that run in the background (a dropped guard's)
@@ -109,6 +110,7 @@ impl Services {
         let node_id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(url = %redact(&config.url), %node_id, "rlock client connected");
         let telemetry = Telemetry::new(config.metrics_lock_names);
+        let ledger = Ledger::new(config.metrics_lock_names);
         Ok(Self {
             config,
             node_id,
@@ -116,7 +118,7 @@ impl Services {
             commands,
             subscriber,
             watchdog,
-            holds: Holds::default(),
+            ledger,
             reconciling: Arc::default(),
             releasing: Arc::default(),
             cohorts: Cohorts::default(),
@@ -213,152 +215,6 @@ impl Drop for Unfinished {
     fn drop(&mut self) {
         if let Some(warned) = self.0.take() {
             telemetry::abandoned(!warned.swap(true, Ordering::Relaxed));
-        }
-    }
-}
-
-/// What this client has seen confirmed of each (key, field)'s holds: how many, the lease of the
-/// latest and the connection it was taken on. The count tells an undo what the owner held before
-/// the acquire it undoes; the lease is what a partial release re-applies, as Redisson re-applies
-/// the lease its holds were taken with; the release goes out on the connection (a pool checkout
-/// less per lock).
-///
-/// Keyed by key, then field, so that looking one up borrows the caller's strings: every lock and
-/// unlock asks. Hashed with foldhash (randomly seeded, as is `std`'s SipHash), as are the other
-/// maps every lock and unlock looks in: SipHash of a key and a field took more CPU per uncontended
-/// cycle than any other step of rlock's own.
-#[derive(Debug, Default)]
-pub(crate) struct Holds(Mutex<foldhash::HashMap<String, FieldHolds>>);
-
-/// One key's holds, by field.
-type FieldHolds = foldhash::HashMap<String, Hold>;
-
-/// One owner's holds of one key.
-#[derive(Debug)]
-struct Hold {
-    count: u32,
-    /// Re-entry attempts of the owner on the wire (see [`Holds::reentering`]).
-    reentering: u32,
-    /// The latest hold's lease.
-    lease: Duration,
-    /// The connection the latest hold was taken on, if it came from Redis.
-    conn: Option<Connection>,
-}
-
-impl Holds {
-    pub(crate) fn count(&self, key: &str, field: &str) -> u32 {
-        self.0
-            .lock()
-            .get(key)
-            .and_then(|fields| fields.get(field))
-            .map_or(0, |hold| hold.count)
-    }
-
-    /// Counts one more hold, taken with `lease` on `conn` (`None`: passed locally).
-    pub(crate) fn add(&self, key: &str, field: &str, lease: Duration, conn: Option<&Connection>) {
-        let mut holds = self.0.lock();
-        let fields = match holds.get_mut(key) {
-            Some(fields) => fields,
-            None => holds.entry(key.to_owned()).or_default(),
-        };
-        let conn = conn.cloned();
-        match fields.get_mut(field) {
-            Some(hold) => {
-                hold.count += 1;
-                hold.lease = lease;
-                hold.conn = conn;
-            }
-            None => {
-                let hold = Hold {
-                    count: 1,
-                    reentering: 0,
-                    lease,
-                    conn,
-                };
-                let _ = fields.insert(field.to_owned(), hold);
-            }
-        }
-    }
-
-    /// Forgets the last hold of `field`, if it has exactly one and no re-entry attempt on the wire
-    /// (which Redis could count after a hold passed without Redis): whether it did.
-    pub(crate) fn remove_last(&self, key: &str, field: &str) -> bool {
-        let mut holds = self.0.lock();
-        let Some(fields) = holds.get_mut(key) else {
-            return false;
-        };
-        if !fields
-            .get(field)
-            .is_some_and(|hold| hold.count == 1 && hold.reentering == 0)
-        {
-            return false;
-        }
-        let _ = fields.remove(field);
-        if fields.is_empty() {
-            let _ = holds.remove(key);
-        }
-        true
-    }
-
-    /// Forgets every hold of `field` (a hold this client no longer has in Redis).
-    pub(crate) fn forget(&self, key: &str, field: &str) {
-        let mut holds = self.0.lock();
-        if let Some(fields) = holds.get_mut(key) {
-            let _ = fields.remove(field);
-            if fields.is_empty() {
-                let _ = holds.remove(key);
-            }
-        }
-    }
-
-    /// An acquire attempt of `field`, which holds `key` already (a re-entry), is about to go on the
-    /// wire: until the returned mark is dropped, its last hold does not pass without Redis (see
-    /// [`Holds::remove_last`]). `None` when `field` holds nothing.
-    pub(crate) fn reentering<'a>(&'a self, key: &'a str, field: &'a str) -> Option<Reentering<'a>> {
-        let mut holds = self.0.lock();
-        let hold = holds.get_mut(key)?.get_mut(field)?;
-        hold.reentering += 1;
-        Some(Reentering {
-            holds: self,
-            key,
-            field,
-        })
-    }
-
-    /// Forgets one hold; returns the lease of the field's latest hold and the connection it was
-    /// taken on, if this client knew of any.
-    pub(crate) fn remove(&self, key: &str, field: &str) -> Option<(Duration, Option<Connection>)> {
-        let mut holds = self.0.lock();
-        let fields = holds.get_mut(key)?;
-        let hold = fields.get_mut(field)?;
-        hold.count -= 1;
-        if hold.count > 0 {
-            return Some((hold.lease, hold.conn.clone()));
-        }
-        let hold = fields.remove(field)?;
-        if fields.is_empty() {
-            let _ = holds.remove(key);
-        }
-        Some((hold.lease, hold.conn))
-    }
-}
-
-/// A re-entry attempt on the wire (see [`Holds::reentering`]).
-#[derive(Debug)]
-pub(crate) struct Reentering<'a> {
-    holds: &'a Holds,
-    key: &'a str,
-    field: &'a str,
-}
-
-impl Drop for Reentering<'_> {
-    fn drop(&mut self) {
-        let mut holds = self.holds.0.lock();
-        if let Some(hold) = holds
-            .get_mut(self.key)
-            .and_then(|fields| fields.get_mut(self.field))
-        {
-            hold.reentering = hold.reentering.saturating_sub(1);
         }
     }
 }

@@ -2,14 +2,17 @@
 //!
 //! # Implementation details
 //!
-//! Each watchdog hold is registered here by its scope (its key, or for a hold of part of a key the
-//! key and that part: see `LockWire::scope`) and hash field, under the [`Renewal`] of its kind (the
-//! script that renews it and how one lock is encoded into a batch call). Every
+//! Each owner's hold is registered here once, by its scope (its key, or for a hold of part of a key
+//! the key and that part: see `LockWire::scope`) and hash field, under the [`Renewal`] of its kind
+//! (the script that renews it and how one lock is encoded into a batch call), by the hold's record
+//! in the [`Ledger`](crate::ledger::Ledger), which registers it while one of its members is renewed
+//! and owns the lease-lost token the registration cancels. Every
 //! [`Config::renewal_interval`] (a third of the watchdog timeout) the task renews all registered
 //! locks, batched per renewal script (and per slot where a script may not cross slots: a cluster,
 //! reached as one or behind a proxy, docs/protocol.md §9.2), [`Config::watchdog_batch_size`] keys
-//! per script (docs/protocol.md §4.2): each key is renewed only if one of this client's fields is
-//! still in it.
+//! per script (docs/protocol.md §4.2): each registration's key is renewed only if its field is
+//! still in it, and each reply flag is one owner's, so that an owner whose field is gone is told
+//! even while another owner of this client holds the key, and no owner is told for another's loss.
 //!
 //! Unlike Redisson, a loss is never silent. A lock is declared lost, and its holders' lease-lost
 //! token cancelled, when a renewal finds the field gone, or when no renewal has been confirmed for
@@ -68,8 +71,8 @@ pub(crate) struct Renewed<'a> {
 /// the key (and a waiter elsewhere may take it) right at the end of the lease.
 const LOSS_MARGIN: Duration = Duration::from_millis(5);
 
-/// Registrations are per (renewal, scope); the fields that hold the key are inside the entry.
-type EntryKey = (&'static str, String);
+/// Registrations are per (renewal, scope, field): one per owner's hold.
+type EntryKey = (&'static str, String, String);
 
 #[derive(Debug)]
 struct Entry {
@@ -81,9 +84,7 @@ struct Entry {
     /// The kind of the first hold registered (for metrics: kinds that share a key and a renewal,
     /// a lock and a fenced lock of one name, share the entry).
     kind: KindLabel,
-    /// This client's fields holding the key, with their hold counts.
-    holders: Vec<(String, u32)>,
-    /// Cancelled when the lock is lost.
+    /// The hold's record's token, cancelled when the lock is lost.
     lost: CancellationToken,
     /// When the last confirmed renewal (or the acquire) was sent.
     renewed_at: Instant,
@@ -102,9 +103,9 @@ impl Entry {
 /// registration takes.
 #[derive(Debug, Default)]
 struct Watched {
-    /// Hashed with foldhash, as every map a lock and unlock looks in (see [`Holds`]).
+    /// Hashed with foldhash, as every map a lock and unlock looks in (see [`Ledger`]).
     ///
-    /// [`Holds`]: crate::services::Holds
+    /// [`Ledger`]: crate::ledger::Ledger
     entries: Mutex<foldhash::HashMap<EntryKey, Entry>>,
     next_generation: Mutex<u64>,
     /// Wakes the idle task when the first lock is registered.
@@ -175,10 +176,8 @@ impl Watchdog {
         field: &str,
     ) -> Option<Registration> {
         let entries = self.watched.entries.lock();
-        let entry = entries.get(&(renewal.name, scope.to_owned()))?;
-        let sure = !entry.lost.is_cancelled()
-            && entry.renewed_at.elapsed() < self.sure_for
-            && entry.holders.iter().any(|(f, _)| f == field);
+        let entry = entries.get(&(renewal.name, scope.to_owned(), field.to_owned()))?;
+        let sure = !entry.lost.is_cancelled() && entry.renewed_at.elapsed() < self.sure_for;
         sure.then(|| Registration {
             generation: entry.generation,
             lost: entry.lost.clone(),
@@ -186,12 +185,18 @@ impl Watchdog {
         })
     }
 
-    /// Declares the registration `generation` of `scope` lost (the engine learnt that its field is
-    /// gone): its holders' lease-lost token is cancelled and renewal stops. A newer registration of
-    /// the scope is left alone.
-    pub(crate) fn lost(&self, renewal: &'static Renewal, scope: &str, generation: u64) {
+    /// Declares the registration `generation` of `field`'s hold of `scope` lost (the engine learnt
+    /// that its field is gone): its holders' lease-lost token is cancelled and renewal stops. A
+    /// newer registration is left alone.
+    pub(crate) fn lost(
+        &self,
+        renewal: &'static Renewal,
+        scope: &str,
+        field: &str,
+        generation: u64,
+    ) {
         let mut entries = self.watched.entries.lock();
-        let id = (renewal.name, scope.to_owned());
+        let id = (renewal.name, scope.to_owned(), field.to_owned());
         if entries
             .get(&id)
             .is_some_and(|entry| entry.generation == generation)
@@ -201,18 +206,9 @@ impl Watchdog {
         }
     }
 
-    /// Declares the registration of `scope` under `renewal` lost (the engine learnt that the field
-    /// its holds count on is gone): its holders' lease-lost token is cancelled and renewal stops.
-    pub(crate) fn lose(&self, renewal: &'static Renewal, scope: &str) {
-        let id = (renewal.name, scope.to_owned());
-        let removed = self.watched.entries.lock().remove(&id);
-        if let Some(entry) = removed {
-            entry.lose(LostBecause::Gone, self.lock_names);
-        }
-    }
-
-    /// Registers one hold of `held` (a lock of `kind`) by `field`, acquired by a script sent at
-    /// `sent_at`, to be renewed by `renewal`. Returns the token cancelled if the lock is lost.
+    /// Registers `field`'s hold of `held` (a lock of `kind`), acquired by a script sent at
+    /// `sent_at`, to be renewed by `renewal`; `lost` is cancelled if it is lost. Registering a hold
+    /// already registered only takes `sent_at` into account. Returns the registration's generation.
     pub(crate) fn register(
         &self,
         renewal: &'static Renewal,
@@ -220,11 +216,12 @@ impl Watchdog {
         held: Renewed<'_>,
         field: &str,
         sent_at: Instant,
-    ) -> CancellationToken {
+        lost: &CancellationToken,
+    ) -> u64 {
         let mut entries = self.watched.entries.lock();
         let first = entries.is_empty();
         let entry = entries
-            .entry((renewal.name, held.scope.to_owned()))
+            .entry((renewal.name, held.scope.to_owned(), field.to_owned()))
             .or_insert_with(|| {
                 let mut next = self.watched.next_generation.lock();
                 *next += 1;
@@ -234,52 +231,40 @@ impl Watchdog {
                     key: held.key.to_owned(),
                     part: held.part.into(),
                     kind,
-                    holders: Vec::new(),
-                    lost: CancellationToken::new(),
+                    lost: lost.clone(),
                     renewed_at: sent_at,
                 }
             });
-        match entry.holders.iter_mut().find(|(f, _)| f == field) {
-            Some((_, count)) => *count += 1,
-            None => entry.holders.push((field.to_owned(), 1)),
+        if entry.lost.is_cancelled() {
+            // What was registered was lost (every record deregisters as it ends, so this is a
+            // late loss): the registration is the new record's, with a generation of its own.
+            let mut next = self.watched.next_generation.lock();
+            *next += 1;
+            entry.generation = *next;
+            entry.lost = lost.clone();
+            entry.renewed_at = sent_at;
         }
         // The acquire applied the lease from `sent_at` at the earliest: the key is known held as
         // long as after a renewal sent then.
         entry.renewed_at = entry.renewed_at.max(sent_at);
-        let lost = entry.lost.clone();
+        let generation = entry.generation;
         drop(entries);
         if first {
             self.watched.registered.notify_one();
         }
-        lost
+        generation
     }
 
-    /// Removes one hold of `scope` by `field`; renewal of `scope` stops with its last hold.
-    /// Returns whether `scope` is still renewed under `renewal` (other holds of it remain here),
-    /// i.e. whether its lease should stay the watchdog timeout.
-    pub(crate) fn deregister(&self, renewal: &'static Renewal, scope: &str, field: &str) -> bool {
-        let mut entries = self.watched.entries.lock();
-        let id = (renewal.name, scope.to_owned());
-        let Some(entry) = entries.get_mut(&id) else {
-            return false;
-        };
-        if let Some(i) = entry.holders.iter().position(|(f, _)| f == field) {
-            entry.holders[i].1 -= 1;
-            if entry.holders[i].1 == 0 {
-                let _ = entry.holders.remove(i);
-            }
-        }
-        if entry.holders.is_empty() {
-            let _ = entries.remove(&id);
-            return false;
-        }
-        true
+    /// Stops renewing `field`'s hold of `scope` (before the hash changes).
+    pub(crate) fn deregister(&self, renewal: &'static Renewal, scope: &str, field: &str) {
+        let id = (renewal.name, scope.to_owned(), field.to_owned());
+        let _ = self.watched.entries.lock().remove(&id);
     }
 
     /// Stops renewing `scope` under every renewal and tells its holders the lock is gone (after a
     /// force unlock).
     pub(crate) fn forget(&self, scope: &str) {
-        self.watched.entries.lock().retain(|(_, s), entry| {
+        self.watched.entries.lock().retain(|(_, s, _), entry| {
             let keep = s != scope;
             if !keep {
                 entry.lost.cancel();
@@ -293,9 +278,16 @@ impl Watchdog {
         self.timeout
     }
 
-    /// How many locks are being renewed.
+    /// How many locks are being renewed (one renewed by several owners counts once).
     pub(crate) fn lock_count(&self) -> usize {
-        self.watched.entries.lock().len()
+        let entries = self.watched.entries.lock();
+        let mut locks: Vec<_> = entries
+            .keys()
+            .map(|(renewal, scope, _)| (*renewal, scope))
+            .collect();
+        locks.sort_unstable();
+        locks.dedup();
+        locks.len()
     }
 }
 
@@ -367,7 +359,7 @@ impl Renewer {
         let started = Instant::now();
         let mut locks = 0;
         let mut batches: HashMap<(&'static str, Option<Slot>), Vec<Renewing>> = HashMap::new();
-        for ((name, scope), entry) in self.watched.entries.lock().iter() {
+        for ((name, scope, field), entry) in self.watched.entries.lock().iter() {
             let slot = self.commands.batch_slot(&entry.key);
             batches.entry((name, slot)).or_default().push(Renewing {
                 renewal: entry.renewal,
@@ -375,7 +367,7 @@ impl Renewer {
                 key: entry.key.clone(),
                 part: entry.part.clone(),
                 generation: entry.generation,
-                fields: entry.holders.iter().map(|(f, _)| f.clone()).collect(),
+                field: [field.clone()],
             });
         }
         let mut all_ok = true;
@@ -395,7 +387,7 @@ impl Renewer {
         };
         let mut call = ScriptCall::new(renewal.script).arg(self.timeout.as_millis());
         for lock in batch {
-            call = (renewal.add)(call, &lock.key, &lock.fields, &lock.part);
+            call = (renewal.add)(call, &lock.key, &lock.field, &lock.part);
         }
         let sent_at = Instant::now();
         let written = match self.commands.get(Operation::Renew, Subject::CLIENT).await {
@@ -437,7 +429,8 @@ impl Renewer {
         };
         let mut entries = self.watched.entries.lock();
         for (lock, flag) in batch.iter().zip(flags) {
-            let id = (renewal.name, lock.scope.clone());
+            let [field] = &lock.field;
+            let id = (renewal.name, lock.scope.clone(), field.clone());
             let Some(entry) = entries
                 .get_mut(&id)
                 .filter(|e| e.generation == lock.generation)
@@ -446,15 +439,6 @@ impl Renewer {
             };
             if flag == Value::Int(1) {
                 entry.renewed_at = sent_at;
-            } else if entry
-                .holders
-                .iter()
-                .any(|(field, _)| !lock.fields.contains(field))
-            {
-                // None of the batch's fields held it, but a hold registered since the batch was
-                // put together may (a read lock's holders come and go while a renewal is in
-                // flight): not lost. Its acquire set the lease (`register` took that into
-                // `renewed_at`), and the next round renews it with its field.
             } else if let Some(entry) = entries.remove(&id) {
                 entry.lose(LostBecause::Gone, self.lock_names);
             }
@@ -490,35 +474,6 @@ struct Renewing {
     key: String,
     part: Arc<[String]>,
     generation: u64,
-    fields: Vec<String>,
-}
-
-/// How a hold can end without being released.
-#[derive(Clone, Debug)]
-pub(crate) enum Expiry {
-    /// Watchdog hold: cancelled when the watchdog finds the lock lost.
-    Watchdog(CancellationToken),
-    /// Fixed lease: ends at this instant (measured from when the acquire was sent).
-    At(Instant),
-}
-
-impl Expiry {
-    pub(crate) fn is_lost(&self) -> bool {
-        match self {
-            Self::Watchdog(lost) => lost.is_cancelled(),
-            Self::At(at) => Instant::now() >= *at,
-        }
-    }
-
-    /// Completes when the hold is lost.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    pub(crate) async fn lost(&self) {
-        match self {
-            Self::Watchdog(lost) => lost.cancelled().await,
-            Self::At(at) => tokio::time::sleep_until(*at).await,
-        }
-    }
+    /// The one field whose hold it renews (a slice of one, as `Renewal::add` takes it).
+    field: [String; 1],
 }

@@ -295,6 +295,17 @@ pub(crate) fn commands(parts: &[&[&str]]) -> Vec<String> {
     parts.iter().map(|command| command.join(" ")).collect()
 }
 
+/// `script` as `side` runs it for an owner that already holds `name` under `field` (a re-entry, or a
+/// non-reentrant lock's refused one): rlock first asks whether the field is still there
+/// (docs/protocol.md §2.2 step 0), so that a re-entry of a hold that was deleted writes nothing
+/// (README, "Nested holds of one owner"); Java goes straight to the script's steps.
+pub(crate) fn reentered(side: Side, name: &str, field: &str, script: Vec<String>) -> Vec<String> {
+    match side {
+        Side::Rlock => [vec![format!("hexists {name} {field}")], script].concat(),
+        Side::Java => script,
+    }
+}
+
 /// A trace from literal phases.
 pub(crate) fn trace(phases: Vec<(&str, Scripts)>) -> Trace {
     phases
@@ -627,14 +638,19 @@ fn fair_expected(side: Side) -> Trace {
             // §6.4 step 3; rlock also looks whether the owner is queued, to leave the queue.
             "re-enter",
             vec![if side == Side::Rlock {
-                commands(&[
-                    purge,
-                    &["exists", FAIR],
-                    &["hexists", FAIR, FIELD],
-                    &["zscore", t, FIELD],
-                    &["hincrby", FAIR, FIELD, "1"],
-                    &["pexpire", FAIR, "30000"],
-                ])
+                reentered(
+                    side,
+                    FAIR,
+                    FIELD,
+                    commands(&[
+                        purge,
+                        &["exists", FAIR],
+                        &["hexists", FAIR, FIELD],
+                        &["zscore", t, FIELD],
+                        &["hincrby", FAIR, FIELD, "1"],
+                        &["pexpire", FAIR, "30000"],
+                    ]),
+                )
             } else {
                 commands(&[
                     purge,
@@ -806,6 +822,7 @@ async fn non_reentrant_tour(tracer: &mut Tracer, party: &Party) {
 fn non_reentrant_expected(side: Side) -> Trace {
     let name = NON_REENTRANT;
     let refusal = commands(&[&["exists", name], &["hexists", name, FIELD]]);
+    let refusal = reentered(side, name, FIELD, refusal);
     refusing(lock_expected(name, side), &refusal)
 }
 
@@ -838,6 +855,7 @@ fn non_reentrant_fair_expected(side: Side) -> Trace {
         &["exists", FAIR],
         &["hexists", FAIR, FIELD],
     ]);
+    let refusal = reentered(side, FAIR, FIELD, refusal);
     refusing(fair_expected(side), &refusal)
 }
 
@@ -1122,7 +1140,12 @@ fn read_expected(side: Side) -> Trace {
         (
             // §7.2 step 3, in read mode.
             "re-enter",
-            vec![[vec![format!("hget {RW} mode")], read_hold(2)].concat()],
+            vec![reentered(
+                side,
+                RW,
+                FIELD,
+                [vec![format!("hget {RW} mode")], read_hold(2)].concat(),
+            )],
         ),
         // §7.3 step 6: the other hold's timeout key keeps the lock.
         ("partial unlock", vec![partial]),
@@ -1174,7 +1197,7 @@ async fn write_tour(tracer: &mut Tracer, party: &Party) {
 
 /// The write lock's scripts (§7.4, §7.5, §7.6), and the read lock's where the writer reads, in
 /// the states of [`write_tour`].
-fn write_expected(_side: Side) -> Trace {
+fn write_expected(side: Side) -> Trace {
     let (channel, _) = rw_names(1);
     let l = &latch(RW);
     let acquire = commands(&[
@@ -1197,13 +1220,18 @@ fn write_expected(_side: Side) -> Trace {
         (
             // §7.4 step 2: the lease is added to what is left.
             "re-enter",
-            vec![commands(&[
-                &["hget", RW, "mode"],
-                &["hexists", RW, WRITE_FIELD],
-                &["hincrby", RW, WRITE_FIELD, "1"],
-                &["pttl", RW],
-                &["pexpire", RW, "<pttl + 30000>"],
-            ])],
+            vec![reentered(
+                side,
+                RW,
+                WRITE_FIELD,
+                commands(&[
+                    &["hget", RW, "mode"],
+                    &["hexists", RW, WRITE_FIELD],
+                    &["hincrby", RW, WRITE_FIELD, "1"],
+                    &["pttl", RW],
+                    &["pexpire", RW, "<pttl + 30000>"],
+                ]),
+            )],
         ),
         (
             // §7.5 step 3, still held.

@@ -5,7 +5,7 @@
 
 use rlock_tests::redisson::lock_channel;
 
-use crate::golden::{FIELD, Trace, check_every_side, commands, latch, lock_tour, trace};
+use crate::golden::{FIELD, Trace, check_every_side, commands, latch, lock_tour, reentered, trace};
 use crate::support::{InteropKind, Party, Side};
 
 const NAME: &str = "interop:wire";
@@ -31,12 +31,17 @@ pub(crate) fn lock_expected(name: &str, side: Side) -> Trace {
         ),
         (
             "re-enter",
-            vec![commands(&[
-                &["exists", name],
-                &["hexists", name, FIELD],
-                &["hincrby", name, FIELD, "1"],
-                &["pexpire", name, "30000"],
-            ])],
+            vec![reentered(
+                side,
+                name,
+                FIELD,
+                commands(&[
+                    &["exists", name],
+                    &["hexists", name, FIELD],
+                    &["hincrby", name, FIELD, "1"],
+                    &["pexpire", name, "30000"],
+                ]),
+            )],
         ),
         (
             "partial unlock",

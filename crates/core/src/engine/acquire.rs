@@ -12,8 +12,9 @@ use tokio::time::Instant;
 use super::admission::admit;
 use super::guard::Guard;
 use super::hand_off::{Acquired, answered_in_streak, gated_by_streak, listening};
+use super::hold::books;
 use super::lease::Lease;
-use super::lock_wire::{Attempt, LockWire, RECHECK};
+use super::lock_wire::{Attempt, LockWire, RECHECK, Taken};
 use super::patience::Patience;
 use super::release::Releasing;
 use super::synced::{Synced, until_synced};
@@ -21,13 +22,13 @@ use super::wait::{Listen, Nudge, WaitHooks, wait_on};
 use crate::cohort::{Step, Ticket};
 use crate::connection::{Commands, Connection, Written, outcome_unknown};
 use crate::error::{Error, Operation, Result, Subject};
+use crate::ledger::Expiry;
 use crate::owner::Owner;
 use crate::pubsub::{Listening, Subscription};
 use crate::reconciling::{Reconciliation, Reconciling};
 use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
 use crate::telemetry::{self, Acquisition, Reconciles};
-use crate::watchdog::{Expiry, Renewed};
 
 /// Acquires `kind` for `owner`, waiting as `wait` says. `Ok(None)` means the wait ran out.
 ///
@@ -150,8 +151,7 @@ fn acquire_as<'a, K: LockWire>(
         let Acquiring {
             field, acquisition, ..
         } = acquiring;
-        let lease_for = lease_time(services, lease);
-        if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for, lease_for) {
+        if let Some(answered) = answered_in_streak(services, &**kind, field, wait_for) {
             return answered;
         }
         acquiring.give_up = kind.give_up_call(field, wait_for).map(Box::new);
@@ -243,7 +243,7 @@ impl<K: LockWire> Acquiring<'_, K> {
         // A re-entry on the wire keeps the owner's last hold from passing without Redis meanwhile;
         // marked before the streak is looked at, so that a hold lent from now on waits for this
         // attempt, and an attempt from now on sees a streak opened before.
-        let _reentering = services.holds.reentering(kind.scope(), field);
+        let _reentering = services.ledger.reentering(kind.scope(), field);
         // While a streak of free hand-offs holds the key, only its holder acts on it.
         if gated_by_streak(services, kind.scope(), field) {
             return Ok(Attempt::Busy(RECHECK));
@@ -312,7 +312,7 @@ fn held_outside_the_queue<K: LockWire>(
 ) {
     if kind.hand_off().is_some()
         && services.config.local_handoff
-        && services.holds.count(kind.scope(), field) == 1
+        && services.ledger.count(kind.scope(), field) == 1
     {
         services
             .cohorts
@@ -344,7 +344,7 @@ impl<K: LockWire> Queued<K> {
         if kind.hand_off().is_none()
             || !services.config.local_handoff
             || one_try
-            || services.holds.count(kind.scope(), field) > 0
+            || services.ledger.count(kind.scope(), field) > 0
         {
             return None;
         }
@@ -404,8 +404,7 @@ impl<K: LockWire> Queued<K> {
                 Step::Passed { reply, sent_at } => {
                     acquisition.handed_off();
                     self.ticket.take();
-                    let lease_time = lease_time(services, lease);
-                    let expiry = take_hold(services, kind, field, lease, lease_time, sent_at, None);
+                    let expiry = take_hold(services, kind, field, lease, sent_at, None);
                     services
                         .cohorts
                         .took_over(kind.scope(), kind.label(), field, expiry.clone());
@@ -417,10 +416,11 @@ impl<K: LockWire> Queued<K> {
                     // The lend counted the hold already (see `hand_off::count_lent`).
                     let Some(expiry) = self.ticket.take_lent() else {
                         // The streak ended before this waiter took the hold up: it holds nothing.
-                        let _ = services.holds.remove(kind.scope(), field);
+                        let _ = services.ledger.leave(&books(services, kind), field, None);
                         return None;
                     };
-                    return Some(Attempt::Acquired((token, expiry)));
+                    let record = services.ledger.generation(kind.scope(), field);
+                    return Some(Attempt::Acquired((token, expiry.in_record(record))));
                 }
             }
         }
@@ -436,6 +436,7 @@ impl<K: LockWire> Drop for Queued<K> {
                 &self.services,
                 self.kind.clone(),
                 self.ticket.field().clone(),
+                None,
             ));
         }
     }
@@ -450,32 +451,23 @@ fn lease_time(services: &Services, lease: Lease) -> Duration {
 }
 
 /// Records a hold of `field` that Redis confirmed (its script sent at `sent_at`, on `conn` unless
-/// it was passed locally): counted locally, and renewed by the watchdog unless its lease is fixed.
+/// it was passed locally) as a member of the owner's record, renewed by the watchdog unless its
+/// lease is fixed.
 fn take_hold<K: LockWire>(
     services: &Services,
     kind: &K,
     field: &str,
     lease: Lease,
-    lease_time: Duration,
     sent_at: Instant,
     conn: Option<&Connection>,
 ) -> Expiry {
-    services.holds.add(kind.scope(), field, lease_time, conn);
-    let renewed = Renewed {
-        key: kind.key(),
-        scope: kind.scope(),
-        part: kind.renewal_part(),
+    let until = match lease {
+        Lease::Watchdog => None,
+        Lease::Fixed(lease) => Some(sent_at + lease),
     };
-    match lease {
-        Lease::Watchdog => Expiry::Watchdog(services.watchdog.register(
-            kind.renewal(),
-            kind.label(),
-            renewed,
-            field,
-            sent_at,
-        )),
-        Lease::Fixed(lease) => Expiry::At(sent_at + lease),
-    }
+    services
+        .ledger
+        .join(&books(services, kind), field, until, sent_at, conn)
 }
 
 /// One acquire attempt. In replicated topologies an acquire that no replica acknowledged is undone
@@ -499,14 +491,30 @@ async fn attempt<K: LockWire>(
         } else {
             None
         };
-        let conn = services
-            .commands
-            .get(Operation::Acquire, kind.subject())
-            .await?
-            .queueing(patience.queueing());
-        attempt_on(services, kind, field, lease, patience, conn, refused).await
+        loop {
+            let conn = services
+                .commands
+                .get(Operation::Acquire, kind.subject())
+                .await?
+                .queueing(patience.queueing());
+            return match attempt_on(services, kind, field, lease, patience, conn, refused).await? {
+                // A re-entry whose field was gone wrote nothing and ended the owner's record: the
+                // next attempt is a fresh acquisition (or the re-entry of a record another future
+                // of the owner started meanwhile).
+                Synced::Done(Tried::Gone) => continue,
+                Synced::Done(Tried::Done(attempt)) => Ok(Synced::Done(attempt)),
+                Synced::Unsynced { replicas } => Ok(Synced::Unsynced { replicas }),
+            };
+        }
     })
     .await
+}
+
+/// What one acquire script ended in.
+enum Tried<T> {
+    Done(Attempt<(T, Expiry)>),
+    /// Sent as a re-entry, it found the owner's field gone and wrote nothing (`Taken::Gone`).
+    Gone,
 }
 
 /// One acquire script, with its undo armed until the reply is seen.
@@ -518,9 +526,17 @@ async fn attempt_on<K: LockWire>(
     patience: Patience,
     conn: Connection,
     refused: &AtomicBool,
-) -> Result<Synced<Attempt<(K::Token, Expiry)>>> {
-    let lease_time = lease_time(services, lease);
-    let held_before = services.holds.count(kind.scope(), field);
+) -> Result<Synced<Tried<K::Token>>> {
+    let (scope, ledger) = (kind.scope(), &services.ledger);
+    let held_before = ledger.count(scope, field);
+    let record_before = ledger.generation(scope, field);
+    let lease_time = match lease_time(services, lease) {
+        // A re-entry never shortens the key under the owner's other holds (see `crate::ledger`).
+        lease_time if held_before > 0 && !kind.reentry_keeps_ttl() => {
+            ledger.covering(scope, field, lease_time, services.watchdog.timeout())
+        }
+        lease_time => lease_time,
+    };
     let mut undo = Undo::arm(
         services,
         conn,
@@ -547,19 +563,17 @@ async fn attempt_on<K: LockWire>(
     )
     .await?;
     Ok(written.map(|attempt| match attempt {
-        Attempt::Acquired(token) => {
-            let expiry = take_hold(
-                services,
-                kind,
-                field,
-                lease,
-                lease_time,
-                sent_at,
-                Some(&undo.conn),
-            );
-            Attempt::Acquired((token, expiry))
+        Attempt::Acquired(Taken::Held { token, .. }) => {
+            let expiry = take_hold(services, kind, field, lease, sent_at, Some(&undo.conn));
+            Tried::Done(Attempt::Acquired((token, expiry)))
         }
-        Attempt::Busy(bound) => Attempt::Busy(bound),
+        Attempt::Acquired(Taken::Gone) => {
+            // The hold the owner's record counted on was deleted (or expired): its members are
+            // told now, not at the next renewal.
+            ledger.lose(&books(services, kind), field, Some(record_before));
+            Tried::Gone
+        }
+        Attempt::Busy(bound) => Tried::Done(Attempt::Busy(bound)),
     }))
 }
 

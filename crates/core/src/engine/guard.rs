@@ -9,12 +9,13 @@ use futures::future::Either;
 use tokio::time::Instant;
 
 use super::hand_off::{held_in_streak, hold_count};
+use super::hold::books;
 use super::lock_wire::LockWire;
 use super::release::Releasing;
 use crate::error::{Error, Operation, Result};
+use crate::ledger::Expiry;
 use crate::owner::Owner;
 use crate::services::Services;
-use crate::watchdog::Expiry;
 
 /// One hold of a lock. Dropping it releases the hold in the background (never blocking); call
 /// [`Guard::unlock`] to release it and see the outcome.
@@ -100,7 +101,8 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
     }
 
     /// Whether the hold's lease is known to be lost: the watchdog found the lock gone or could not
-    /// renew it for a whole lease, or the fixed lease has run out.
+    /// renew it for a whole lease, an acquisition of the same owner found its field created afresh
+    /// (it had been deleted), or the fixed lease has run out.
     pub fn is_lease_lost(&self) -> bool {
         self.expiry.is_lost()
     }
@@ -194,7 +196,21 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
         if held_in_streak(&self.services, self.kind.scope(), &self.field).is_some() {
             return Ok(());
         }
+        // The hold becomes a fixed-lease member of its record (its renewal stops if it was the
+        // last renewed one); the key keeps at least what the owner's other holds were promised.
         let sent_at = Instant::now();
+        let books = books(&self.services, &*self.kind);
+        let Some((expiry, key_lease)) =
+            self.services
+                .ledger
+                .relet(&books, &self.field, &self.expiry, sent_at + lease)
+        else {
+            return Err(Error::LeaseLost {
+                kind: self.kind.what(),
+                name: self.kind.name().to_owned(),
+            });
+        };
+        self.expiry = expiry;
         let _: i64 = self
             .services
             .commands
@@ -203,15 +219,19 @@ impl<T: fmt::Debug + Send + 'static> Guard<T> {
                 self.kind.subject(),
                 redis::cmd("PEXPIRE")
                     .arg(self.kind.key())
-                    .arg(lease.as_millis()),
+                    .arg(key_lease.as_millis()),
             )
             .await?;
-        self.expiry = Expiry::At(sent_at + lease);
         Ok(())
     }
 
     fn releasing(&self) -> Releasing {
-        Releasing::new(&self.services, self.kind.clone(), self.field.clone())
+        Releasing::new(
+            &self.services,
+            self.kind.clone(),
+            self.field.clone(),
+            Some(self.expiry.clone()),
+        )
     }
 }
 
@@ -224,6 +244,7 @@ impl<T: fmt::Debug + Send + 'static> Drop for Guard<T> {
                 &self.services,
                 self.kind.clone(),
                 std::mem::take(&mut self.field),
+                Some(self.expiry.clone()),
             ));
         }
     }

@@ -41,11 +41,11 @@ use super::lock_wire::LockWire;
 use super::patience::Patience;
 use crate::cohort::{Claim, Next, Streak, Yield};
 use crate::error::{Error, Operation, Result, Subject};
+use crate::ledger::Expiry;
 use crate::names;
 use crate::pubsub::Listening;
 use crate::services::Services;
 use crate::telemetry::Reconciles;
-use crate::watchdog::Expiry;
 
 /// What an acquisition ends in: the hold's token and expiry, or `None` when its wait ran out.
 pub(super) type Acquired<T> = Result<Option<(T, Expiry)>>;
@@ -171,12 +171,12 @@ pub(super) fn lend_first<K: LockWire + ?Sized>(
     };
     // Atomic with the holder's own attempts: a re-entry of its on the wire would be counted in
     // Redis after the hold was lent. Another release of it may have taken the hold first.
-    if !services.holds.remove_last(key, holder) || !streak.lend_to(claim.field()) {
+    if !services.ledger.remove_last(key, holder) || !streak.lend_to(claim.field()) {
         services.cohorts.close_streak(&streak);
         return Lend::Declined(claim);
     }
     services.cohorts.began_streak();
-    count_lent(services, key, &claim);
+    count_lent(services, key, &streak, &claim);
     services.telemetry.lent(kind.label(), kind.name(), true);
     let listening = claim.listening();
     services.background.spawn_watch(watch_streak(
@@ -202,9 +202,12 @@ fn lent(streak: Arc<Streak>, claim: Claim) -> Lend {
 
 /// Counts the hold lent to the claimed waiter as it is lent, before the waiter takes it up: a
 /// re-entry and release by another future of the same owner in between must not find it holding
-/// nothing and end the streak under it.
-fn count_lent(services: &Services, key: &str, claim: &Claim) {
-    services.holds.add(key, claim.field(), claim.lease(), None);
+/// nothing and end the streak under it. It is a member of the waiter's lent record, which observes
+/// the streak's token.
+fn count_lent(services: &Services, key: &str, streak: &Streak, claim: &Claim) {
+    let _ = services
+        .ledger
+        .lend(key, claim.field(), streak.expiry().token());
 }
 
 /// The lent holder `holder` released its last hold of `streak` (now between holders): the hold is
@@ -250,7 +253,7 @@ pub(super) async fn release_streak<K: LockWire + ?Sized>(
         services.cohorts.released(key, queue, holder, None);
         return Handed::done(Err(Error::not_owner(kind.subject(), holder)));
     }
-    let _ = services
+    services
         .watchdog
         .deregister(kind.renewal(), key, &streak.root);
     let lease = services.watchdog.timeout();
@@ -292,7 +295,7 @@ fn lend_on<K: LockWire + ?Sized>(
         return Lend::Declined(claim);
     }
     services.telemetry.lent(kind.label(), kind.name(), false);
-    count_lent(services, kind.key(), &claim);
+    count_lent(services, kind.key(), streak, &claim);
     lent(streak.clone(), claim)
 }
 
@@ -449,7 +452,7 @@ async fn end_lost<K: LockWire + ?Sized>(services: &Arc<Services>, kind: &K, stre
     streak.lose();
     services
         .watchdog
-        .lost(kind.renewal(), key, streak.generation);
+        .lost(kind.renewal(), key, &streak.root, streak.generation);
     let lease = services.watchdog.timeout();
     if let Err(e) = unlock(services, kind, &streak.root, lease, None).await {
         tracing::debug!(lock = kind.name(), error = %e, "nothing of a lost streak was left to unlock");
@@ -467,7 +470,6 @@ pub(super) fn answered_in_streak<K: LockWire>(
     kind: &K,
     field: &str,
     wait_for: Patience,
-    lease: Duration,
 ) -> Option<Acquired<K::Token>> {
     let scope = kind.scope();
     let streak = services.cohorts.streak_on(scope)?;
@@ -476,8 +478,12 @@ pub(super) fn answered_in_streak<K: LockWire>(
             Some(token) if !kind.refuses_reentry() => token,
             _ => return Some(Err(Error::reentry_refused(kind.subject()))),
         };
-        if streak.reenter(field, || services.holds.add(scope, field, lease, None)) {
-            return Some(Ok(Some((token, streak.expiry()))));
+        let expiry = streak.expiry();
+        let mut record = 0;
+        if streak.reenter(field, || {
+            record = services.ledger.lend(scope, field, expiry.token());
+        }) {
+            return Some(Ok(Some((token, expiry.in_record(record)))));
         }
     }
     let one_try = wait_for.one_try();
@@ -499,7 +505,7 @@ pub(super) fn gated_by_streak(services: &Services, scope: &str, field: &str) -> 
 pub(crate) fn held_in_streak(services: &Services, key: &str, field: &str) -> Option<u32> {
     let streak = services.cohorts.streak_on(key)?;
     Some(if streak.is_held_by(field) {
-        services.holds.count(key, field)
+        services.ledger.count(key, field)
     } else {
         0
     })

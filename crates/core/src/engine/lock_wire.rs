@@ -118,7 +118,16 @@ pub trait LockWire: Send + Sync + 'static {
     ) -> ScriptCall;
 
     /// Decodes the acquire script's reply; `None` for a reply the protocol does not allow.
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Self::Token>>;
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<Self::Token>>>;
+
+    /// Whether the acquire script never shortens the key when the owner re-enters (the write lock
+    /// adds the lease to the key's TTL, the read lock keeps the longer of the two), so that it is
+    /// sent the hold's own lease as Redisson sends it. The others (the RLock family's scripts set
+    /// the TTL to the lease they are sent) are sent at least what the owner's other holds were
+    /// promised (see [`crate::ledger`]).
+    fn reentry_keeps_ttl(&self) -> bool {
+        false
+    }
 
     /// Reads an error reply of the acquire script (the script ran and changed nothing): a kind that
     /// refuses some acquisitions in the script itself turns its refusal into a typed error (the
@@ -242,13 +251,41 @@ pub enum Attempt<T> {
     Busy(Duration),
 }
 
-impl Attempt<()> {
-    /// The reply of an acquire script in Redisson's common form: nil when acquired (or re-entered),
+/// What an acquire script took. rlock's acquire scripts reply the owner's hold count where
+/// Redisson's reply nil (Java never sees rlock's replies; the writes are Redisson's), and are told
+/// the owner's count as this client knows it: one sent as a re-entry (a count above 0) that finds
+/// the owner's field gone writes nothing and says so, rather than create the field as that
+/// re-entry (see [`crate::ledger`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Taken<T> {
+    /// Acquired or re-entered: what the hold yields, and the owner's hold count in Redis after it.
+    Held { token: T, count: u32 },
+    /// Sent as a re-entry, it found the owner's field gone (the hold was deleted or expired): it
+    /// wrote nothing.
+    Gone,
+}
+
+/// The owner's hold count an acquire script replied: a positive integer.
+pub(crate) fn hold_count_reply(count: &Value) -> Option<u32> {
+    match *count {
+        Value::Int(count) if count > 0 => u32::try_from(count).ok(),
+        _ => None,
+    }
+}
+
+impl Attempt<Taken<()>> {
+    /// The reply of rlock's acquire scripts of Redisson's common form: `{count}` when acquired or
+    /// re-entered (where Redisson's reply nil), `{0}` when a re-entry found the owner's field gone,
     /// else the lock's `PTTL`; `None` for anything else.
-    pub(crate) fn from_nil_or_pttl(reply: &Value) -> Option<Self> {
-        match *reply {
-            Value::Nil => Some(Self::Acquired(())),
-            Value::Int(pttl) => Some(Self::busy_for_pttl(pttl)),
+    pub(crate) fn from_count_or_pttl(reply: &Value) -> Option<Self> {
+        match reply {
+            Value::Array(count) => match count.as_slice() {
+                [Value::Int(0)] => Some(Self::Acquired(Taken::Gone)),
+                [count] => hold_count_reply(count)
+                    .map(|count| Self::Acquired(Taken::Held { token: (), count })),
+                _ => None,
+            },
+            Value::Int(pttl) => Some(Self::busy_for_pttl(*pttl)),
             _ => None,
         }
     }

@@ -69,7 +69,9 @@ pub(crate) use detached::{Applied, Replicas, write_detached};
 pub use guard::Guard;
 pub(crate) use hand_off::{held_in_streak, hold_count};
 pub(crate) use lease::{Lease, epoch_millis, millis};
-pub(crate) use lock_wire::{Attempt, ChannelName, HandOff, LockWire, RECHECK};
+pub(crate) use lock_wire::{
+    Attempt, ChannelName, HandOff, LockWire, RECHECK, Taken, hold_count_reply,
+};
 pub(crate) use object::Object;
 pub(crate) use patience::Patience;
 pub(crate) use release::{Releasing, force_unlock};

@@ -7,17 +7,22 @@ use std::sync::Arc;
 use redis::Value;
 
 use super::hand_off::{self, Handed, Lend, Releaser};
+use super::hold::books;
 use super::latched::{Released, unlock};
 use super::lock_wire::LockWire;
 use crate::cohort::{Next, StreakRelease};
 use crate::connection::Written;
 use crate::error::{Error, Operation, Result};
+use crate::ledger::{Expiry, Left};
 use crate::reconciling::Reconciling;
 use crate::services::{Background, Services};
 
-/// Releases one hold of `kind` by `field`. If holds remain, their lease is re-applied: the watchdog
-/// timeout while some are renewed here, else the lease of the owner's latest hold (docs/protocol.md
-/// §11.10).
+/// Releases one hold of `kind` by `field`: `member`, a guard's hold (its record's member), or any
+/// of the owner's (a release by owner; a hold passed to a waiter that is gone has no record).
+/// A member of a record that ended (lost, or replaced by a hold created afresh) holds nothing in
+/// Redis: [`Error::NotOwner`], with nothing sent. If holds remain, the key is given the longest
+/// time one of them was promised: the watchdog timeout while one is renewed here, else the latest
+/// end of the fixed leases left (docs/protocol.md §11.10, and see [`crate::ledger`]).
 ///
 /// The last hold of a kind that hands off goes to the next local waiter if one waits (see
 /// [`crate::cohort`] and [`super::hand_off`]), within the bound: freely where it may (Redis
@@ -38,15 +43,15 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
     field: &str,
+    member: Option<&Expiry>,
 ) -> Result<Released> {
     let scope = kind.scope();
     // An undo of this owner's that may still run counts its holds: let it run first.
     services.reconciling.settled(kind.key(), field).await;
+    let (ledger, books) = (&services.ledger, books(services, &**kind));
     if let Some(streak) = services.cohorts.streak_on(scope) {
-        let holds = &services.holds;
         let released = streak.release(field, || {
-            let _ = holds.remove(scope, field);
-            holds.count(scope, field) == 0
+            !matches!(ledger.leave(&books, field, member), Left::Partially { .. })
         });
         return match released {
             StreakRelease::Partially => Ok(Released::Partially),
@@ -57,7 +62,7 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
             StreakRelease::NotHolder => {
                 // Nothing of this owner's is in Redis while the streak lasts: a holder the streak
                 // no longer counts (its hold was lost) or any other owner.
-                holds.forget(scope, field);
+                ledger.lose(&books, field, None);
                 if kind.hand_off().is_some() {
                     services.cohorts.released(scope, kind.label(), field, None);
                 }
@@ -65,7 +70,12 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
             }
         };
     }
-    let last = services.holds.count(scope, field) <= 1;
+    // A guard of a record that ended: what it counted on is gone, and a later hold of the owner
+    // must not lose a count to it.
+    if ledger.is_stale(scope, field, member) {
+        return Err(Error::not_owner(kind.subject(), field));
+    }
+    let last = ledger.count(scope, field) <= 1;
     let hands_off = last && kind.hand_off().is_some() && services.config.local_handoff;
     let (queue, config) = (kind.label(), &services.config);
     let next = hands_off.then(|| {
@@ -85,33 +95,32 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         Some(Next::AlreadyPassing) => return Err(Error::not_owner(kind.subject(), field)),
         next => next,
     };
-    let taken = services.holds.remove(scope, field);
-    if taken.is_none() && services.cohorts.streak_on(scope).is_some() {
+    // The hash changes from here on: the record's renewal stops first if no renewed member is left.
+    let left = ledger.leave(&books, field, member);
+    let ended = matches!(left, Left::Last { .. });
+    let (lease, conn, others) = match left {
+        Left::Stale => return Err(Error::not_owner(kind.subject(), field)),
         // Another release of this owner lent its last hold meanwhile (a misuse: two releases of
         // one hold at once): nothing of this owner's is left in Redis to release.
-        return Err(Error::not_owner(kind.subject(), field));
-    }
-    // The hash changes from here on: renewal stops first.
-    let renewing = services.watchdog.deregister(kind.renewal(), scope, field);
-    let (lease, conn) = match taken {
-        Some((lease, conn)) if !renewing => (lease, conn),
-        Some((_, conn)) => (services.watchdog.timeout(), conn),
-        None => (services.watchdog.timeout(), None),
+        Left::Unknown if services.cohorts.streak_on(scope).is_some() => {
+            return Err(Error::not_owner(kind.subject(), field));
+        }
+        Left::Unknown => (services.watchdog.timeout(), None, false),
+        Left::Partially { lease, conn } => (lease, conn, true),
+        Left::Last { lease, conn } => (lease, conn, false),
     };
     let from = Releaser {
         holder: field,
         root: field,
     };
-    match next {
+    let released = match next {
         None => {
             let released = unlock(services, &**kind, field, lease, conn).await;
-            if matches!(released, Err(Error::NotOwner { .. }))
-                && services.holds.count(scope, field) > 0
-            {
+            if matches!(released, Err(Error::NotOwner { .. })) && others {
                 // Redis no longer has the field that this owner's other holds count on (a delete
                 // that nobody heard): they are lost, and are told now rather than at the next
                 // renewal, so that none of them is lent on.
-                services.watchdog.lose(kind.renewal(), scope);
+                ledger.lose(&books, field, None);
             }
             released
         }
@@ -123,7 +132,15 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
             hand_off::unlock_for_real(services, &**kind, from, lease, conn, yielding, None).await
         }
         Some(Next::AlreadyPassing) => Err(Error::not_owner(kind.subject(), field)),
+    };
+    if ended {
+        // The owner's record ended: a local queue of another kind of this key that counted the
+        // owner as its holder (it took the lock through that kind) lets its head try.
+        services
+            .cohorts
+            .released_elsewhere(scope, kind.label(), field);
     }
+    released
 }
 
 /// What a release by `field` that handed off returns, once a hold passed to a waiter that is gone
@@ -165,7 +182,7 @@ async fn release_orphan<K: LockWire + ?Sized>(
     kind: &Arc<K>,
     field: &str,
 ) {
-    if let Err(e) = release_again(services, kind, field).await {
+    if let Err(e) = release_again(services, kind, field, None).await {
         tracing::warn!(lock = kind.name(), error = %e, "releasing a hold passed to a dropped waiter failed");
     }
 }
@@ -176,8 +193,9 @@ fn release_again<'a, K: LockWire + ?Sized>(
     services: &'a Arc<Services>,
     kind: &'a Arc<K>,
     field: &'a str,
+    member: Option<&'a Expiry>,
 ) -> Pin<Box<dyn Future<Output = Result<Released>> + Send + 'a>> {
-    Box::pin(release(services, kind, field))
+    Box::pin(release(services, kind, field, member))
 }
 
 /// Deletes the lock `kind` whoever holds it (the kind's force-unlock script, which also wakes a
@@ -201,7 +219,7 @@ pub(crate) async fn force_unlock<K: LockWire + ?Sized>(
     if let Some(streak) = &streak {
         streak.lose();
     }
-    services.watchdog.forget(kind.scope());
+    services.ledger.lose_scope(&services.watchdog, kind.scope());
     let deleted = delete(services, kind, subject).await;
     if let Some(streak) = &streak {
         services.cohorts.close_streak(streak);
@@ -247,11 +265,13 @@ pub(crate) struct Releasing {
 }
 
 impl Releasing {
-    /// A release of one hold of `field` on `kind`.
+    /// A release of one hold of `field` on `kind`: `member`, a guard's, or any of the owner's
+    /// (see [`release`]).
     pub(crate) fn new<K: LockWire + ?Sized>(
         services: &Arc<Services>,
         kind: Arc<K>,
         field: Arc<str>,
+        member: Option<Expiry>,
     ) -> Self {
         let name = kind.name().to_owned();
         let registers = kind.refuses_reentry().then(|| {
@@ -264,7 +284,7 @@ impl Releasing {
         let services_for_release = services.clone();
         Self {
             pending: Some(Box::pin(async move {
-                release(&services_for_release, &kind, &field).await
+                release(&services_for_release, &kind, &field, member.as_ref()).await
             })),
             background: services.background.clone(),
             name,

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, ChannelName, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, LockWire, Patience, Taken};
 use crate::error::{Operation, Result};
 use crate::locks::lock::Lock;
 use crate::locks::lock_kind::LockKind;
@@ -93,7 +93,7 @@ impl LockWire for Fair {
     fn acquire_call(
         &self,
         field: &str,
-        _held_before: u32,
+        held_before: u32,
         lease: Duration,
         patience: Patience,
     ) -> ScriptCall {
@@ -108,14 +108,13 @@ impl LockWire for Fair {
             .arg(self.queue_wait(patience).as_millis())
             .arg(now_ms())
             .arg(u8::from(queues))
+            .arg(held_before)
     }
 
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<()>>> {
         match *reply {
-            Value::Nil => Some(Attempt::Acquired(())),
             Value::Int(0) => Some(Attempt::Busy(HEAD_PENDING_REPOLL)),
-            Value::Int(ttl) => Some(Attempt::busy_for_pttl(ttl)),
-            _ => None,
+            _ => Attempt::from_count_or_pttl(reply),
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience, Taken, hold_count_reply};
 use crate::error::{Error, Operation, Result};
 use crate::locks::lock::Lock;
 use crate::locks::reentrant::Reentrant;
@@ -54,7 +54,7 @@ impl LockWire for Fenced {
     fn acquire_call(
         &self,
         field: &str,
-        _held_before: u32,
+        held_before: u32,
         lease: Duration,
         _patience: Patience,
     ) -> ScriptCall {
@@ -63,16 +63,21 @@ impl LockWire for Fenced {
             .key(&self.token)
             .arg(lease.as_millis())
             .arg(field)
+            .arg(held_before)
     }
 
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<u64>> {
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<u64>>> {
         let Value::Array(pair) = reply else {
             return None;
         };
         match pair.as_slice() {
-            [Value::Int(-1), Value::Int(token)] if *token > 0 => {
-                Some(Attempt::Acquired(token.unsigned_abs()))
+            [Value::Int(-1), Value::Int(token), count] if *token > 0 => {
+                Some(Attempt::Acquired(Taken::Held {
+                    token: token.unsigned_abs(),
+                    count: hold_count_reply(count)?,
+                }))
             }
+            [Value::Int(0)] => Some(Attempt::Acquired(Taken::Gone)),
             // Unlike Java, a held lock without a TTL (`[-1, -1]`) is not taken for an acquisition.
             [Value::Int(pttl), Value::Int(-1)] => Some(Attempt::busy_for_pttl(*pttl)),
             _ => None,

@@ -32,7 +32,9 @@ use std::time::Duration;
 use redis::{RedisError, Script, Value};
 
 use crate::codec::{Codec, EntryKey};
-use crate::engine::{self, Attempt, ChannelName, Guard, Lease, LockWire, Patience, epoch_millis};
+use crate::engine::{
+    self, Attempt, ChannelName, Guard, Lease, LockWire, Patience, Taken, epoch_millis,
+};
 use crate::error::{Error, Operation, Result};
 use crate::names;
 use crate::owner::Owner;
@@ -161,8 +163,8 @@ impl LockWire for Group {
         with_values(call, &self.values)
     }
 
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
-        Attempt::from_nil_or_pttl(reply)
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<()>>> {
+        Attempt::from_count_or_pttl(reply)
     }
 
     fn acquire_refused(&self, error: &RedisError) -> Option<Error> {
@@ -437,7 +439,7 @@ impl GroupLock {
     pub async fn unlock(&self, owner: Owner) -> Result<()> {
         self.check_name()?;
         let field = self.services.field(owner);
-        engine::Releasing::new(&self.services, self.kind.clone(), field.into())
+        engine::Releasing::new(&self.services, self.kind.clone(), field.into(), None)
             .finish()
             .await
             .map(|_| ())

@@ -330,7 +330,7 @@ impl<K: LockKind> Lock<K> {
     pub async fn unlock(&self, owner: Owner) -> Result<()> {
         self.check_name()?;
         let field = self.field_of(owner);
-        engine::Releasing::new(&self.services, self.kind.clone(), field.into())
+        engine::Releasing::new(&self.services, self.kind.clone(), field.into(), None)
             .finish()
             .await
             .map(|_| ())

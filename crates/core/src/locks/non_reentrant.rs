@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use redis::{RedisError, Script, Value};
 
-use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience, Taken};
 use crate::error::{Error, Result};
 use crate::locks::fair_lock::{Fair, FairQueue};
 use crate::locks::lock::Lock;
@@ -67,7 +67,7 @@ impl Twin for Reentrant {
     fn refusing_acquire_call(
         &self,
         field: &str,
-        _held_before: u32,
+        held_before: u32,
         lease: Duration,
         _patience: Patience,
     ) -> ScriptCall {
@@ -76,6 +76,7 @@ impl Twin for Reentrant {
             .arg(lease.as_millis())
             .arg(field)
             .arg(REACQUIRE)
+            .arg(held_before)
     }
 }
 
@@ -155,7 +156,7 @@ impl<K: Twin> LockWire for NonReentrant<K> {
             .refusing_acquire_call(field, held_before, lease, patience)
     }
 
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<()>>> {
         self.twin.decode_acquire(reply)
     }
 

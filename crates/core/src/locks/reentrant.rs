@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience, Taken};
 use crate::names;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
@@ -70,7 +70,7 @@ impl LockWire for Reentrant {
     fn acquire_call(
         &self,
         field: &str,
-        _held_before: u32,
+        held_before: u32,
         lease: Duration,
         _patience: Patience,
     ) -> ScriptCall {
@@ -78,10 +78,11 @@ impl LockWire for Reentrant {
             .key(&self.name)
             .arg(lease.as_millis())
             .arg(field)
+            .arg(held_before)
     }
 
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
-        Attempt::from_nil_or_pttl(reply)
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<()>>> {
+        Attempt::from_count_or_pttl(reply)
     }
 
     fn undo_acquire_call(

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, HandOff, LockWire, Patience, Taken};
 use crate::error::{Error, Result};
 use crate::locks::lock::Lock;
 use crate::locks::reentrant::{self, UNLOCK_MESSAGE};
@@ -110,7 +110,7 @@ impl LockWire for Read {
     fn acquire_call(
         &self,
         field: &str,
-        _held_before: u32,
+        held_before: u32,
         lease: Duration,
         _patience: Patience,
     ) -> ScriptCall {
@@ -120,10 +120,15 @@ impl LockWire for Read {
             .arg(lease.as_millis())
             .arg(field)
             .arg(write_field(field))
+            .arg(held_before)
     }
 
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
-        Attempt::from_nil_or_pttl(reply)
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<()>>> {
+        Attempt::from_count_or_pttl(reply)
+    }
+
+    fn reentry_keeps_ttl(&self) -> bool {
+        true
     }
 
     fn undo_acquire_call(
@@ -207,8 +212,8 @@ impl LockWire for Write {
 
     fn refuse(&self, services: &Services, base_field: &str) -> Result<()> {
         let name = &self.lock.name;
-        let reads = services.holds.count(name, base_field);
-        let writes = services.holds.count(name, &write_field(base_field));
+        let reads = services.ledger.count(name, base_field);
+        let writes = services.ledger.count(name, &write_field(base_field));
         if reads > 0 && writes == 0 {
             return Err(Error::WouldDeadlock { name: name.clone() });
         }
@@ -218,7 +223,7 @@ impl LockWire for Write {
     fn acquire_call(
         &self,
         field: &str,
-        _held_before: u32,
+        held_before: u32,
         lease: Duration,
         _patience: Patience,
     ) -> ScriptCall {
@@ -226,10 +231,15 @@ impl LockWire for Write {
             .key(&self.lock.name)
             .arg(lease.as_millis())
             .arg(field)
+            .arg(held_before)
     }
 
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
-        Attempt::from_nil_or_pttl(reply)
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<()>>> {
+        Attempt::from_count_or_pttl(reply)
+    }
+
+    fn reentry_keeps_ttl(&self) -> bool {
+        true
     }
 
     fn undo_acquire_call(

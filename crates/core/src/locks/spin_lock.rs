@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use crate::engine::{Attempt, ChannelName, LockWire, Patience};
+use crate::engine::{Attempt, ChannelName, LockWire, Patience, Taken};
 use crate::locks::reentrant::Reentrant;
 use crate::scripts::{ScriptCall, lua};
 use crate::wake::WakeRule;
@@ -124,7 +124,7 @@ impl LockWire for Spin {
         self.lock.acquire_call(field, held_before, lease, patience)
     }
 
-    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<()>> {
+    fn decode_acquire(&self, reply: &Value) -> Option<Attempt<Taken<()>>> {
         self.lock.decode_acquire(reply)
     }
 

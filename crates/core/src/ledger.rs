@@ -1,0 +1,561 @@
+//! The hold ledger: what this client knows of its own holds, one record per owner's hold in Redis.
+//!
+//! # Implementation details
+//!
+//! Redis counts one owner's holds of a lock in one hash field: however many guards an owner has
+//! (nested `lock()`s, two futures of one [`Owner::scope`](crate::Owner::scope), holds through two
+//! kinds that share the lock's hash), they stand or fall together. The ledger keeps that as a
+//! **record** per (scope, field), the scope as `LockWire::scope` names it (the lock's key; the
+//! group lock's key and values). Every guard is a **member** of its owner's record, with its own
+//! lease (the watchdog's, or fixed until an instant), and the record is the one place that owns:
+//!
+//! - **the watchdog registration**: registered (one per (renewal, scope, field): renewal is per
+//!   owner) while some member's lease is the watchdog's, and deregistered when the last such member
+//!   leaves, before the hash changes. A fixed-lease member never ends another member's renewal.
+//! - **the lease-lost token** every member observes. It is cancelled when the watchdog finds the
+//!   field gone (or cannot renew it for a whole lease), when a re-entry's script finds the field
+//!   gone (the hold was deleted behind the members' back: a force unlock, a `DEL`, an expiry; the
+//!   script writes nothing then, and the engine sends a fresh acquire), when a release finds the
+//!   field gone while other members remain, and on this client's force unlock. A fixed-lease member
+//!   is also lost at its own end.
+//! - **a generation**: a record that ended (lost, replaced by a hold created afresh, released) is
+//!   never revived. A member of an ended record is *stale*: its release sends nothing, so a guard
+//!   dropped late cannot take a count from a later hold of the same owner.
+//! - **the lease the key is given**: a re-entry's script, and a partial release, are sent the
+//!   longest time any live member was promised ([`Ledger::covering`], [`Left::Partially`]), never
+//!   the latest member's lease (which would shorten the key under a longer member), and never a
+//!   full lease for a member whose time is partly gone (which would stretch a fixed lease past its
+//!   end).
+//!
+//! Holds lent along a streak of free hand-offs (`cohort::Streak`) are members of a *lent* record:
+//! Redis holds the streak root's field meanwhile, renewed by the root's registration, which the
+//! streak took over ([`Ledger::remove_last`]); a lent record registers nothing and observes the
+//! streak's token.
+//!
+//! Lock order: the ledger calls the watchdog under its own lock; the watchdog never calls back.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::Connection;
+use crate::telemetry::{self, KindLabel, LostBecause};
+use crate::watchdog::{Renewal, Renewed, Watchdog};
+
+/// Every record of this client, by scope, then field.
+///
+/// Keyed by scope, then field, so that looking one up borrows the caller's strings: every lock and
+/// unlock asks. Hashed with foldhash (randomly seeded, as is `std`'s SipHash), as are the other
+/// maps every lock and unlock looks in: SipHash of a key and a field took more CPU per uncontended
+/// cycle than any other step of rlock's own.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    records: Mutex<foldhash::HashMap<String, foldhash::HashMap<String, Record>>>,
+    /// The generation the next record takes (the first is 1: 0 names no record).
+    generations: AtomicU64,
+    /// Whether lost-lease metrics carry the lock's name.
+    lock_names: bool,
+}
+
+/// One owner's hold of one scope, as Redis counts it in the owner's field.
+#[derive(Debug)]
+struct Record {
+    generation: u64,
+    /// Cancelled when the hold is lost: every member observes it.
+    lost: CancellationToken,
+    /// Members whose lease is the watchdog's (a lent record's: the streak root's registration).
+    renewed: u32,
+    /// The ends of the fixed-lease members.
+    fixed: SmallVec<[Instant; 1]>,
+    /// The generation of the watchdog registration, while the record has one.
+    registration: Option<u64>,
+    /// Lent along a streak of free hand-offs: renewed by the root's registration, never registered.
+    lent: bool,
+    /// Re-entry attempts of the owner on the wire (see [`Ledger::reentering`]).
+    reentering: u32,
+    /// The connection the latest hold was taken on, if it came from Redis (a pool checkout less per
+    /// release).
+    conn: Option<Connection>,
+}
+
+impl Record {
+    /// Tells the members that the hold is lost. A lent record's token is its streak's, which the
+    /// streak cancels itself when its hold is lost: ending one lent holder's record must not tell
+    /// every holder of the streak.
+    fn end(&self) {
+        if !self.lent {
+            self.lost.cancel();
+        }
+    }
+
+    fn members(&self) -> u32 {
+        self.renewed + u32::try_from(self.fixed.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The longest time a member was promised, from `now`: the watchdog timeout while one is
+    /// renewed, else the latest fixed end; `None` without members.
+    fn covering(&self, now: Instant, timeout: Duration) -> Option<Duration> {
+        let fixed = self
+            .fixed
+            .iter()
+            .map(|end| end.saturating_duration_since(now))
+            .max();
+        match (self.renewed > 0, fixed) {
+            (true, fixed) => Some(fixed.map_or(timeout, |fixed| fixed.max(timeout))),
+            (false, fixed) => fixed,
+        }
+    }
+
+    /// Takes one member out: the one whose lease `member` says (a watchdog member, or the fixed one
+    /// ending then), else any (a release by owner rather than by guard).
+    fn remove(&mut self, member: Option<&Expiry>) {
+        let fixed_at = |end: Instant| self.fixed.iter().position(|e| *e == end);
+        let position = match member.map(|member| member.until) {
+            Some(None) if self.renewed > 0 => None,
+            Some(Some(end)) => fixed_at(end).or_else(|| self.fixed.len().checked_sub(1)),
+            _ if self.renewed > 0 => None,
+            _ => self.fixed.len().checked_sub(1),
+        };
+        match position {
+            Some(i) => drop(self.fixed.remove(i)),
+            None => self.renewed = self.renewed.saturating_sub(1),
+        }
+    }
+}
+
+/// What the ledger needs of a lock to register its records with the watchdog.
+#[derive(Clone, Copy)]
+pub(crate) struct Books<'a> {
+    pub(crate) watchdog: &'a Watchdog,
+    pub(crate) renewal: &'static Renewal,
+    pub(crate) kind: KindLabel,
+    pub(crate) held: Renewed<'a>,
+}
+
+impl Books<'_> {
+    fn deregister(&self, field: &str, record: &mut Record) {
+        if record.registration.take().is_some() {
+            self.watchdog
+                .deregister(self.renewal, self.held.scope, field);
+        }
+    }
+}
+
+/// What a release of one member left.
+#[derive(Debug)]
+pub(crate) enum Left {
+    /// The member's record ended before (lost, or replaced by a hold created afresh): nothing of
+    /// this member is in Redis.
+    Stale,
+    /// No record: a hold passed to a waiter that is gone before it took it up, or one this client
+    /// never counted.
+    Unknown,
+    /// Other members remain: the key is given `lease`, the longest time one of them was promised.
+    Partially {
+        lease: Duration,
+        conn: Option<Connection>,
+    },
+    /// The record's last member: `lease` is what it had left (re-applied only should Redis count
+    /// more holds than this client did).
+    Last {
+        lease: Duration,
+        conn: Option<Connection>,
+    },
+}
+
+impl Ledger {
+    pub(crate) fn new(lock_names: bool) -> Self {
+        Self {
+            lock_names,
+            ..Self::default()
+        }
+    }
+
+    /// How many members `field`'s record of `scope` has (0 without a record).
+    pub(crate) fn count(&self, scope: &str, field: &str) -> u32 {
+        self.with(scope, field, |record| record.members())
+            .unwrap_or(0)
+    }
+
+    /// The generation of `field`'s record of `scope`, 0 without one.
+    pub(crate) fn generation(&self, scope: &str, field: &str) -> u64 {
+        self.with(scope, field, |record| record.generation)
+            .unwrap_or(0)
+    }
+
+    /// Whether `member` belongs to a record that ended: nothing of it is in Redis any more.
+    pub(crate) fn is_stale(&self, scope: &str, field: &str, member: Option<&Expiry>) -> bool {
+        member.is_some_and(|member| self.generation(scope, field) != member.record)
+    }
+
+    /// The lease an acquisition by `field` that asks for `lease` sends: at least the longest time a
+    /// live member of its record was promised, so that a re-entry never shortens the key under
+    /// another member (the RLock family's scripts set the key's TTL to the lease they are sent).
+    pub(crate) fn covering(
+        &self,
+        scope: &str,
+        field: &str,
+        lease: Duration,
+        timeout: Duration,
+    ) -> Duration {
+        let now = Instant::now();
+        self.with(scope, field, |record| {
+            if record.lost.is_cancelled() {
+                return lease;
+            }
+            record
+                .covering(now, timeout)
+                .map_or(lease, |covered| covered.max(lease))
+        })
+        .unwrap_or(lease)
+    }
+
+    /// An acquire attempt of `field`, which holds `scope` already (a re-entry), is about to go on
+    /// the wire: until the returned mark is dropped, its last hold does not pass without Redis
+    /// (see [`Ledger::remove_last`]). `None` when `field` holds nothing.
+    pub(crate) fn reentering<'a>(
+        &'a self,
+        scope: &'a str,
+        field: &'a str,
+    ) -> Option<Reentering<'a>> {
+        self.with(scope, field, |record| record.reentering += 1)?;
+        Some(Reentering {
+            ledger: self,
+            scope,
+            field,
+        })
+    }
+
+    /// Records a hold of `field` that Redis confirmed (its script sent at `sent_at`, on `conn`
+    /// unless it was passed locally), of the lease `until` says (`None`: the watchdog's): a member
+    /// of the owner's record, or of a new one when the record was lost (a lost record is never
+    /// revived). Returns the hold's expiry.
+    pub(crate) fn join(
+        &self,
+        books: &Books<'_>,
+        field: &str,
+        until: Option<Instant>,
+        sent_at: Instant,
+        conn: Option<&Connection>,
+    ) -> Expiry {
+        let scope = books.held.scope;
+        let mut records = self.records.lock();
+        let fields = match records.get_mut(scope) {
+            Some(fields) => fields,
+            None => records.entry(scope.to_owned()).or_default(),
+        };
+        if let Some(record) = fields.get_mut(field)
+            && (record.lost.is_cancelled() || record.lent)
+        {
+            books.deregister(field, record);
+            record.end();
+            let _ = fields.remove(field);
+        }
+        let record = match fields.get_mut(field) {
+            Some(record) => record,
+            None => fields.entry(field.to_owned()).or_insert_with(|| Record {
+                generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
+                lost: CancellationToken::new(),
+                renewed: 0,
+                fixed: SmallVec::new(),
+                registration: None,
+                lent: false,
+                reentering: 0,
+                conn: None,
+            }),
+        };
+        match until {
+            None => {
+                record.renewed += 1;
+                record.registration = Some(books.watchdog.register(
+                    books.renewal,
+                    books.kind,
+                    books.held,
+                    field,
+                    sent_at,
+                    &record.lost,
+                ));
+            }
+            Some(end) => record.fixed.push(end),
+        }
+        record.conn = conn.cloned();
+        Expiry {
+            lost: record.lost.clone(),
+            until,
+            record: record.generation,
+        }
+    }
+
+    /// Counts a hold lent to `field` along a streak whose hold's token is `lost` (a lend, or the
+    /// lent holder's re-entry): a member of `field`'s lent record, which registers nothing. Returns
+    /// the record's generation.
+    pub(crate) fn lend(&self, scope: &str, field: &str, lost: &CancellationToken) -> u64 {
+        let mut records = self.records.lock();
+        let fields = match records.get_mut(scope) {
+            Some(fields) => fields,
+            None => records.entry(scope.to_owned()).or_default(),
+        };
+        let record = fields.entry(field.to_owned()).or_insert_with(|| Record {
+            generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
+            lost: lost.clone(),
+            renewed: 0,
+            fixed: SmallVec::new(),
+            registration: None,
+            lent: true,
+            reentering: 0,
+            conn: None,
+        });
+        record.renewed += 1;
+        record.generation
+    }
+
+    /// Takes one member out of `field`'s record (`member`, or any for a release by owner); the
+    /// record's renewal stops with its last watchdog member, before the caller changes the hash.
+    pub(crate) fn leave(&self, books: &Books<'_>, field: &str, member: Option<&Expiry>) -> Left {
+        let scope = books.held.scope;
+        let now = Instant::now();
+        let timeout = books.watchdog.timeout();
+        let mut records = self.records.lock();
+        let Some(fields) = records.get_mut(scope) else {
+            return if member.is_some() {
+                Left::Stale
+            } else {
+                Left::Unknown
+            };
+        };
+        let Some(record) = fields.get_mut(field) else {
+            return if member.is_some() {
+                Left::Stale
+            } else {
+                Left::Unknown
+            };
+        };
+        if member.is_some_and(|member| member.record != record.generation) {
+            return Left::Stale;
+        }
+        let leaving = member.map_or(timeout, |member| member.left(now, timeout));
+        record.remove(member);
+        if record.renewed == 0 {
+            books.deregister(field, record);
+        }
+        let left = match record.covering(now, timeout) {
+            Some(lease) => Left::Partially {
+                lease: lease.max(Duration::from_millis(1)),
+                conn: record.conn.clone(),
+            },
+            None => Left::Last {
+                lease: leaving,
+                conn: record.conn.take(),
+            },
+        };
+        if matches!(left, Left::Last { .. }) {
+            let _ = fields.remove(field);
+            if fields.is_empty() {
+                let _ = records.remove(scope);
+            }
+        }
+        left
+    }
+
+    /// Forgets the last hold of `field`, if it has exactly one and no re-entry attempt on the wire
+    /// (which Redis could count after a hold passed without Redis): whether it did. Its watchdog
+    /// registration stays: a streak of free hand-offs takes it over.
+    pub(crate) fn remove_last(&self, scope: &str, field: &str) -> bool {
+        let mut records = self.records.lock();
+        let Some(fields) = records.get_mut(scope) else {
+            return false;
+        };
+        if !fields
+            .get(field)
+            .is_some_and(|record| record.members() == 1 && record.reentering == 0)
+        {
+            return false;
+        }
+        let _ = fields.remove(field);
+        if fields.is_empty() {
+            let _ = records.remove(scope);
+        }
+        true
+    }
+
+    /// `field`'s hold of the scope is gone from Redis (a re-entry or a release found no field while
+    /// the record had members, or a streak no longer counts its lent holder): its record (of
+    /// `generation`, if given) ends, its members are told, and its renewal stops.
+    pub(crate) fn lose(&self, books: &Books<'_>, field: &str, generation: Option<u64>) {
+        let scope = books.held.scope;
+        let mut records = self.records.lock();
+        let Some(fields) = records.get_mut(scope) else {
+            return;
+        };
+        if generation.is_some_and(|generation| {
+            fields
+                .get(field)
+                .is_some_and(|record| record.generation != generation)
+        }) {
+            return;
+        }
+        if let Some(mut record) = fields.remove(field) {
+            if !record.lost.is_cancelled() && !record.lent {
+                telemetry::lease_lost(
+                    books.kind,
+                    books.held.key,
+                    LostBecause::Gone,
+                    self.lock_names,
+                );
+            }
+            books.deregister(field, &mut record);
+            record.end();
+        }
+        if fields.is_empty() {
+            let _ = records.remove(scope);
+        }
+    }
+
+    /// This client force-unlocked `scope`: every record of it ends and its members are told.
+    pub(crate) fn lose_scope(&self, watchdog: &Watchdog, scope: &str) {
+        watchdog.forget(scope);
+        if let Some(fields) = self.records.lock().remove(scope) {
+            for record in fields.into_values() {
+                record.lost.cancel();
+            }
+        }
+    }
+
+    /// Makes `member` a fixed-lease member ending at `until` (a multi-lock gives its members their
+    /// final lease): renewal stops with the record's last watchdog member. Returns the member's new
+    /// expiry and the lease the key must be given: at least what the other members were promised.
+    /// `None` when `member` is stale.
+    pub(crate) fn relet(
+        &self,
+        books: &Books<'_>,
+        field: &str,
+        member: &Expiry,
+        until: Instant,
+    ) -> Option<(Expiry, Duration)> {
+        let now = Instant::now();
+        let mut records = self.records.lock();
+        let record = records.get_mut(books.held.scope)?.get_mut(field)?;
+        if record.generation != member.record {
+            return None;
+        }
+        record.remove(Some(member));
+        if record.renewed == 0 {
+            books.deregister(field, record);
+        }
+        let others = record.covering(now, books.watchdog.timeout());
+        record.fixed.push(until);
+        let lease = until.saturating_duration_since(now);
+        let expiry = Expiry {
+            lost: record.lost.clone(),
+            until: Some(until),
+            record: record.generation,
+        };
+        Some((expiry, others.map_or(lease, |others| others.max(lease))))
+    }
+
+    fn with<T>(&self, scope: &str, field: &str, f: impl FnOnce(&mut Record) -> T) -> Option<T> {
+        self.records
+            .lock()
+            .get_mut(scope)
+            .and_then(|fields| fields.get_mut(field))
+            .map(f)
+    }
+}
+
+/// A re-entry attempt on the wire (see [`Ledger::reentering`]).
+#[derive(Debug)]
+pub(crate) struct Reentering<'a> {
+    ledger: &'a Ledger,
+    scope: &'a str,
+    field: &'a str,
+}
+
+impl Drop for Reentering<'_> {
+    fn drop(&mut self) {
+        let _ = self.ledger.with(self.scope, self.field, |record| {
+            record.reentering = record.reentering.saturating_sub(1);
+        });
+    }
+}
+
+/// How one hold can end without being released: its record's token (the watchdog found the lock
+/// gone, the field was created afresh, a force unlock), and for a fixed lease its end.
+#[derive(Clone, Debug)]
+pub(crate) struct Expiry {
+    lost: CancellationToken,
+    /// A fixed lease's end (measured from when the acquire was sent); `None` for a hold the
+    /// watchdog (or a streak's root registration) renews.
+    until: Option<Instant>,
+    /// The generation of the record the hold is a member of; 0 for none.
+    record: u64,
+}
+
+impl Expiry {
+    /// A renewed hold's expiry outside any record: told when `lost` is cancelled.
+    pub(crate) fn watchdog(lost: CancellationToken) -> Self {
+        Self {
+            lost,
+            until: None,
+            record: 0,
+        }
+    }
+
+    /// A fixed lease's expiry outside any record: told at `until`.
+    #[cfg(test)]
+    pub(crate) fn until(until: Instant) -> Self {
+        Self {
+            lost: CancellationToken::new(),
+            until: Some(until),
+            record: 0,
+        }
+    }
+
+    /// The same expiry, as a member of the record of generation `record`.
+    pub(crate) fn in_record(mut self, record: u64) -> Self {
+        self.record = record;
+        self
+    }
+
+    /// The token whose cancellation tells the hold it is lost.
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// A fixed lease's end; `None` for a renewed hold.
+    pub(crate) fn fixed_end(&self) -> Option<Instant> {
+        self.until
+    }
+
+    /// How long the hold has left from `now`: a renewed one the watchdog timeout.
+    fn left(&self, now: Instant, timeout: Duration) -> Duration {
+        self.until.map_or(timeout, |end| {
+            end.saturating_duration_since(now)
+                .max(Duration::from_millis(1))
+        })
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.is_cancelled() || self.until.is_some_and(|end| Instant::now() >= end)
+    }
+
+    /// Completes when the hold is lost.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub(crate) async fn lost(&self) {
+        match self.until {
+            None => self.lost.cancelled().await,
+            Some(end) => {
+                tokio::select! {
+                    () = self.lost.cancelled() => {}
+                    () = tokio::time::sleep_until(end) => {}
+                }
+            }
+        }
+    }
+}
