@@ -13,7 +13,9 @@
 #   again (kinds lock and non_reentrant); and what users do (kinds lock and mixed, the five kinds
 #   that share a lock's hash mixed on each name): nested re-entries at random depth, two futures
 #   of one owner, rlock's and the emulated Java client's holders, alone
-#   (`re_entries_and_two_futures_of_one_owner`), under force unlocks of every kind by the workers'
+#   (`re_entries_and_two_futures_of_one_owner`), with nested holds that mix `lock()` and
+#   `lock_with_lease`, short fixed leases among watchdog ones (`nested_holds_mixing_leases`),
+#   under force unlocks of every kind by the workers'
 #   own clients and by other clients (`force_unlocks_of_every_kind_local_and_remote`), and under
 #   deletes that publish nothing, an operator's DEL or UNLINK and Java's spin and fair forceUnlock
 #   (`silent_deletes_by_an_operator`); and what users do on the locks of a map's entries, named as

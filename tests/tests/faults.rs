@@ -189,6 +189,7 @@ macro_rules! what_users_do {
 
 what_users_do!(
     re_entries_and_two_futures_of_one_owner,
+    nested_holds_mixing_leases,
     force_unlocks_of_every_kind_local_and_remote,
     silent_deletes_by_an_operator,
 );
@@ -208,7 +209,7 @@ mod what_users_do_on_map_entries {
             FleetKind::Mixed,
             &names,
             length(Duration::from_secs(4)),
-            3,
+            (3, 0),
         );
         let (report, summary) =
             users.finish(&scenario("what users do, map entries", FleetKind::Mixed));
@@ -1111,17 +1112,36 @@ impl Users {
         run: Duration,
         local_force_unlocks: u8,
     ) -> Self {
-        let names = USERS_NAMES.map(str::to_owned);
-        Self::start_on(server, kind, &names, run, local_force_unlocks)
+        Self::mixing_leases(server, kind, run, local_force_unlocks, 0)
     }
 
-    /// [`Users::start`] on the locks `names`.
+    /// [`Users::start`], with `lease_percent` % of the rlock processes' acquisitions taken with a
+    /// short fixed lease (`WorkerSpec::lease_percent`).
+    fn mixing_leases(
+        server: &RedisServer,
+        kind: FleetKind,
+        run: Duration,
+        local_force_unlocks: u8,
+        lease_percent: u8,
+    ) -> Self {
+        let names = USERS_NAMES.map(str::to_owned);
+        Self::start_on(
+            server,
+            kind,
+            &names,
+            run,
+            (local_force_unlocks, lease_percent),
+        )
+    }
+
+    /// [`Users::mixing_leases`] on the locks `names`, with its percentages of local force unlocks
+    /// and of fixed leases.
     fn start_on(
         server: &RedisServer,
         kind: FleetKind,
         names: &[String],
         run: Duration,
-        local_force_unlocks: u8,
+        (local_force_unlocks, lease_percent): (u8, u8),
     ) -> Self {
         let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut redis = raw_blocking(server);
@@ -1138,6 +1158,7 @@ impl Users {
             join_percent: 20,
             try_after_release: true,
             force_unlock_percent: local_force_unlocks,
+            lease_percent,
             ..WorkerSpec::new(&name_refs)
         };
         let java = WorkerSpec {
@@ -1234,6 +1255,33 @@ fn re_entries_and_two_futures_of_one_owner(kind: FleetKind) {
     assert!(
         report.acquired_after("w2", 0),
         "the Java process held the locks too: {summary}"
+    );
+}
+
+/// What users do (see [`Users`]) with nested holds that mix `lock()` and `lock_with_lease` (issue
+/// 46): 40 % of the rlock workers' acquisitions, first holds and re-entries alike, take a fixed
+/// lease of 1 to 15 holds, so that a re-entry's lease is now shorter, now longer than the holds
+/// around it, and some run out inside their holds. A re-entry must not shorten the key under the
+/// holds around it, a fixed-lease unlock must not end another hold's renewal, and a lease that runs
+/// out is told to its holder: the checker allows an overlap only where a holder was told.
+fn nested_holds_mixing_leases(kind: FleetKind) {
+    let server = RedisServer::start();
+    let users = Users::mixing_leases(&server, kind, length(Duration::from_secs(4)), 0, 40);
+    let (report, summary) = users.finish(&scenario("what users do, mixed leases", kind));
+    assert!(
+        summary.reentered_holds > 0,
+        "owners re-entered their holds: {summary}"
+    );
+    assert!(
+        report.lease_losses() > 0,
+        "fixed leases were mixed in, and some ran out inside their holds: {summary}"
+    );
+    // Nothing deletes the locks here: a hold whose guard had not said it was lost must find its
+    // field at its unlock (an inner lease must not have shortened the key under it, nor an inner
+    // unlock ended its renewal).
+    assert_eq!(
+        report.unsignalled_losses, 0,
+        "unlocks found a lease lost that their guard had not signalled: {summary}"
     );
 }
 
@@ -1560,6 +1608,7 @@ async fn a_burst_of_waiters_through_a_paused_server() {
                         lease_lost: false,
                         unlock_error: unlocked.err().map(|e| e.to_string()),
                         unlock_ms: (now_ns() - released_ns).div_ceil(1_000_000),
+                        signalled: None,
                     },
                 );
             })

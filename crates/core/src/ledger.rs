@@ -61,7 +61,8 @@ pub(crate) struct Ledger {
     lock_names: bool,
 }
 
-/// One owner's hold of one scope, as Redis counts it in the owner's field.
+/// One owner's hold of one scope, as Redis counts it in the owner's field; *pending* while it has
+/// no member but acquire attempts of the owner on the wire.
 #[derive(Debug)]
 struct Record {
     generation: u64,
@@ -75,14 +76,27 @@ struct Record {
     registration: Option<u64>,
     /// Lent along a streak of free hand-offs: renewed by the root's registration, never registered.
     lent: bool,
-    /// Re-entry attempts of the owner on the wire (see [`Ledger::reentering`]).
-    reentering: u32,
+    /// Acquire attempts of the owner on the wire (see [`Ledger::attempting`]).
+    attempts: u32,
     /// The connection the latest hold was taken on, if it came from Redis (a pool checkout less per
     /// release).
     conn: Option<Connection>,
 }
 
 impl Record {
+    fn new(generation: u64, lost: CancellationToken, lent: bool, attempts: u32) -> Self {
+        Self {
+            generation,
+            lost,
+            renewed: 0,
+            fixed: SmallVec::new(),
+            registration: None,
+            lent,
+            attempts,
+            conn: None,
+        }
+    }
+
     /// Tells the members that the hold is lost. A lent record's token is its streak's, which the
     /// streak cancels itself when its hold is lost: ending one lent holder's record must not tell
     /// every holder of the streak.
@@ -159,12 +173,46 @@ pub(crate) enum Left {
         lease: Duration,
         conn: Option<Connection>,
     },
-    /// The record's last member: `lease` is what it had left (re-applied only should Redis count
-    /// more holds than this client did).
+    /// The record's last member: `lease` is what it had left, or the watchdog timeout while an
+    /// acquire attempt of the owner is on the wire (which may re-enter before this release runs);
+    /// it is re-applied only should Redis count more holds than this client did.
     Last {
         lease: Duration,
         conn: Option<Connection>,
     },
+}
+
+/// The record of `field` in `fields`, ended (told, deregistered) and replaced by a pending record of
+/// a new generation that keeps its attempts on the wire, or removed if it has none. The caller
+/// tells telemetry.
+fn end_record(
+    fields: &mut foldhash::HashMap<String, Record>,
+    field: &str,
+    books: Option<&Books<'_>>,
+    generations: &AtomicU64,
+) {
+    let Some(record) = fields.get_mut(field) else {
+        return;
+    };
+    if let Some(books) = books {
+        books.deregister(field, record);
+    }
+    record.end();
+    if record.attempts == 0 {
+        let _ = fields.remove(field);
+    } else {
+        *record = Record::new(
+            next(generations),
+            CancellationToken::new(),
+            false,
+            record.attempts,
+        );
+    }
+}
+
+/// The next record generation.
+fn next(generations: &AtomicU64) -> u64 {
+    generations.fetch_add(1, Ordering::Relaxed) + 1
 }
 
 impl Ledger {
@@ -193,8 +241,10 @@ impl Ledger {
     }
 
     /// The lease an acquisition by `field` that asks for `lease` sends: at least the longest time a
-    /// live member of its record was promised, so that a re-entry never shortens the key under
-    /// another member (the RLock family's scripts set the key's TTL to the lease they are sent).
+    /// live member of its record was promised, and the watchdog timeout while another attempt of
+    /// the owner is on the wire (it may have made a hold whose reply is still on its way), so that
+    /// an acquisition never shortens the key under another hold of its owner (the RLock family's
+    /// scripts set the key's TTL to the lease they are sent, on re-entry too).
     pub(crate) fn covering(
         &self,
         scope: &str,
@@ -207,27 +257,41 @@ impl Ledger {
             if record.lost.is_cancelled() {
                 return lease;
             }
-            record
+            let covered = record
                 .covering(now, timeout)
-                .map_or(lease, |covered| covered.max(lease))
+                .map_or(lease, |covered| covered.max(lease));
+            if record.attempts > 1 {
+                covered.max(timeout)
+            } else {
+                covered
+            }
         })
         .unwrap_or(lease)
     }
 
-    /// An acquire attempt of `field`, which holds `scope` already (a re-entry), is about to go on
-    /// the wire: until the returned mark is dropped, its last hold does not pass without Redis
-    /// (see [`Ledger::remove_last`]). `None` when `field` holds nothing.
-    pub(crate) fn reentering<'a>(
-        &'a self,
-        scope: &'a str,
-        field: &'a str,
-    ) -> Option<Reentering<'a>> {
-        self.with(scope, field, |record| record.reentering += 1)?;
-        Some(Reentering {
+    /// An acquire attempt of `field` on `scope` is about to go on the wire: until the returned mark
+    /// is dropped, the owner's last hold does not pass without Redis (see [`Ledger::remove_last`]:
+    /// the attempt may re-enter the field in Redis), and the owner's other acquisitions and last
+    /// release do not shorten the key (see [`Ledger::covering`], [`Left::Last`]).
+    pub(crate) fn attempting<'a>(&'a self, scope: &'a str, field: &'a str) -> Attempting<'a> {
+        let mut records = self.records.lock();
+        let fields = match records.get_mut(scope) {
+            Some(fields) => fields,
+            None => records.entry(scope.to_owned()).or_default(),
+        };
+        match fields.get_mut(field) {
+            Some(record) => record.attempts += 1,
+            None => {
+                let pending =
+                    Record::new(next(&self.generations), CancellationToken::new(), false, 1);
+                let _ = fields.insert(field.to_owned(), pending);
+            }
+        }
+        Attempting {
             ledger: self,
             scope,
             field,
-        })
+        }
     }
 
     /// Records a hold of `field` that Redis confirmed (its script sent at `sent_at`, on `conn`
@@ -248,24 +312,16 @@ impl Ledger {
             Some(fields) => fields,
             None => records.entry(scope.to_owned()).or_default(),
         };
-        if let Some(record) = fields.get_mut(field)
-            && (record.lost.is_cancelled() || record.lent)
+        if fields
+            .get(field)
+            .is_some_and(|record| record.lost.is_cancelled() || record.lent)
         {
-            books.deregister(field, record);
-            record.end();
-            let _ = fields.remove(field);
+            end_record(fields, field, Some(books), &self.generations);
         }
         let record = match fields.get_mut(field) {
             Some(record) => record,
-            None => fields.entry(field.to_owned()).or_insert_with(|| Record {
-                generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
-                lost: CancellationToken::new(),
-                renewed: 0,
-                fixed: SmallVec::new(),
-                registration: None,
-                lent: false,
-                reentering: 0,
-                conn: None,
+            None => fields.entry(field.to_owned()).or_insert_with(|| {
+                Record::new(next(&self.generations), CancellationToken::new(), false, 0)
             }),
         };
         match until {
@@ -291,24 +347,22 @@ impl Ledger {
     }
 
     /// Counts a hold lent to `field` along a streak whose hold's token is `lost` (a lend, or the
-    /// lent holder's re-entry): a member of `field`'s lent record, which registers nothing. Returns
-    /// the record's generation.
+    /// lent holder's re-entry): a member of `field`'s lent record, which registers nothing and
+    /// observes the streak's token. Returns the record's generation.
     pub(crate) fn lend(&self, scope: &str, field: &str, lost: &CancellationToken) -> u64 {
         let mut records = self.records.lock();
         let fields = match records.get_mut(scope) {
             Some(fields) => fields,
             None => records.entry(scope.to_owned()).or_default(),
         };
-        let record = fields.entry(field.to_owned()).or_insert_with(|| Record {
-            generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
-            lost: lost.clone(),
-            renewed: 0,
-            fixed: SmallVec::new(),
-            registration: None,
-            lent: true,
-            reentering: 0,
-            conn: None,
-        });
+        let record = fields
+            .entry(field.to_owned())
+            .or_insert_with(|| Record::new(next(&self.generations), lost.clone(), true, 0));
+        if !record.lent && record.members() == 0 {
+            // A pending record (an attempt of the waiter still on the wire) becomes the lent one.
+            record.lent = true;
+            record.lost = lost.clone();
+        }
         record.renewed += 1;
         record.generation
     }
@@ -320,14 +374,11 @@ impl Ledger {
         let now = Instant::now();
         let timeout = books.watchdog.timeout();
         let mut records = self.records.lock();
-        let Some(fields) = records.get_mut(scope) else {
-            return if member.is_some() {
-                Left::Stale
-            } else {
-                Left::Unknown
-            };
-        };
-        let Some(record) = fields.get_mut(field) else {
+        let record = records
+            .get_mut(scope)
+            .and_then(|fields| fields.get_mut(field))
+            .filter(|record| record.members() > 0);
+        let Some(record) = record else {
             return if member.is_some() {
                 Left::Stale
             } else {
@@ -342,44 +393,39 @@ impl Ledger {
         if record.renewed == 0 {
             books.deregister(field, record);
         }
-        let left = match record.covering(now, timeout) {
-            Some(lease) => Left::Partially {
+        if let Some(lease) = record.covering(now, timeout) {
+            return Left::Partially {
                 lease: lease.max(Duration::from_millis(1)),
                 conn: record.conn.clone(),
+            };
+        }
+        let left = Left::Last {
+            lease: if record.attempts > 0 {
+                timeout
+            } else {
+                leaving
             },
-            None => Left::Last {
-                lease: leaving,
-                conn: record.conn.take(),
-            },
+            conn: record.conn.take(),
         };
-        if matches!(left, Left::Last { .. }) {
-            let _ = fields.remove(field);
-            if fields.is_empty() {
-                let _ = records.remove(scope);
-            }
+        if record.attempts == 0 {
+            self.remove(&mut records, scope, field);
         }
         left
     }
 
-    /// Forgets the last hold of `field`, if it has exactly one and no re-entry attempt on the wire
-    /// (which Redis could count after a hold passed without Redis): whether it did. Its watchdog
-    /// registration stays: a streak of free hand-offs takes it over.
+    /// Forgets the last hold of `field`, if it has exactly one and no acquire attempt of the owner
+    /// is on the wire (which Redis could count after a hold passed without Redis): whether it did.
+    /// Its watchdog registration stays: a streak of free hand-offs takes it over.
     pub(crate) fn remove_last(&self, scope: &str, field: &str) -> bool {
         let mut records = self.records.lock();
-        let Some(fields) = records.get_mut(scope) else {
-            return false;
-        };
-        if !fields
-            .get(field)
-            .is_some_and(|record| record.members() == 1 && record.reentering == 0)
-        {
-            return false;
+        let last = records
+            .get(scope)
+            .and_then(|fields| fields.get(field))
+            .is_some_and(|record| record.members() == 1 && record.attempts == 0);
+        if last {
+            self.remove(&mut records, scope, field);
         }
-        let _ = fields.remove(field);
-        if fields.is_empty() {
-            let _ = records.remove(scope);
-        }
-        true
+        last
     }
 
     /// `field`'s hold of the scope is gone from Redis (a re-entry or a release found no field while
@@ -391,25 +437,21 @@ impl Ledger {
         let Some(fields) = records.get_mut(scope) else {
             return;
         };
-        if generation.is_some_and(|generation| {
-            fields
-                .get(field)
-                .is_some_and(|record| record.generation != generation)
-        }) {
+        let Some(record) = fields.get(field) else {
+            return;
+        };
+        if generation.is_some_and(|generation| record.generation != generation) {
             return;
         }
-        if let Some(mut record) = fields.remove(field) {
-            if !record.lost.is_cancelled() && !record.lent {
-                telemetry::lease_lost(
-                    books.kind,
-                    books.held.key,
-                    LostBecause::Gone,
-                    self.lock_names,
-                );
-            }
-            books.deregister(field, &mut record);
-            record.end();
+        if !record.lost.is_cancelled() && !record.lent && record.members() > 0 {
+            telemetry::lease_lost(
+                books.kind,
+                books.held.key,
+                LostBecause::Gone,
+                self.lock_names,
+            );
         }
+        end_record(fields, field, Some(books), &self.generations);
         if fields.is_empty() {
             let _ = records.remove(scope);
         }
@@ -418,10 +460,21 @@ impl Ledger {
     /// This client force-unlocked `scope`: every record of it ends and its members are told.
     pub(crate) fn lose_scope(&self, watchdog: &Watchdog, scope: &str) {
         watchdog.forget(scope);
-        if let Some(fields) = self.records.lock().remove(scope) {
-            for record in fields.into_values() {
+        let mut records = self.records.lock();
+        let Some(fields) = records.get_mut(scope) else {
+            return;
+        };
+        let ended: Vec<String> = fields.keys().cloned().collect();
+        for field in ended {
+            // The watchdog forgot their registrations already.
+            if let Some(record) = fields.get_mut(&field) {
+                record.registration = None;
                 record.lost.cancel();
             }
+            end_record(fields, &field, None, &self.generations);
+        }
+        if fields.is_empty() {
+            let _ = records.remove(scope);
         }
     }
 
@@ -464,21 +517,44 @@ impl Ledger {
             .and_then(|fields| fields.get_mut(field))
             .map(f)
     }
+
+    /// Removes `field`'s record of `scope`, and the scope once it has none.
+    fn remove(
+        &self,
+        records: &mut foldhash::HashMap<String, foldhash::HashMap<String, Record>>,
+        scope: &str,
+        field: &str,
+    ) {
+        if let Some(fields) = records.get_mut(scope) {
+            let _ = fields.remove(field);
+            if fields.is_empty() {
+                let _ = records.remove(scope);
+            }
+        }
+    }
 }
 
-/// A re-entry attempt on the wire (see [`Ledger::reentering`]).
+/// An acquire attempt on the wire (see [`Ledger::attempting`]).
 #[derive(Debug)]
-pub(crate) struct Reentering<'a> {
+pub(crate) struct Attempting<'a> {
     ledger: &'a Ledger,
     scope: &'a str,
     field: &'a str,
 }
 
-impl Drop for Reentering<'_> {
+impl Drop for Attempting<'_> {
     fn drop(&mut self) {
-        let _ = self.ledger.with(self.scope, self.field, |record| {
-            record.reentering = record.reentering.saturating_sub(1);
-        });
+        let mut records = self.ledger.records.lock();
+        let Some(record) = records
+            .get_mut(self.scope)
+            .and_then(|fields| fields.get_mut(self.field))
+        else {
+            return;
+        };
+        record.attempts = record.attempts.saturating_sub(1);
+        if record.attempts == 0 && record.members() == 0 {
+            self.ledger.remove(&mut records, self.scope, self.field);
+        }
     }
 }
 

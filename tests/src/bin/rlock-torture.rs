@@ -11,6 +11,7 @@
 //!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
 //!                    [--no-local-handoff] [--local-handoff-window-ms MS] [--no-replica-acks]
 //!                    [--steady-hold] [--try-after-release] [--reenter-max N] [--join-percent P]
+//!                    [--lease-percent P]
 //!                    [--force-unlock-percent P] [--java] [--ping-interval-ms MS]
 //!                    [--synchronizer semaphore|expirable|latch|multi|group] [--permits 1]
 //!                    [--take-min 1] [--take-max 1] [--lease-ms MS] [--multi-url URL]
@@ -52,6 +53,10 @@
 //!   `Owner::scope` half the time, else through handles bound to it (`with_owner`).
 //! - `--join-percent P`: P % of attempts are two futures of one owner run at once with
 //!   `tokio::join!`: the same owner, so they re-enter each other's hold.
+//! - `--lease-percent P`: P % of an rlock worker's lock acquisitions, first holds and re-entries
+//!   alike, take a fixed lease of 1 to 15 holds instead of the watchdog's, so that nested holds mix
+//!   `lock()` and `lock_with_lease` with leases shorter and longer than the holds around them
+//!   (issue 46); a fixed lease that runs out inside its hold is a signalled lease loss.
 //! - `--force-unlock-percent P`: after P % of its attempts, a task force-unlocks a random lock of
 //!   `--names` through its own client, by one of the five kinds that share the hash, whoever holds
 //!   it; one that found the lock held is logged as a fault (`local_force_unlock`).
@@ -213,6 +218,11 @@ struct WorkArgs {
     /// Percentage of attempts made as two futures of one owner at once.
     #[arg(long, default_value_t = 0)]
     join_percent: u8,
+    /// Percentage of an rlock worker's lock acquisitions (first holds and re-entries alike) taken
+    /// with a fixed lease of 1 to 15 holds (`lock_with_lease`) instead of the watchdog's, unless
+    /// `--lease-ms` fixes every lease.
+    #[arg(long, default_value_t = 0)]
+    lease_percent: u8,
     /// Percentage of attempts after which the task force-unlocks one of the locks on its own
     /// client.
     #[arg(long, default_value_t = 0)]
@@ -743,6 +753,17 @@ impl Worker {
         false
     }
 
+    /// The lease of an rlock acquisition of a lock: `--lease-ms`, else for `--lease-percent` % of
+    /// them a fixed lease of 1 to 15 holds (short enough to run out inside a hold now and then, and
+    /// to be shorter than the holds around it), else the watchdog's (`None`).
+    fn lock_lease(&self) -> Option<Duration> {
+        let hold = self.args.hold_ms.max(1);
+        self.args.lease_ms.map(Duration::from_millis).or_else(|| {
+            percent(self.args.lease_percent)
+                .then(|| Duration::from_millis(fastrand::u64(hold..=hold * 15)))
+        })
+    }
+
     /// How long the next hold lasts.
     fn hold_time(&self) -> Duration {
         if self.args.steady_hold {
@@ -803,7 +824,9 @@ impl Worker {
             Some(inside) => self.acquire(inside).await,
             None => false,
         };
-        if !reentered {
+        // With leases mixed in, a hold goes on after the re-entry inside it was released, as the
+        // code after a nested call does: the key must still be held for it.
+        if !reentered || self.args.lease_percent > 0 {
             tokio::select! {
                 () = tokio::time::sleep(self.hold_time()) => {}
                 () = held.ends() => {}
@@ -822,7 +845,10 @@ impl Worker {
             },
         );
         let lost_before = held.is_lost();
+        let (signals, lease_end) = (held.signals(), held.lease_end());
         let released = held.release().await;
+        let signalled =
+            signals.then(|| lost_before || lease_end.is_some_and(|end| Instant::now() >= end));
         // From `released_at`, rounded up: the unlock surely returned by `released_at + unlock_ms`.
         let unlock_ms = (now_ns() - released_at).div_ceil(1_000_000);
         let (lease_lost, unlock_error) = match &released {
@@ -841,6 +867,7 @@ impl Worker {
                 lease_lost,
                 unlock_error,
                 unlock_ms,
+                signalled,
             },
         );
     }
@@ -868,10 +895,12 @@ impl Worker {
         );
         let seq = at.seqs.next();
         let (task, mixed) = (at.task, self.args.kind == FleetKind::Mixed);
+        let lease = self.lock_lease();
+        let lease_end = lease.map(|lease| Instant::now() + lease);
         let acquire = async {
             let mut acquire = pin!(async {
                 let wait = self.args.wait_ms.map(Duration::from_millis);
-                match (wait, self.args.lease_ms.map(Duration::from_millis)) {
+                match (wait, lease) {
                     (Some(wait), None) => lock.try_lock_for(wait).await,
                     (None, None) => lock.lock().await.map(Some),
                     (Some(wait), Some(lease)) => lock.try_lock_with_lease(wait, lease).await,
@@ -887,7 +916,7 @@ impl Worker {
                     acquire.await
                 }
             };
-            outcome.map(|guard| guard.map(|guard| LockHold::new(&lock, guard, mixed)))
+            outcome.map(|guard| guard.map(|guard| LockHold::new(&lock, guard, mixed, lease_end)))
         };
         let attempted = Attempted {
             task,
@@ -917,7 +946,7 @@ impl Worker {
         };
         let tried = async {
             let guard = lock.try_lock().await?;
-            Ok::<_, Error>(guard.map(|guard| LockHold::new(&lock, guard, mixed)))
+            Ok::<_, Error>(guard.map(|guard| LockHold::new(&lock, guard, mixed, None)))
         };
         let _ = self.attempt_with(attempted, tried, None).await;
         true
@@ -1115,6 +1144,18 @@ trait Held {
         false
     }
 
+    /// Whether it has a lost-lease signal of its own (`lease_lost()`), whose promise the log
+    /// records (`Released`'s `signalled`).
+    fn signals(&self) -> bool {
+        false
+    }
+
+    /// When its fixed lease ends at the earliest, if it has one: its holder knows the hold is lost
+    /// from then on, whatever its signal says.
+    fn lease_end(&self) -> Option<Instant> {
+        None
+    }
+
     /// Gives it back; `Ok(true)` when that found it lost already.
     async fn release(self) -> Result<bool, Failure>;
 }
@@ -1125,14 +1166,22 @@ struct LockHold<'a, K: LockKind> {
     guard: Guard<K::Token>,
     /// Its fences are the `INCR` counter's whatever its kind's: other kinds share the name.
     shared_fence: bool,
+    /// A fixed lease's end at the earliest (its attempt's start plus the lease).
+    lease_end: Option<Instant>,
 }
 
 impl<'a, K: LockKind> LockHold<'a, K> {
-    fn new(lock: &'a Lock<K>, guard: Guard<K::Token>, shared_fence: bool) -> Self {
+    fn new(
+        lock: &'a Lock<K>,
+        guard: Guard<K::Token>,
+        shared_fence: bool,
+        lease_end: Option<Instant>,
+    ) -> Self {
         Self {
             lock,
             guard,
             shared_fence,
+            lease_end,
         }
     }
 }
@@ -1162,6 +1211,14 @@ impl<K: Logged> Held for LockHold<'_, K> {
 
     fn is_lost(&self) -> bool {
         self.guard.is_lease_lost()
+    }
+
+    fn signals(&self) -> bool {
+        true
+    }
+
+    fn lease_end(&self) -> Option<Instant> {
+        self.lease_end
     }
 
     async fn release(self) -> Result<bool, Failure> {

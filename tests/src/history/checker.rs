@@ -398,6 +398,10 @@ pub struct Report {
     pub errors: BTreeMap<String, usize>,
     /// Unlocks that failed, by error kind.
     pub unlock_errors: BTreeMap<String, usize>,
+    /// Unlocks that found their lease lost while the hold's guard had not said so (see
+    /// `Event::Released`'s `signalled`): each one is a hold whose unfired `lease_lost()` was not
+    /// the promise it should be, whether or not anyone took the lock meanwhile.
+    pub unsignalled_losses: usize,
     /// Attempts cut short by the death of their process.
     pub crashed: usize,
     /// Faults injected, by kind.
@@ -968,9 +972,13 @@ impl<'a> Checker<'a> {
                     lease_lost,
                     unlock_error,
                     unlock_ms,
+                    signalled,
                     ..
                 } => {
                     let fresh = attempt.released.is_none();
+                    if unlock_error.as_deref() == Some("lease_lost") && *signalled == Some(false) {
+                        report.unsignalled_losses += 1;
+                    }
                     attempt.released = Some((record.at_ns, *fence_after, *lease_lost));
                     attempt.ended = Some(record.at_ns + unlock_ms * MS);
                     if let Some(error) = unlock_error {
@@ -1473,6 +1481,7 @@ mod tests {
                     lease_lost: lost,
                     unlock_error: lost.then(|| "lease_lost".to_owned()),
                     unlock_ms: 1,
+                    signalled: None,
                 },
             );
         }

@@ -211,6 +211,10 @@ pub struct WorkerSpec {
     /// Percentage of attempts made as two futures of one owner, run at once with `tokio::join!`
     /// (`--join-percent`).
     pub join_percent: u8,
+    /// Percentage of an rlock worker's lock acquisitions taken with a short fixed lease rather than
+    /// the watchdog's (`--lease-percent`; ignored by `java` workers, whose nested leases follow
+    /// Redisson's rule that the latest lease wins).
+    pub lease_percent: u8,
     /// Percentage of attempts after which the task force-unlocks one of its locks through its own
     /// client, by a kind picked among [`HASH_SHARING`] (`--force-unlock-percent`).
     pub force_unlock_percent: u8,
@@ -254,6 +258,7 @@ impl WorkerSpec {
             multi_url: None,
             reenter_max: 0,
             join_percent: 0,
+            lease_percent: 0,
             force_unlock_percent: 0,
             java: false,
             ping_interval: None,
@@ -314,6 +319,9 @@ impl WorkerSpec {
         }
         if self.join_percent > 0 {
             args.extend(["--join-percent".to_owned(), self.join_percent.to_string()]);
+        }
+        if self.lease_percent > 0 && !self.java {
+            args.extend(["--lease-percent".to_owned(), self.lease_percent.to_string()]);
         }
         if self.force_unlock_percent > 0 {
             args.extend([

@@ -130,6 +130,12 @@ pub enum Event {
         lease_lost: bool,
         /// The unlock's error, if it failed.
         unlock_error: Option<String>,
+        /// Whether the hold's guard had said it was lost by the time its unlock returned (its
+        /// `lease_lost()` fired, or its fixed lease ended): an unlock that finds the lease lost
+        /// while this is `false` broke what an unfired `lease_lost()` promises (absent from older
+        /// logs, and for holds with no such signal).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signalled: Option<bool>,
         /// How long the unlock took: from `at_ns` until it returned, in whole milliseconds rounded
         /// up, so that it surely returned by `at_ns + unlock_ms` (in older logs, the unlock call
         /// alone, rounded down).

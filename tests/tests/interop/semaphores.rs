@@ -200,6 +200,7 @@ impl Worker {
                     lease_lost: false,
                     unlock_error: None,
                     unlock_ms,
+                    signalled: None,
                 },
             );
         }

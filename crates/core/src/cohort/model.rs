@@ -563,7 +563,7 @@ struct Guard {
 #[derive(Clone, Copy, Debug, Default)]
 struct Hold {
     count: u32,
-    /// Re-entry attempts on the wire.
+    /// Acquire attempts on the wire (`Ledger::attempting`).
     reentering: u32,
 }
 
@@ -851,13 +851,14 @@ impl World {
         self.holds.entry(owner).or_default().count += 1;
     }
 
-    /// `Ledger::leave`: whether there was a hold (the last one takes its re-entry marks along).
+    /// `Ledger::leave`: whether there was a hold (a record without members stays while attempts
+    /// of the owner are on the wire).
     fn remove_hold(&mut self, owner: Owner) -> bool {
-        let Some(hold) = self.holds.get_mut(&owner) else {
+        let Some(hold) = self.holds.get_mut(&owner).filter(|hold| hold.count > 0) else {
             return false;
         };
         hold.count -= 1;
-        if hold.count == 0 {
+        if hold.count == 0 && hold.reentering == 0 {
             let _ = self.holds.remove(&owner);
         }
         true
@@ -876,25 +877,30 @@ impl World {
         true
     }
 
+    /// `Ledger::lose`: the record ends; its attempts on the wire stay counted.
     fn forget_holds(&mut self, owner: Owner) {
-        let _ = self.holds.remove(&owner);
-    }
-
-    /// `Ledger::reentering`: marks a re-entry on the wire, if the owner holds.
-    fn mark_reentering(&mut self, owner: Owner) -> bool {
-        match self.holds.get_mut(&owner) {
-            Some(hold) if hold.count > 0 => {
-                hold.reentering += 1;
-                true
+        if let Some(hold) = self.holds.get_mut(&owner) {
+            hold.count = 0;
+            if hold.reentering == 0 {
+                let _ = self.holds.remove(&owner);
             }
-            _ => false,
         }
     }
 
-    /// The mark's drop: on whatever hold the owner has by then.
+    /// `Ledger::attempting`: marks an acquire attempt on the wire, whether or not the owner holds
+    /// (one that holds nothing yet may re-enter a hold another of its futures takes meanwhile).
+    fn mark_reentering(&mut self, owner: Owner) -> bool {
+        self.holds.entry(owner).or_default().reentering += 1;
+        true
+    }
+
+    /// The mark's drop: on whatever record the owner has by then.
     fn unmark_reentering(&mut self, owner: Owner) {
         if let Some(hold) = self.holds.get_mut(&owner) {
             hold.reentering = hold.reentering.saturating_sub(1);
+            if hold.count == 0 && hold.reentering == 0 {
+                let _ = self.holds.remove(&owner);
+            }
         }
     }
 

@@ -240,10 +240,11 @@ impl<K: LockWire> Acquiring<'_, K> {
     /// One admitted attempt's write, told to the local queue.
     async fn write(&self) -> Result<Attempt<(K::Token, Expiry)>> {
         let (services, kind, field) = (self.services, &**self.kind, self.field);
-        // A re-entry on the wire keeps the owner's last hold from passing without Redis meanwhile;
-        // marked before the streak is looked at, so that a hold lent from now on waits for this
-        // attempt, and an attempt from now on sees a streak opened before.
-        let _reentering = services.ledger.reentering(kind.scope(), field);
+        // An attempt on the wire (it may re-enter the owner's field in Redis) keeps the owner's last
+        // hold from passing without Redis meanwhile; marked before the streak is looked at, so
+        // that a hold lent from now on waits for this attempt, and an attempt from now on sees a
+        // streak opened before.
+        let _attempting = services.ledger.attempting(kind.scope(), field);
         // While a streak of free hand-offs holds the key, only its holder acts on it.
         if gated_by_streak(services, kind.scope(), field) {
             return Ok(Attempt::Busy(RECHECK));
@@ -531,8 +532,9 @@ async fn attempt_on<K: LockWire>(
     let held_before = ledger.count(scope, field);
     let record_before = ledger.generation(scope, field);
     let lease_time = match lease_time(services, lease) {
-        // A re-entry never shortens the key under the owner's other holds (see `crate::ledger`).
-        lease_time if held_before > 0 && !kind.reentry_keeps_ttl() => {
+        // An acquisition never shortens the key under the owner's other holds, those its other
+        // attempts on the wire may have made included (see `crate::ledger`).
+        lease_time if !kind.reentry_keeps_ttl() => {
             ledger.covering(scope, field, lease_time, services.watchdog.timeout())
         }
         lease_time => lease_time,
