@@ -189,6 +189,8 @@ impl Contender for RawScripts {
                 .key(&hold.name)
                 .arg(Self::LEASE_MS)
                 .arg(&hold.field)
+                // The owner's hold count as rlock sends it: a fresh hold.
+                .arg(0)
                 .invoke_async(&mut conn)
                 .await?;
             match reply {

@@ -760,6 +760,8 @@ async fn floor(url: &str, probe: &mut Probe, names: usize) -> Result<Floor> {
             .arg(name(i))
             .arg(FLOOR_LEASE_MS)
             .arg(&field)
+            // The owner's hold count as rlock sends it: a fresh hold.
+            .arg(0)
             .clone()
     })
     .await?;

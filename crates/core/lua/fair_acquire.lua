@@ -15,7 +15,7 @@
 -- someone else heads the queue of a free lock; re-poll soon); with ARGV[5] = 0, 1.
 local wait = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
-if tonumber(ARGV[6]) > 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+if tonumber(ARGV[6] or '0') > 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return {0}
 end
 purge_stale(KEYS[2], KEYS[3], now)

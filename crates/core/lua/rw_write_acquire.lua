@@ -5,7 +5,7 @@
 -- was created; rlock's reply, where Redisson's is nil), else the PTTL;
 -- {0} (rlock only: nothing written) when ARGV[3] > 0 and the owner's field is gone: the caller
 -- sent it as a re-entry of a hold that was deleted, which must not re-create the field.
-if tonumber(ARGV[3]) > 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+if tonumber(ARGV[3] or '0') > 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return {0}
 end
 local mode = redis.call('hget', KEYS[1], 'mode')

@@ -22,7 +22,7 @@
 //!   never revived. A member of an ended record is *stale*: its release sends nothing, so a guard
 //!   dropped late cannot take a count from a later hold of the same owner.
 //! - **the lease the key is given**: a re-entry's script, and a partial release, are sent the
-//!   longest time any live member was promised ([`Ledger::covering`], [`Left::Partially`]), never
+//!   longest time any live member was promised ([`Sending::covering`], [`Left::Partially`]), never
 //!   the latest member's lease (which would shorten the key under a longer member), and never a
 //!   full lease for a member whose time is partly gone (which would stretch a fixed lease past its
 //!   end).
@@ -240,39 +240,47 @@ impl Ledger {
         member.is_some_and(|member| self.generation(scope, field) != member.record)
     }
 
-    /// The lease an acquisition by `field` that asks for `lease` sends: at least the longest time a
-    /// live member of its record was promised, and the watchdog timeout while another attempt of
-    /// the owner is on the wire (it may have made a hold whose reply is still on its way), so that
-    /// an acquisition never shortens the key under another hold of its owner (the RLock family's
-    /// scripts set the key's TTL to the lease they are sent, on re-entry too).
-    pub(crate) fn covering(
+    /// What an acquire attempt of `field` that asks for `lease` is sent with, read at once: the
+    /// owner's hold count (the count its undo compares with), its record's generation (0 without
+    /// one), and the lease (see [`Sending`]).
+    pub(crate) fn sending(
         &self,
         scope: &str,
         field: &str,
         lease: Duration,
         timeout: Duration,
-    ) -> Duration {
+    ) -> Sending {
         let now = Instant::now();
         self.with(scope, field, |record| {
-            if record.lost.is_cancelled() {
-                return lease;
-            }
-            let covered = record
-                .covering(now, timeout)
-                .map_or(lease, |covered| covered.max(lease));
-            if record.attempts > 1 {
-                covered.max(timeout)
+            let lease = if record.lost.is_cancelled() {
+                lease
             } else {
-                covered
+                let covered = record
+                    .covering(now, timeout)
+                    .map_or(lease, |covered| covered.max(lease));
+                if record.attempts > 1 {
+                    covered.max(timeout)
+                } else {
+                    covered
+                }
+            };
+            Sending {
+                held_before: record.members(),
+                generation: record.generation,
+                covering: lease,
             }
         })
-        .unwrap_or(lease)
+        .unwrap_or(Sending {
+            held_before: 0,
+            generation: 0,
+            covering: lease,
+        })
     }
 
     /// An acquire attempt of `field` on `scope` is about to go on the wire: until the returned mark
     /// is dropped, the owner's last hold does not pass without Redis (see [`Ledger::remove_last`]:
     /// the attempt may re-enter the field in Redis), and the owner's other acquisitions and last
-    /// release do not shorten the key (see [`Ledger::covering`], [`Left::Last`]).
+    /// release do not shorten the key (see [`Sending::covering`], [`Left::Last`]).
     pub(crate) fn attempting<'a>(&'a self, scope: &'a str, field: &'a str) -> Attempting<'a> {
         let mut records = self.records.lock();
         let fields = match records.get_mut(scope) {
@@ -532,6 +540,21 @@ impl Ledger {
             }
         }
     }
+}
+
+/// What an acquire attempt is sent with (see [`Ledger::sending`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sending {
+    /// The owner's hold count as this client knows it: its record's members.
+    pub(crate) held_before: u32,
+    /// The generation of the owner's record, 0 without one.
+    pub(crate) generation: u64,
+    /// The lease asked for, or longer: at least the longest time a live member of the owner's
+    /// record was promised, and the watchdog timeout while another attempt of the owner is on the
+    /// wire (it may have made a hold whose reply is still on its way), so that an acquisition never
+    /// shortens the key under another hold of its owner (the RLock family's scripts set the key's
+    /// TTL to the lease they are sent, on re-entry too).
+    pub(crate) covering: Duration,
 }
 
 /// An acquire attempt on the wire (see [`Ledger::attempting`]).

@@ -528,16 +528,15 @@ async fn attempt_on<K: LockWire>(
     conn: Connection,
     refused: &AtomicBool,
 ) -> Result<Synced<Tried<K::Token>>> {
-    let (scope, ledger) = (kind.scope(), &services.ledger);
-    let held_before = ledger.count(scope, field);
-    let record_before = ledger.generation(scope, field);
-    let lease_time = match lease_time(services, lease) {
-        // An acquisition never shortens the key under the owner's other holds, those its other
-        // attempts on the wire may have made included (see `crate::ledger`).
-        lease_time if !kind.reentry_keeps_ttl() => {
-            ledger.covering(scope, field, lease_time, services.watchdog.timeout())
-        }
-        lease_time => lease_time,
+    let (scope, ledger, timeout) = (kind.scope(), &services.ledger, services.watchdog.timeout());
+    let sending = ledger.sending(scope, field, lease_time(services, lease), timeout);
+    let (held_before, record_before) = (sending.held_before, sending.generation);
+    // An acquisition never shortens the key under the owner's other holds, those its other
+    // attempts on the wire may have made included (see `crate::ledger`).
+    let lease_time = if kind.reentry_keeps_ttl() {
+        lease_time(services, lease)
+    } else {
+        sending.covering
     };
     let mut undo = Undo::arm(
         services,
