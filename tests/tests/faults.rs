@@ -1279,9 +1279,10 @@ fn nested_holds_mixing_leases(kind: FleetKind) {
     // Nothing deletes the locks here: a hold whose guard had not said it was lost must find its
     // field at its unlock (an inner lease must not have shortened the key under it, nor an inner
     // unlock ended its renewal).
-    assert_eq!(
-        report.unsignalled_losses, 0,
-        "unlocks found a lease lost that their guard had not signalled: {summary}"
+    assert!(
+        report.unsignalled_losses.is_empty(),
+        "unlocks found a lease lost that their guard had not signalled: {summary}\n{}",
+        report.unsignalled_losses.join("\n")
     );
 }
 

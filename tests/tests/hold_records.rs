@@ -39,6 +39,19 @@ async fn until_gone(redis: &mut redis::aio::MultiplexedConnection, key: &str) {
     assert!(gone, "{key} expires by itself");
 }
 
+/// Asserts that every one of `keys` stays in Redis for three watchdog timeouts of `client` (a key
+/// nobody renews would be gone by then).
+async fn stay_held(client: &Client, redis: &mut redis::aio::MultiplexedConnection, keys: &[&str]) {
+    let deadline = tokio::time::Instant::now() + client.config().watchdog_timeout * 3;
+    while tokio::time::Instant::now() < deadline {
+        for key in keys {
+            let pttl: i64 = redis.pttl(key).await.expect("PTTL");
+            assert!(pttl > 0, "{key} stays held (PTTL {pttl})");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Case 1: A holds; the hold is deleted behind A's back (another client's force unlock, then that
 /// client takes and releases the lock); A acquires again as the same owner. Redis created A's field
 /// afresh: the outer guard's hold is gone, and it is told at once, not at the next renewal.
@@ -163,12 +176,7 @@ async fn a_fixed_lease_unlock_keeps_the_outer_watchdog_hold_renewed() {
         "the outer hold is still renewed"
     );
     // Three watchdog timeouts: an unrenewed key would be gone by then.
-    let deadline = tokio::time::Instant::now() + client.config().watchdog_timeout * 3;
-    while tokio::time::Instant::now() < deadline {
-        let pttl: i64 = redis.pttl(name).await.expect("PTTL");
-        assert!(pttl > 0, "the outer hold stays (PTTL {pttl})");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    stay_held(&client, &mut redis, &[name]).await;
     assert!(!outer.is_lease_lost());
     outer.unlock().await.expect("the outer hold releases");
 }
@@ -201,14 +209,8 @@ async fn a_fixed_lease_unlock_keeps_the_outer_hold_of_a_write_and_a_fair_lock() 
         .await
         .expect("unlock");
     assert_eq!(client.stats().renewing_locks, 2);
-    let deadline = tokio::time::Instant::now() + client.config().watchdog_timeout * 3;
-    while tokio::time::Instant::now() < deadline {
-        for key in ["records:mixed:write", "records:mixed:fair"] {
-            let pttl: i64 = redis.pttl(key).await.expect("PTTL");
-            assert!(pttl > 0, "{key} stays held (PTTL {pttl})");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let keys = ["records:mixed:write", "records:mixed:fair"];
+    stay_held(&client, &mut redis, &keys).await;
     assert!(!outer_write.is_lease_lost() && !outer_fair.is_lease_lost());
 }
 
@@ -321,12 +323,8 @@ async fn renewal_is_per_owner_a_force_unlocked_owner_is_told_and_the_new_one_ren
         .expect("B takes the freed lock");
     let told = tokio::time::timeout(client.config().watchdog_timeout * 2, a.lease_lost()).await;
     assert!(told.is_ok(), "A is told by the renewal");
-    let deadline = tokio::time::Instant::now() + client.config().watchdog_timeout * 3;
-    while tokio::time::Instant::now() < deadline {
-        let pttl: i64 = redis.pttl(name).await.expect("PTTL");
-        assert!(pttl > 0, "B's hold is renewed (PTTL {pttl})");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // B's hold is renewed.
+    stay_held(&client, &mut redis, &[name]).await;
     assert!(
         !b.is_lease_lost(),
         "B, who holds the key, is not declared lost"
@@ -372,6 +370,14 @@ async fn renewal_is_per_owner_for_a_group_lock() {
     b.unlock().await.expect("B releases");
 }
 
+/// Re-enters `outer`'s hold through `inner` (another kind of the same name, bound to the same owner),
+/// then releases the outer guard first and the inner one last.
+async fn released_outer_first<K: LockKind>(outer: Guard, inner: Lock<K>) {
+    let inner = inner.lock().await.expect("re-enter through another kind");
+    outer.unlock().await.expect("the lock guard releases first");
+    inner.unlock().await.expect("then the other kind's");
+}
+
 /// Case 4: holds of one owner through two kinds of one hash, released outer-first: the last release
 /// goes through the other kind, and a local waiter on the first kind's queue still gets the lock.
 #[tokio::test]
@@ -401,23 +407,9 @@ async fn holds_through_two_kinds_released_outer_first_strand_no_local_waiter() {
         .await;
         assert!(queued, "the waiter waits in the lock's local queue");
         if through_fenced {
-            let inner = client
-                .fenced_lock(name)
-                .with_owner(owner)
-                .lock()
-                .await
-                .expect("fenced");
-            outer.unlock().await.expect("the lock guard releases first");
-            inner.unlock().await.expect("then the fenced one");
+            released_outer_first(outer, client.fenced_lock(name).with_owner(owner)).await;
         } else {
-            let inner = client
-                .spin_lock(name)
-                .with_owner(owner)
-                .lock()
-                .await
-                .expect("spin");
-            outer.unlock().await.expect("the lock guard releases first");
-            inner.unlock().await.expect("then the spin one");
+            released_outer_first(outer, client.spin_lock(name).with_owner(owner)).await;
         }
         let acquired = tokio::time::timeout(Duration::from_secs(5), waiter).await;
         assert!(

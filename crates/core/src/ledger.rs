@@ -110,13 +110,14 @@ impl Record {
         self.renewed + u32::try_from(self.fixed.len()).unwrap_or(u32::MAX)
     }
 
-    /// The longest time a member was promised, from `now`: the watchdog timeout while one is
-    /// renewed, else the latest fixed end; `None` without members.
+    /// The longest time a member was promised, from `now`, in whole milliseconds rounded up (the
+    /// scripts take milliseconds: rounded down, the key would expire before the member's end): the
+    /// watchdog timeout while one is renewed, else the latest fixed end; `None` without members.
     fn covering(&self, now: Instant, timeout: Duration) -> Option<Duration> {
         let fixed = self
             .fixed
             .iter()
-            .map(|end| end.saturating_duration_since(now))
+            .map(|end| whole_millis_up(end.saturating_duration_since(now)))
             .max();
         match (self.renewed > 0, fixed) {
             (true, fixed) => Some(fixed.map_or(timeout, |fixed| fixed.max(timeout))),
@@ -168,7 +169,8 @@ pub(crate) enum Left {
     /// No record: a hold passed to a waiter that is gone before it took it up, or one this client
     /// never counted.
     Unknown,
-    /// Other members remain: the key is given `lease`, the longest time one of them was promised.
+    /// Other members remain: the key is given `lease`, the longest time one of them was promised
+    /// (at least the watchdog timeout while an acquire attempt of the owner is on the wire).
     Partially {
         lease: Duration,
         conn: Option<Connection>,
@@ -208,6 +210,12 @@ fn end_record(
             record.attempts,
         );
     }
+}
+
+/// `duration` in whole milliseconds, rounded up.
+fn whole_millis_up(duration: Duration) -> Duration {
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX))
 }
 
 /// The next record generation.
@@ -401,9 +409,16 @@ impl Ledger {
         if record.renewed == 0 {
             books.deregister(field, record);
         }
+        // An attempt of the owner on the wire may have re-entered in Redis already, its reply still
+        // on its way: the key keeps at least a watchdog lease for it.
+        let in_flight = if record.attempts > 0 {
+            timeout
+        } else {
+            Duration::from_millis(1)
+        };
         if let Some(lease) = record.covering(now, timeout) {
             return Left::Partially {
-                lease: lease.max(Duration::from_millis(1)),
+                lease: lease.max(in_flight),
                 conn: record.conn.clone(),
             };
         }
@@ -509,7 +524,7 @@ impl Ledger {
         }
         let others = record.covering(now, books.watchdog.timeout());
         record.fixed.push(until);
-        let lease = until.saturating_duration_since(now);
+        let lease = whole_millis_up(until.saturating_duration_since(now));
         let expiry = Expiry {
             lost: record.lost.clone(),
             until: Some(until),
@@ -629,11 +644,11 @@ impl Expiry {
         self.until
     }
 
-    /// How long the hold has left from `now`: a renewed one the watchdog timeout.
+    /// How long the hold has left from `now`, in whole milliseconds rounded up (at least one): a
+    /// renewed one the watchdog timeout.
     fn left(&self, now: Instant, timeout: Duration) -> Duration {
         self.until.map_or(timeout, |end| {
-            end.saturating_duration_since(now)
-                .max(Duration::from_millis(1))
+            whole_millis_up(end.saturating_duration_since(now)).max(Duration::from_millis(1))
         })
     }
 
@@ -656,5 +671,29 @@ impl Expiry {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_sent_round_up_to_whole_milliseconds() {
+        // A script told 3 ms for 3.85 ms left would let the key expire 0.85 ms before the member's
+        // end: the soak's mixed leases found that.
+        assert_eq!(
+            whole_millis_up(Duration::from_micros(3_850)),
+            Duration::from_millis(4)
+        );
+        assert_eq!(
+            whole_millis_up(Duration::from_millis(3)),
+            Duration::from_millis(3)
+        );
+        assert_eq!(
+            whole_millis_up(Duration::from_nanos(1)),
+            Duration::from_millis(1)
+        );
+        assert_eq!(whole_millis_up(Duration::ZERO), Duration::ZERO);
     }
 }

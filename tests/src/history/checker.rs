@@ -110,6 +110,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -400,8 +401,9 @@ pub struct Report {
     pub unlock_errors: BTreeMap<String, usize>,
     /// Unlocks that found their lease lost while the hold's guard had not said so (see
     /// `Event::Released`'s `signalled`): each one is a hold whose unfired `lease_lost()` was not
-    /// the promise it should be, whether or not anyone took the lock meanwhile.
-    pub unsignalled_losses: usize,
+    /// the promise it should be, whether or not anyone took the lock meanwhile. Each is told with
+    /// every record of its owner's attempts, in order.
+    pub unsignalled_losses: Vec<String>,
     /// Attempts cut short by the death of their process.
     pub crashed: usize,
     /// Faults injected, by kind.
@@ -872,6 +874,7 @@ impl<'a> Checker<'a> {
     /// Groups attempt events by attempt; collects process-level events.
     fn assemble(&mut self) -> BTreeMap<AttemptId, Attempt> {
         let mut attempts: BTreeMap<AttemptId, Attempt> = BTreeMap::new();
+        let mut unsignalled = Vec::new();
         let report = &mut self.report;
         for record in self.records {
             if record.process != "redis" {
@@ -977,7 +980,7 @@ impl<'a> Checker<'a> {
                 } => {
                     let fresh = attempt.released.is_none();
                     if unlock_error.as_deref() == Some("lease_lost") && *signalled == Some(false) {
-                        report.unsignalled_losses += 1;
+                        unsignalled.push(id.clone());
                     }
                     attempt.released = Some((record.at_ns, *fence_after, *lease_lost));
                     attempt.ended = Some(record.at_ns + unlock_ms * MS);
@@ -1010,6 +1013,29 @@ impl<'a> Checker<'a> {
                     record.event
                 ));
             }
+        }
+        for id in unsignalled {
+            let owner = attempts.get(&id).and_then(|attempt| attempt.owner.clone());
+            let mut told = format!("attempt {id} (owner {owner:?}):");
+            for record in self.records {
+                let of_owner = record.event.attempt().is_some_and(|(task, seq)| {
+                    let other = AttemptId {
+                        process: record.process.clone(),
+                        task,
+                        seq,
+                    };
+                    owner.is_some()
+                        && attempts.get(&other).and_then(|a| a.owner.as_ref()) == owner.as_ref()
+                });
+                if of_owner {
+                    let _ = write!(
+                        told,
+                        "\n  {} {}: {:?}",
+                        record.at_ns, record.process, record.event
+                    );
+                }
+            }
+            report.unsignalled_losses.push(told);
         }
         attempts
     }
