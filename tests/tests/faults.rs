@@ -190,6 +190,7 @@ macro_rules! what_users_do {
 what_users_do!(
     re_entries_and_two_futures_of_one_owner,
     nested_holds_mixing_leases,
+    holds_released_outer_first_and_guards_replaced,
     force_unlocks_of_every_kind_local_and_remote,
     silent_deletes_by_an_operator,
 );
@@ -209,7 +210,10 @@ mod what_users_do_on_map_entries {
             FleetKind::Mixed,
             &names,
             length(Duration::from_secs(4)),
-            (3, 0),
+            Habits {
+                local_force_unlocks: 3,
+                ..Habits::default()
+            },
         );
         let (report, summary) =
             users.finish(&scenario("what users do, map entries", FleetKind::Mixed));
@@ -1112,36 +1116,26 @@ impl Users {
         run: Duration,
         local_force_unlocks: u8,
     ) -> Self {
-        Self::mixing_leases(server, kind, run, local_force_unlocks, 0)
+        let habits = Habits {
+            local_force_unlocks,
+            ..Habits::default()
+        };
+        Self::with_habits(server, kind, run, habits)
     }
 
-    /// [`Users::start`], with `lease_percent` % of the rlock processes' acquisitions taken with a
-    /// short fixed lease (`WorkerSpec::lease_percent`).
-    fn mixing_leases(
-        server: &RedisServer,
-        kind: FleetKind,
-        run: Duration,
-        local_force_unlocks: u8,
-        lease_percent: u8,
-    ) -> Self {
+    /// [`Users::start`] on [`USERS_NAMES`], with the rlock processes' `habits`.
+    fn with_habits(server: &RedisServer, kind: FleetKind, run: Duration, habits: Habits) -> Self {
         let names = USERS_NAMES.map(str::to_owned);
-        Self::start_on(
-            server,
-            kind,
-            &names,
-            run,
-            (local_force_unlocks, lease_percent),
-        )
+        Self::start_on(server, kind, &names, run, habits)
     }
 
-    /// [`Users::mixing_leases`] on the locks `names`, with its percentages of local force unlocks
-    /// and of fixed leases.
+    /// [`Users::with_habits`] on the locks `names`.
     fn start_on(
         server: &RedisServer,
         kind: FleetKind,
         names: &[String],
         run: Duration,
-        (local_force_unlocks, lease_percent): (u8, u8),
+        habits: Habits,
     ) -> Self {
         let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut redis = raw_blocking(server);
@@ -1157,8 +1151,10 @@ impl Users {
             reenter_max: 3,
             join_percent: 20,
             try_after_release: true,
-            force_unlock_percent: local_force_unlocks,
-            lease_percent,
+            force_unlock_percent: habits.local_force_unlocks,
+            lease_percent: habits.lease_percent,
+            outer_first_percent: habits.outer_first_percent,
+            replace_percent: habits.replace_percent,
             ..WorkerSpec::new(&name_refs)
         };
         let java = WorkerSpec {
@@ -1219,6 +1215,20 @@ impl Users {
     }
 }
 
+/// What the rlock processes of [`Users`] do besides, in percent (see [`WorkerSpec`]'s fields of
+/// the same names).
+#[derive(Clone, Copy, Default)]
+struct Habits {
+    /// Attempts after which a task force-unlocks a lock through its own client.
+    local_force_unlocks: u8,
+    /// Acquisitions taken with a short fixed lease.
+    lease_percent: u8,
+    /// Re-entries released outer-first.
+    outer_first_percent: u8,
+    /// First holds with a fixed lease kept past it and replaced by the owner's next hold.
+    replace_percent: u8,
+}
+
 /// How many faults of `kind` a history recorded.
 fn faults_of(report: &Report, kind: FaultKind) -> usize {
     report.faults.get(&kind).copied().unwrap_or(0)
@@ -1266,7 +1276,11 @@ fn re_entries_and_two_futures_of_one_owner(kind: FleetKind) {
 /// out is told to its holder: the checker allows an overlap only where a holder was told.
 fn nested_holds_mixing_leases(kind: FleetKind) {
     let server = RedisServer::start();
-    let users = Users::mixing_leases(&server, kind, length(Duration::from_secs(4)), 0, 40);
+    let habits = Habits {
+        lease_percent: 40,
+        ..Habits::default()
+    };
+    let users = Users::with_habits(&server, kind, length(Duration::from_secs(4)), habits);
     let (report, summary) = users.finish(&scenario("what users do, mixed leases", kind));
     assert!(
         summary.reentered_holds > 0,
@@ -1279,6 +1293,40 @@ fn nested_holds_mixing_leases(kind: FleetKind) {
     // Nothing deletes the locks here: a hold whose guard had not said it was lost must find its
     // field at its unlock (an inner lease must not have shortened the key under it, nor an inner
     // unlock ended its renewal).
+    assert!(
+        report.unsignalled_losses.is_empty(),
+        "unlocks found a lease lost that their guard had not signalled: {summary}\n{}",
+        report.unsignalled_losses.join("\n")
+    );
+}
+
+/// What users do (see [`Users`]) with holds that end out of the order they were taken in (issue
+/// 46), fixed leases mixed in as in [`nested_holds_mixing_leases`]: half the rlock workers'
+/// re-entries are released outer-first (the hold around a re-entry is released as soon as the
+/// re-entry returned, which holds on after it; with `mixed`, a `Lock` released while its owner's
+/// `SpinLock` of the name still holds, say), and half their first holds with a fixed lease are kept
+/// past it, as a guard kept in a slot, and dropped only once the owner's next acquisition returned
+/// (`slot = Some(lock.lock().await?)`). A release through one kind must leave the owner's hold
+/// through another whole, a late drop of an old guard must not touch the owner's new hold, and no
+/// unlock may find a lease lost that its guard had not signalled.
+fn holds_released_outer_first_and_guards_replaced(kind: FleetKind) {
+    let server = RedisServer::start();
+    let habits = Habits {
+        lease_percent: 30,
+        outer_first_percent: 50,
+        replace_percent: 50,
+        ..Habits::default()
+    };
+    let users = Users::with_habits(&server, kind, length(Duration::from_secs(4)), habits);
+    let name = "what users do, outer-first releases and replaced guards";
+    let (report, summary) = users.finish(&scenario(name, kind));
+    for habit in [FaultKind::OuterFirstRelease, FaultKind::ReplacedGuard] {
+        assert!(
+            faults_of(&report, habit) > 0,
+            "the workers tried it: {}: {summary}",
+            habit.label()
+        );
+    }
     assert!(
         report.unsignalled_losses.is_empty(),
         "unlocks found a lease lost that their guard had not signalled: {summary}\n{}",

@@ -258,7 +258,18 @@ impl Ledger {
         lease: Duration,
         timeout: Duration,
     ) -> Sending {
-        let now = Instant::now();
+        self.sending_at(scope, field, lease, timeout, Instant::now())
+    }
+
+    /// [`Ledger::sending`] at the instant `now` (the model's clock is its own).
+    pub(crate) fn sending_at(
+        &self,
+        scope: &str,
+        field: &str,
+        lease: Duration,
+        timeout: Duration,
+        now: Instant,
+    ) -> Sending {
         self.with(scope, field, |record| {
             let lease = if record.lost.is_cancelled() {
                 lease
@@ -386,8 +397,18 @@ impl Ledger {
     /// Takes one member out of `field`'s record (`member`, or any for a release by owner); the
     /// record's renewal stops with its last watchdog member, before the caller changes the hash.
     pub(crate) fn leave(&self, books: &Books<'_>, field: &str, member: Option<&Expiry>) -> Left {
+        self.leave_at(books, field, member, Instant::now())
+    }
+
+    /// [`Ledger::leave`] at the instant `now` (the model's clock is its own).
+    pub(crate) fn leave_at(
+        &self,
+        books: &Books<'_>,
+        field: &str,
+        member: Option<&Expiry>,
+        now: Instant,
+    ) -> Left {
         let scope = books.held.scope;
-        let now = Instant::now();
         let timeout = books.watchdog.timeout();
         let mut records = self.records.lock();
         let record = records
@@ -533,6 +554,59 @@ impl Ledger {
         Some((expiry, others.map_or(lease, |others| others.max(lease))))
     }
 
+    /// Marks an acquire attempt of `field` on the wire until [`Ledger::attempted`]: what
+    /// [`Ledger::attempting`] does, for the model, whose marks outlive a borrow.
+    #[cfg(test)]
+    pub(crate) fn attempt_sent(&self, scope: &str, field: &str) {
+        std::mem::forget(self.attempting(scope, field));
+    }
+
+    /// The end of an attempt's mark (see [`Ledger::attempting`]): on whatever record the owner has
+    /// by then.
+    fn attempted(&self, scope: &str, field: &str) {
+        let mut records = self.records.lock();
+        let Some(record) = records
+            .get_mut(scope)
+            .and_then(|fields| fields.get_mut(field))
+        else {
+            return;
+        };
+        record.attempts = record.attempts.saturating_sub(1);
+        if record.attempts == 0 && record.members() == 0 {
+            self.remove(&mut records, scope, field);
+        }
+    }
+
+    /// [`Ledger::attempted`], for the model (see [`Ledger::attempt_sent`]).
+    #[cfg(test)]
+    pub(crate) fn attempt_ended(&self, scope: &str, field: &str) {
+        self.attempted(scope, field);
+    }
+
+    /// Every record of `scope`, by field: its members, attempts on the wire, whether it is lent and
+    /// whether it is lost, for the model's snapshot.
+    #[cfg(test)]
+    pub(crate) fn records(&self, scope: &str) -> Vec<(String, u32, u32, bool, bool)> {
+        let records = self.records.lock();
+        let mut of_scope: Vec<_> = records
+            .get(scope)
+            .into_iter()
+            .flatten()
+            .map(|(field, record)| {
+                let lost = record.lost.is_cancelled();
+                (
+                    field.clone(),
+                    record.members(),
+                    record.attempts,
+                    record.lent,
+                    lost,
+                )
+            })
+            .collect();
+        of_scope.sort();
+        of_scope
+    }
+
     fn with<T>(&self, scope: &str, field: &str, f: impl FnOnce(&mut Record) -> T) -> Option<T> {
         self.records
             .lock()
@@ -582,17 +656,7 @@ pub(crate) struct Attempting<'a> {
 
 impl Drop for Attempting<'_> {
     fn drop(&mut self) {
-        let mut records = self.ledger.records.lock();
-        let Some(record) = records
-            .get_mut(self.scope)
-            .and_then(|fields| fields.get_mut(self.field))
-        else {
-            return;
-        };
-        record.attempts = record.attempts.saturating_sub(1);
-        if record.attempts == 0 && record.members() == 0 {
-            self.ledger.remove(&mut records, self.scope, self.field);
-        }
+        self.ledger.attempted(self.scope, self.field);
     }
 }
 

@@ -165,6 +165,52 @@ impl Watchdog {
         }
     }
 
+    /// A watchdog with no renewal task, for the model, which runs the renewals' decisions itself
+    /// ([`Watchdog::renewal_replied`]).
+    #[cfg(test)]
+    pub(crate) fn idle(timeout: Duration) -> Self {
+        Self {
+            watched: Arc::default(),
+            timeout,
+            sure_for: timeout,
+            lock_names: false,
+        }
+    }
+
+    /// What a renewal's reply flag for registration `generation` of `field`'s hold of `scope` does,
+    /// as the renewal task applies it (`held`: the flag was 1), for the model.
+    #[cfg(test)]
+    pub(crate) fn renewal_replied(
+        &self,
+        renewal: &'static Renewal,
+        (scope, field, generation): (&str, &str, u64),
+        held: bool,
+    ) {
+        let id = (renewal.name, scope.to_owned(), field.to_owned());
+        let mut entries = self.watched.entries.lock();
+        replied(
+            &mut entries,
+            &id,
+            generation,
+            held,
+            Instant::now(),
+            self.lock_names,
+        );
+    }
+
+    /// Every registration of `scope` and its generation, by field, for the model.
+    #[cfg(test)]
+    pub(crate) fn registrations(&self, scope: &str) -> Vec<(String, u64)> {
+        let entries = self.watched.entries.lock();
+        let mut registered: Vec<_> = entries
+            .iter()
+            .filter(|((_, s, _), _)| s == scope)
+            .map(|((_, _, field), entry)| (field.clone(), entry.generation))
+            .collect();
+        registered.sort();
+        registered
+    }
+
     /// Whether `field`'s watchdog hold of `scope` is surely still in Redis: registered, not lost, and
     /// its last confirmed renewal (or its acquire) sent less than the timeout minus one renewal
     /// interval ago, on the clock now, so the key has at least that interval left whatever the
@@ -431,17 +477,15 @@ impl Renewer {
         for (lock, flag) in batch.iter().zip(flags) {
             let [field] = &lock.field;
             let id = (renewal.name, lock.scope.clone(), field.clone());
-            let Some(entry) = entries
-                .get_mut(&id)
-                .filter(|e| e.generation == lock.generation)
-            else {
-                continue;
-            };
-            if flag == Value::Int(1) {
-                entry.renewed_at = sent_at;
-            } else if let Some(entry) = entries.remove(&id) {
-                entry.lose(LostBecause::Gone, self.lock_names);
-            }
+            let held = flag == Value::Int(1);
+            replied(
+                &mut entries,
+                &id,
+                lock.generation,
+                held,
+                sent_at,
+                self.lock_names,
+            );
         }
         true
     }
@@ -464,6 +508,26 @@ impl Renewer {
             }
             alive
         });
+    }
+}
+
+/// What one flag of a renewal's reply does to registration `generation` of `id` (a newer one is
+/// left alone): renewed from `sent_at` if the field `held` the lock, else lost and removed.
+fn replied(
+    entries: &mut foldhash::HashMap<EntryKey, Entry>,
+    id: &EntryKey,
+    generation: u64,
+    held: bool,
+    sent_at: Instant,
+    lock_names: bool,
+) {
+    let Some(entry) = entries.get_mut(id).filter(|e| e.generation == generation) else {
+        return;
+    };
+    if held {
+        entry.renewed_at = sent_at;
+    } else if let Some(entry) = entries.remove(id) {
+        entry.lose(LostBecause::Gone, lock_names);
     }
 }
 

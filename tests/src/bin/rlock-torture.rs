@@ -11,7 +11,7 @@
 //!                    [--nat-map HOST:PORT=HOST:PORT,...] [--master-name NAME] [--fence-url URL]
 //!                    [--no-local-handoff] [--local-handoff-window-ms MS] [--no-replica-acks]
 //!                    [--steady-hold] [--try-after-release] [--reenter-max N] [--join-percent P]
-//!                    [--lease-percent P]
+//!                    [--lease-percent P] [--outer-first-percent P] [--replace-percent P]
 //!                    [--force-unlock-percent P] [--java] [--ping-interval-ms MS]
 //!                    [--synchronizer semaphore|expirable|latch|multi|group] [--permits 1]
 //!                    [--take-min 1] [--take-max 1] [--lease-ms MS] [--multi-url URL]
@@ -57,6 +57,14 @@
 //!   alike, take a fixed lease of 1 to 15 holds instead of the watchdog's, so that nested holds mix
 //!   `lock()` and `lock_with_lease` with leases shorter and longer than the holds around them
 //!   (issue 46); a fixed lease that runs out inside its hold is a signalled lease loss.
+//! - `--outer-first-percent P`: P % of an rlock owner's re-entries are released outer-first: the
+//!   hold around the re-entry is released as soon as the re-entry returned, and the re-entry holds
+//!   on after it (with `--kind mixed`, often a hold through another kind: a `Lock` released while
+//!   the `SpinLock` of the same name still holds, say).
+//! - `--replace-percent P`: P % of an rlock owner's first holds taken with a fixed lease are kept
+//!   past their lease, as a guard kept in a slot is (`slot = Some(lock.lock().await?)`): once the
+//!   lease ran out (the guard's `lease_lost()` fired), the owner acquires the lock again, and the old
+//!   guard is dropped only once that acquisition returned; the new hold goes on as any other.
 //! - `--force-unlock-percent P`: after P % of its attempts, a task force-unlocks a random lock of
 //!   `--names` through its own client, by one of the five kinds that share the hash, whoever holds
 //!   it; one that found the lock held is logged as a fault (`local_force_unlock`).
@@ -84,7 +92,7 @@ use std::io::{BufRead, Read};
 use std::path::PathBuf;
 use std::pin::{Pin, pin};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -102,7 +110,7 @@ use rlock_tests::redisson::{
     WriteKind,
 };
 use rlock_tests::{java_object, rlock_object};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
 #[derive(Parser)]
@@ -223,6 +231,14 @@ struct WorkArgs {
     /// `--lease-ms` fixes every lease.
     #[arg(long, default_value_t = 0)]
     lease_percent: u8,
+    /// Percentage of an rlock owner's re-entries released outer-first: the hold around the re-entry
+    /// is released once the re-entry returned, the re-entry holds on after it.
+    #[arg(long, default_value_t = 0)]
+    outer_first_percent: u8,
+    /// Percentage of an rlock owner's first holds with a fixed lease kept past their lease, then
+    /// replaced: the owner acquires again, and drops the old guard once that returned.
+    #[arg(long, default_value_t = 0)]
+    replace_percent: u8,
     /// Percentage of attempts after which the task force-unlocks one of the locks on its own
     /// client.
     #[arg(long, default_value_t = 0)]
@@ -628,7 +644,8 @@ impl Worker {
                         None => semaphore.acquire(take).await.map(Some),
                     }
                 };
-                self.attempt_with(exclusive(take), taken, None).await;
+                self.attempt_with(exclusive(take), taken, Around::default())
+                    .await;
             }
             Synchronizer::Expirable => {
                 let semaphore = self.client.permit_expirable_semaphore(name);
@@ -647,7 +664,8 @@ impl Worker {
                         until,
                     }))
                 };
-                self.attempt_with(exclusive(take), taken, None).await;
+                self.attempt_with(exclusive(take), taken, Around::default())
+                    .await;
             }
             Synchronizer::Latch => {
                 let latch = self.client.count_down_latch(name);
@@ -661,7 +679,7 @@ impl Worker {
                     mode: Mode::Read,
                     ..exclusive(1)
                 };
-                self.attempt_with(waiting, opened, None).await;
+                self.attempt_with(waiting, opened, Around::default()).await;
             }
             Synchronizer::Multi => {
                 let second = self
@@ -680,7 +698,8 @@ impl Worker {
                         guard,
                     }))
                 };
-                self.attempt_with(exclusive(1), taken, None).await;
+                self.attempt_with(exclusive(1), taken, Around::default())
+                    .await;
             }
             Synchronizer::Group => {
                 let group = self
@@ -695,19 +714,20 @@ impl Worker {
                     };
                     Ok::<_, Error>(guard.map(|guard| GroupHold { guard }))
                 };
-                self.attempt_with(exclusive(1), taken, None).await;
+                self.attempt_with(exclusive(1), taken, Around::default())
+                    .await;
             }
         }
     }
 
     /// Logs an attempt, runs `acquire` (dropping it at random, as `--cancel-percent` says), logs its
-    /// outcome and holds what it took, with the re-entry `inside` it if any; returns whether it
-    /// held (and released).
+    /// outcome and holds what it took, with what it does `around` its hold; returns whether it held
+    /// (and released).
     async fn attempt_with<H: Held, E>(
         &self,
         attempted: Attempted<'_>,
         acquire: impl Future<Output = Result<Option<H>, E>>,
-        inside: Option<Acquisition<'_>>,
+        around: Around<'_>,
     ) -> bool
     where
         Failure: From<E>,
@@ -743,12 +763,15 @@ impl Worker {
         match outcome {
             Some(Ok(Some(held))) => {
                 let hold = (task, seq, name, returned_at);
-                self.hold_with(hold, held, inside).await;
+                self.hold_with(hold, held, around).await;
                 return true;
             }
             Some(Ok(None)) => log(returned_at, Event::GaveUp { task, seq }),
             Some(Err(e)) => self.failed(task, seq, returned_at, &e.into()).await,
             None => log(returned_at, Event::Cancelled { task, seq }),
+        }
+        if let Some(entered) = around.entered {
+            entered.tell(false);
         }
         false
     }
@@ -802,13 +825,15 @@ impl Worker {
     }
 
     /// The critical section of attempt `(task, seq)` on `name`, acquired at `acquired_at`: fence
-    /// in; hold (stopping early if it may be lost), or make the re-entry `inside` it, which holds
-    /// in its stead; fence out; give it back.
+    /// in; hold (stopping early if it may be lost), or make the re-entry inside it, which holds
+    /// in its stead (released outer-first, `--outer-first-percent`: this hold is given back as soon
+    /// as the re-entry returned); then give it back, or keep it past its lease and drop it once the
+    /// acquisition that replaces it returned (`--replace-percent`).
     async fn hold_with<H: Held>(
         &self,
         (task, seq, name, acquired_at): (u32, u64, &str, u64),
         held: H,
-        inside: Option<Acquisition<'_>>,
+        around: Around<'_>,
     ) {
         let fence = held.fence_in(&self.fences, name).await;
         let _ = self.log.write(
@@ -820,7 +845,22 @@ impl Worker {
                 field: held.field(),
             },
         );
-        let reentered = match inside {
+        if let Some(entered) = around.entered {
+            entered.tell(true);
+        }
+        let hold = (task, seq, name);
+        let reentered = match around.inside {
+            Some(inside) if percent(self.args.outer_first_percent) => {
+                let entered = Entered::default();
+                let outer = async {
+                    if entered.held().await {
+                        self.habit(FaultKind::OuterFirstRelease);
+                    }
+                    self.let_go(hold, held, false).await;
+                };
+                let ((), _) = tokio::join!(outer, self.acquire(inside.entering(&entered)));
+                return;
+            }
             Some(inside) => self.acquire(inside).await,
             None => false,
         };
@@ -832,6 +872,29 @@ impl Worker {
                 () = held.ends() => {}
             }
         }
+        let Some(again) = around.again else {
+            return self.let_go(hold, held, false).await;
+        };
+        // Kept in its slot past its lease, the guard is replaced by the owner's next hold.
+        held.ends().await;
+        let entered = Entered::default();
+        let old = async {
+            if entered.held().await {
+                self.habit(FaultKind::ReplacedGuard);
+            }
+            self.let_go(hold, held, true).await;
+        };
+        let ((), _) = tokio::join!(old, self.acquire(again.entering(&entered)));
+    }
+
+    /// Records a habit tried (see [`FaultKind::OuterFirstRelease`]).
+    fn habit(&self, kind: FaultKind) {
+        let _ = self.log.write_now(Event::Fault { kind });
+    }
+
+    /// Fences out of hold `(task, seq)` on `name` and gives it back: unlocks it, or (`dropped`)
+    /// drops its guard, as a slot given a new guard drops the old one.
+    async fn let_go<H: Held>(&self, (task, seq, name): (u32, u64, &str), held: H, dropped: bool) {
         let fence_after = held.fence_out(&self.fences, name).await;
         let released_at = now_ns();
         // Logged before the unlock is sent: if this process is killed during the unlock, its hold
@@ -846,7 +909,12 @@ impl Worker {
         );
         let lost_before = held.is_lost();
         let (signals, lease_end) = (held.signals(), held.lease_end());
-        let released = held.release().await;
+        let released = if dropped {
+            drop(held);
+            Ok(false)
+        } else {
+            held.release().await
+        };
         let signalled =
             signals.then(|| lost_before || lease_end.is_some_and(|end| Instant::now() >= end));
         // From `released_at`, rounded up: the unlock surely returned by `released_at + unlock_ms`.
@@ -928,7 +996,14 @@ impl Worker {
             owner: Some(field.clone()),
             kind: Some(interface.to_owned()),
         };
-        if !self.attempt_with(attempted, acquire, at.inside()).await {
+        // A first hold with a fixed lease may be kept past it and replaced (`--replace-percent`).
+        let again = (lease.is_some() && !at.reentry && percent(self.args.replace_percent))
+            .then(|| at.again());
+        let around = Around {
+            again,
+            ..Around::of(at)
+        };
+        if !self.attempt_with(attempted, acquire, around).await {
             return false;
         }
         if at.reentry || !self.args.try_after_release {
@@ -948,7 +1023,7 @@ impl Worker {
             let guard = lock.try_lock().await?;
             Ok::<_, Error>(guard.map(|guard| LockHold::new(&lock, guard, mixed, None)))
         };
-        let _ = self.attempt_with(attempted, tried, None).await;
+        let _ = self.attempt_with(attempted, tried, Around::default()).await;
         true
     }
 
@@ -989,7 +1064,7 @@ impl Worker {
             owner: Some(field.clone()),
             kind: Some(format!("java {}", kind.interface())),
         };
-        self.attempt_with(attempted, acquire, at.inside()).await
+        self.attempt_with(attempted, acquire, Around::of(at)).await
     }
 }
 
@@ -1025,6 +1100,8 @@ struct Acquisition<'a> {
     depth: u32,
     /// It is itself a re-entry.
     reentry: bool,
+    /// Told once it returned, held or not: the hold it re-enters or replaces waits for it.
+    entered: Option<&'a Entered>,
 }
 
 impl<'a> Acquisition<'a> {
@@ -1037,6 +1114,7 @@ impl<'a> Acquisition<'a> {
             who,
             depth,
             reentry: false,
+            entered: None,
         }
     }
 
@@ -1046,8 +1124,64 @@ impl<'a> Acquisition<'a> {
         Some(Self {
             depth,
             reentry: true,
+            entered: None,
             ..self
         })
+    }
+
+    /// A first acquisition by the same owner on the same name, which replaces its hold.
+    fn again(self) -> Self {
+        Self::new(self.task, self.seqs, self.name, self.who, 0)
+    }
+
+    /// The same, telling `entered` once it returned.
+    fn entering(self, entered: &'a Entered) -> Self {
+        Self {
+            entered: Some(entered),
+            ..self
+        }
+    }
+}
+
+/// Told once an acquisition returned, and whether it held.
+#[derive(Default)]
+struct Entered {
+    returned: Notify,
+    held: AtomicBool,
+}
+
+impl Entered {
+    fn tell(&self, held: bool) {
+        self.held.store(held, Ordering::Relaxed);
+        self.returned.notify_one();
+    }
+
+    /// Waits until told; whether the acquisition held.
+    async fn held(&self) -> bool {
+        self.returned.notified().await;
+        self.held.load(Ordering::Relaxed)
+    }
+}
+
+/// What an attempt does around its hold, besides holding.
+#[derive(Default)]
+struct Around<'a> {
+    /// The re-entry made inside the hold.
+    inside: Option<Acquisition<'a>>,
+    /// The acquisition that replaces the hold once its fixed lease ran out (`--replace-percent`).
+    again: Option<Acquisition<'a>>,
+    /// Told once the attempt returned, held or not (see [`Acquisition::entered`]).
+    entered: Option<&'a Entered>,
+}
+
+impl<'a> Around<'a> {
+    /// What `at` makes inside its hold and whom it tells.
+    fn of(at: Acquisition<'a>) -> Self {
+        Self {
+            inside: at.inside(),
+            again: None,
+            entered: at.entered,
+        }
     }
 }
 

@@ -215,6 +215,14 @@ pub struct WorkerSpec {
     /// the watchdog's (`--lease-percent`; ignored by `java` workers, whose nested leases follow
     /// Redisson's rule that the latest lease wins).
     pub lease_percent: u8,
+    /// Percentage of an rlock worker's re-entries released outer-first: the hold around the
+    /// re-entry is released once the re-entry returned, and the re-entry holds on after it
+    /// (`--outer-first-percent`; ignored by `java` workers).
+    pub outer_first_percent: u8,
+    /// Percentage of an rlock worker's first holds with a fixed lease kept past their lease, as a
+    /// guard kept in a slot, and replaced: the owner acquires again and drops the old guard once
+    /// that returned (`--replace-percent`; ignored by `java` workers).
+    pub replace_percent: u8,
     /// Percentage of attempts after which the task force-unlocks one of its locks through its own
     /// client, by a kind picked among [`HASH_SHARING`] (`--force-unlock-percent`).
     pub force_unlock_percent: u8,
@@ -259,6 +267,8 @@ impl WorkerSpec {
             reenter_max: 0,
             join_percent: 0,
             lease_percent: 0,
+            outer_first_percent: 0,
+            replace_percent: 0,
             force_unlock_percent: 0,
             java: false,
             ping_interval: None,
@@ -320,8 +330,15 @@ impl WorkerSpec {
         if self.join_percent > 0 {
             args.extend(["--join-percent".to_owned(), self.join_percent.to_string()]);
         }
-        if self.lease_percent > 0 && !self.java {
-            args.extend(["--lease-percent".to_owned(), self.lease_percent.to_string()]);
+        let rlock_only = [
+            ("--lease-percent", self.lease_percent),
+            ("--outer-first-percent", self.outer_first_percent),
+            ("--replace-percent", self.replace_percent),
+        ];
+        for (flag, percent) in rlock_only {
+            if percent > 0 && !self.java {
+                args.extend([flag.to_owned(), percent.to_string()]);
+            }
         }
         if self.force_unlock_percent > 0 {
             args.extend([

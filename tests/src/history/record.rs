@@ -311,6 +311,13 @@ pub enum FaultKind {
     /// A fault proxy stopped forwarding one direction of one connection, a worker's subscriber
     /// connection: it hears no message while its client believes it listens.
     BlackHoledSubscriber,
+    /// What a user does rather than a fault, recorded by the worker as what it tried: a hold
+    /// released while the re-entry inside it, taken after it, still holds (outer-first; through
+    /// another kind of the name with `mixed`).
+    OuterFirstRelease,
+    /// The same: a guard kept past its fixed lease, as in a slot, dropped only once its owner's
+    /// next acquisition returned (`slot = Some(lock.lock().await?)`).
+    ReplacedGuard,
 }
 
 impl FaultKind {
@@ -336,6 +343,8 @@ impl FaultKind {
             Self::LocalForceUnlock => "force unlock by a worker's own client",
             Self::SilentDelete => "silent delete (DEL, UNLINK, Java's spin/fair forceUnlock)",
             Self::BlackHoledSubscriber => "black-holed subscriber connection (proxy)",
+            Self::OuterFirstRelease => "hold released before the re-entry inside it (habit)",
+            Self::ReplacedGuard => "guard kept past its lease, dropped after the next hold (habit)",
         }
     }
 }

@@ -1,30 +1,51 @@
-//! An exhaustive model check of free hand-offs (lending along a [`Streak`]), over the real cohort
-//! code.
+//! An exhaustive model check of free hand-offs (lending along a [`Streak`]) and of one owner's
+//! holds (the hold ledger's records), over the real cohort, ledger and watchdog code.
 //!
 //! # What it is
 //!
 //! A small explicit-state explorer: every interleaving of the steps of a few owners is run, up to a
 //! bound, breadth first (so a counterexample is a shortest one), with a visited set over a
-//! canonical snapshot of the state, and two properties are checked after every step. The local side
-//! is the real [`Cohorts`], [`Ticket`], [`Claim`] and [`Streak`], and the real subscriber
-//! [`Registry`], whose [`Listening`] marks decide whether a hold may be lent. Around them runs a
-//! mirror of the engine, decision for decision: `engine/acquire.rs` (`answered_in_streak`,
-//! `Queued::join` and `local_step`, `gated_by_streak`, the attempt and `held_outside_the_queue`),
-//! `engine/release.rs` (`release`, `force_unlock`) and `engine/hand_off.rs` (`lend_first`,
-//! `lend_on`, `release_streak`, `pass`, `unlock_for_real`, the streak's watch and `end_lost`), with
-//! the client's hold counts (the ledger's records, `Ledger`, re-entry marks included), watchdog
-//! registration per owner (`Watchdog`) and reconciliations (`Reconciling`). Redis is abstract: the
-//! lock hash (which field holds it, and how many times), the messages published on the lock's
-//! channel on their way to client 1, and each script's effect, atomic as on the server:
+//! canonical snapshot of the state; three properties are checked after every step, and a fourth
+//! (liveness) in every state where nothing can step. The local side is real code: the
+//! [`Cohorts`], [`Ticket`], [`Claim`] and [`Streak`] of the local queues; the subscriber
+//! [`Registry`], whose [`Listening`] marks decide whether a hold may be lent; the hold
+//! [`Ledger`] (every count, member, lease, generation, attempt mark and staleness decision, and
+//! the leases the scripts are sent: `Ledger::sending`, `Ledger::leave`); and the [`Watchdog`]'s
+//! registrations, generations and the decision a renewal's reply flag makes (`replied`). Around
+//! them runs a mirror of the engine's sequencing, step for step: `engine/acquire.rs`
+//! (`answered_in_streak`, `Queued::join` and `local_step`, `gated_by_streak`, the attempt with its
+//! `Taken::Gone` retry, `take_hold`, `held_outside_the_queue`), `engine/release.rs` (`release`,
+//! `force_unlock`) and `engine/hand_off.rs` (`lend_first`, `lend_on`, `release_streak`, `pass`,
+//! `unlock_for_real`, the streak's watch and `end_lost`), and reconciliations (`Reconciling`).
+//! Redis is abstract: the lock hash (which field holds it, and how many times), its TTL, the
+//! messages published on the lock's channel on their way to client 1, and each script's effect,
+//! atomic as on the server:
 //!
-//! - acquire: `HINCRBY` of the caller's field if the hash is empty or already has that field;
-//! - unlock: one off the caller's field; at 0 the key is deleted and an unlock published;
-//! - script hand-off: field `from` (alone, count exactly 1) replaced by `to`;
+//! - acquire, sent with the client's count (`held_before`): a re-entry whose field is gone writes
+//!   nothing and says so (step 0, docs/protocol.md §2.2); else `HINCRBY` of the caller's field if
+//!   the hash is empty or already has that field, and the key gets the lease sent;
+//! - unlock: one off the caller's field; at 0 the key is deleted and an unlock published, else it
+//!   gets the lease sent;
+//! - script hand-off: field `from` (alone, count exactly 1) replaced by `to`, with `to`'s lease;
 //! - undo of a lost acquire: one off the field if it has more than before the acquire;
 //! - force unlock: `DEL`, and publish (rlock's force unlocks, and Redisson's `RLock`'s); a Java
 //!   spin or fair lock's force unlock, an operator's `DEL` or an eviction publish nothing;
+//! - expiry: the key goes, publishing nothing, when its TTL ends (see "Time");
 //! - watchdog renewal: each owner's registration is renewed while its field is there, and its loss
 //!   declared once it is not (renewal per owner).
+//!
+//! # Time
+//!
+//! The model's clock is its own: ticks (a tick stands for a millisecond), which move only by the
+//! step `Tick`, to the next deadline: the end of a fixed lease that a guard holds (its holder then
+//! knows its hold is over), or the key's TTL. The real objects read instants the model gives them
+//! (`Ledger::sending_at`, `Ledger::leave_at`, and the ends of fixed leases), counted from an epoch
+//! far ahead of the real clock, so that the real clock never ends a lease. A key given the
+//! watchdog's whole lease lasts [`WATCHDOG_TICKS`] unless the watchdog renews it, which it does in
+//! time for a registered field, and for a field about which a request of client 1 is under way
+//! (an acquire whose reply registers it, a release): a watchdog lease that ends in the middle of a
+//! request is the documented window of a client paused past its lease. A shorter TTL, which a
+//! script may set, ends when it ends, registered or not: the next renewal may come too late.
 //!
 //! The real cohort objects cannot be cloned (they share `Arc`s, tokens and subscriptions), so a
 //! state is rebuilt by replaying from scratch the steps that led to it (the explorer keeps the
@@ -36,21 +57,23 @@
 //!
 //! Client 1 is rlock, with owners `A`, `B` and `C`, each running one future, or two (two concurrent
 //! operations by one owner, as `Owner::scope` or `Lock::with_owner` allow). A future runs a short
-//! program: `lock()` of the reentrant lock (which queues locally and hands off), `lock()` of the
-//! spin lock (which shares the hash and does not queue locally: the fair lock's acquisition goes
-//! the same way through the streak), `unlock()` of its latest guard, and `force_unlock()`. Client 2
+//! program: `lock()` or `lock_with_lease()` of the reentrant lock (which queues locally and hands
+//! off), the same of the spin lock (which shares the hash and does not queue locally: the fair
+//! lock's acquisition goes the same way through the streak), `unlock()` of its latest guard or of
+//! its earliest (a hold released outer-first, a guard dropped late), and `force_unlock()`. Client 2
 //! is a Java-like client with one owner, `X`, that only talks to Redis: it locks (it polls, so it
-//! takes the lock whenever the hash is free), unlocks, and force unlocks, with or without a
-//! message.
+//! takes the lock whenever the hash is free; its own watchdog keeps its key), unlocks, and force
+//! unlocks, with or without a message.
 //!
 //! Each engine operation is split into atomic steps where the real code awaits: the local decision,
 //! the request's effect in Redis, the local completion on its reply. An acquisition is: joining the
 //! local queue (or not), the head's turn, each attempt's local decision (a waiter may retry at any
 //! moment: its timers), the connection checkout with the re-entry mark and the send, the script's
-//! effect, the reply. A release is its decision up to its first write, then each write's effect and
-//! reply. The client's background work is steps too: the streak's watch, the watchdog's renewal,
-//! the undo of a lost acquire and the re-send of an unlock whose reply was lost, and the delivery
-//! of a published message to client 1's subscriber.
+//! effect, the reply (a re-entry that found its field gone loses the owner's record and goes
+//! again). A release is its decision up to its first write, then each write's effect and reply.
+//! The client's background work is steps too: the streak's watch, the watchdog's renewal, the undo
+//! of a lost acquire and the re-send of an unlock whose reply was lost, and the delivery of a
+//! published message to client 1's subscriber; and time passes (see "Time").
 //!
 //! # The properties
 //!
@@ -58,21 +81,29 @@
 //!    every other believer has been told otherwise. An owner believes from the local completion of
 //!    an acquisition (its guard) to the start of its release; `X` from its acquire's effect in
 //!    Redis to its unlock's. A guard of client 1 has been told once the [`Expiry`] it was given is
-//!    lost. Two more cases are as the protocol documents them:
+//!    lost: its token fired, or its fixed lease ended on the model's clock. Two more cases are as
+//!    the protocol documents them:
 //!    - a hold that a force unlock deleted (anyone's, local or remote, after Redis granted the hold
 //!      or, for a lent hold, after it was lent) is broken: force unlocking breaks the holder, which
-//!      hears of it through its lease-lost signal (which property 2 checks is still due);
+//!      hears of it through its lease-lost signal (which properties 2 and 3 check is still due);
 //!    - a hold lent freely after a force unlock deleted the streak's root field while client 1 had
 //!      not heard of it on the channel (a delete without a message, or its message still on its
 //!      way) is excused: docs/protocol.md §2.10 invariant 5 tells every such holder (the lending
 //!      release waits for Redis to confirm the root's field after the hand-off, and a field found
 //!      gone ends the streak and fires its token), which property 2 checks is still due.
-//! 2. **Nobody is left believing without a teller.** Every guard of client 1 whose lease-lost
-//!    signal has not fired, and whose hold is not in Redis (its owner's field, or the streak root's
-//!    for a hold of a streak), is one that client 1 is still bound to tell: a hold of the open
-//!    streak (its watch, its registration's loss and its end each fire the signal), or a watchdog
-//!    hold whose registration is still in place (the watchdog renews per owner, and declares an
-//!    owner's loss once a renewal finds its field gone, whoever else of the client holds the key).
+//! 2. **Nobody is left believing without a teller.** Every guard of client 1 that has not been
+//!    told, and whose hold is not in Redis (its owner's field, or the streak root's for a hold of a
+//!    streak), is one that client 1 is still bound to tell: a hold of the open streak (its watch,
+//!    its registration's loss and its end each fire the signal), a member of a current record whose
+//!    watchdog registration is in place (the watchdog renews per owner, and declares an owner's loss
+//!    once a renewal finds its field gone, whoever else of the client holds the key), or a fixed
+//!    lease that a force unlock deleted (nobody renews it: it is told at its end, as documented).
+//!    A key that expired under a guard before its promised end has no teller.
+//! 3. **Told by the next acquisition.** A guard whose hold was deleted is told by the time its
+//!    owner holds the lock again through an acquisition granted after the delete: the acquire's
+//!    script found the owner's field gone (docs/protocol.md §2.11).
+//! 4. **Nobody stranded.** In a state where nothing can take a step, every future has run its
+//!    program to its end (or failed on a lost reply), X too, and no background work is left.
 //!
 //! # The bound
 //!
@@ -80,9 +111,9 @@
 //! the faults one run may have. Faults are lost replies (an acquire's, undone behind it; an
 //! unlock's, re-sent under its latch, having run or not yet) and a failed read of the streak's
 //! watch. Each test prints its bound and the number of states and transitions it explored, with
-//! the time taken (`--nocapture`). The default tests' scenarios have 1,500 to 7,000 states each and
-//! take about a second together in a debug build; `LARGER`'s (up to 840,000 states, 3 million
-//! transitions, two faults) take about four to five minutes:
+//! the time taken (`--nocapture`). The default tests' scenarios have 90 to 11,500 states each and
+//! take a few seconds together in a debug build; `LARGER`'s (up to 840,000 states, 3 million
+//! transitions, two faults) take minutes:
 //!
 //! ```text
 //! cargo test -p rlock-redisson --lib --all-features \
@@ -91,29 +122,37 @@
 //!
 //! # What is not modelled
 //!
-//! - Time. A waiter may retry, the watch may read the root's field, at any moment, and the clock's
-//!   part of the lend conditions (`surely_held`'s window) is taken as met, which lets more
-//!   hand-offs be free than the client would. The lending release's wait for a confirmation is not
-//!   a step of its own: the releaser stops believing when its release starts. Yields after a real
-//!   release (a fairness delay) are left out, as are the streak's window and lease expiries: a key
-//!   never expires, and a registration is lost only when a renewal finds its fields gone.
+//! - Timers. A waiter may retry, the watch may read the root's field, at any moment; the clock's
+//!   part of the lend conditions (`surely_held`'s window) is met (every renewal is recent), which
+//!   lets more hand-offs be free than the client would. The lending release's wait for a
+//!   confirmation is not a step of its own: the releaser stops believing when its release starts.
+//!   Yields after a real release (a fairness delay) are left out, as is the streak's window. The
+//!   watchdog's own end of a registration not renewed for a whole lease is left out (a registered
+//!   key does not expire: the renewal comes in time); a renewal that finds the field gone is a step.
 //! - Messages are all `0`, on one channel that stays live (no interruption, no new live period).
 //! - A lost hand-off script reply (settled in the background), cancelled acquisitions (so no hold
-//!   is passed to a waiter that is gone), fixed leases, one-shot tries, the fenced, read-write and
-//!   non-reentrant kinds, and a release of an owner's hold beside its guard
-//!   (`Lock::unlock(owner)`).
+//!   is passed to a waiter that is gone), one-shot tries, the fenced, read-write and non-reentrant
+//!   kinds, the multi-lock's lease change (`Ledger::relet`), and a release of an owner's hold beside
+//!   its guard (`Lock::unlock(owner)`).
 //! - Atomicity finer than an await: code between two awaits is one step, which a multi-threaded
 //!   runtime does not promise two futures of one owner.
 //!
-//! The mirror follows the engine as of "free hand-offs: a lend counts the lent hold, and an
-//! attempt is marked as a re-entry before the streak's gate" (`lend_first` opens the streak, then
-//! takes the hold; `Next::AlreadyPassing`; `hand_off::count_lent`; the re-entry mark before
-//! `gated_by_streak`). A change to the engine's decisions is made here too.
+//! What the model runs of the engine is its sequencing (which object is asked what, in which
+//! order, between which awaits): that part is a mirror, kept in step by hand, and a change to the
+//! engine's sequencing is made here too. Every decision the ledger, the watchdog, the queues and
+//! the streak make is theirs, run as is.
 //!
 //! # Showing it can fail
 //!
-//! [`Revert`] puts back, in the mirror, the two faults that the streak object fixed; the checker
-//! finds a counterexample with each, and fails with its trace (`reverting_…_is_caught`).
+//! [`Revert`] puts back, in the mirror or in the abstract Redis, faults that were fixed: the
+//! streak's two (`reverting_the_holder_check_…`, `reverting_the_streak_check_…`), the acquire
+//! scripts that created a deleted field afresh (issue 46's case 1) and the release through one
+//! kind that left the other kinds' queues alone (case 4); the checker finds a counterexample with
+//! each, and fails with its trace (`reverting_…_is_caught`). Faults of the real code are put back
+//! by patching it: `scripts/model-reverts.sh` applies each patch of `scripts/model-reverts/` to a
+//! copy of the tree (the ledger's fixed-lease release that ended the watchdog member's renewal,
+//! case 2; the latest lease winning, case 3; guards of ended records acting on a later one; the
+//! queues' release across kinds) and checks that the model's test for it fails with a trace.
 //!
 //! # Findings
 //!
@@ -144,15 +183,60 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Claim, Cohorts, Next, Slot, Step, Streak, StreakRelease, Ticket};
-use crate::ledger::Expiry;
+use crate::ledger::{Books, Expiry, Ledger, Left};
 use crate::pubsub::{Listening, Registry, Subscription};
 use crate::wake::WakeRule;
+use crate::watchdog::{Renewal, Renewed, Watchdog};
 
 /// The lock's key (every kind of the family keeps its hash at the lock's name) and channel.
 const KEY: &str = "lock";
 const CHANNEL: &str = "redisson_lock__channel:{lock}";
-/// A hold's watchdog lease (its value plays no part).
-const LEASE: Duration = Duration::from_secs(30);
+/// A hold's watchdog lease: long, so that a registration's last renewal is recent enough for a
+/// free hand-off (`Watchdog::surely_held` reads the clock) however long a run takes; the model has
+/// no clock of its own.
+const LEASE: Duration = Duration::from_secs(86_400);
+/// The renewal both kinds' holds are registered under (the spin lock renews with the reentrant
+/// lock's renewal, so an owner's holds through both share one registration). Its script is never
+/// sent: the model runs the renewal's decisions itself.
+static RENEWAL: Renewal = Renewal {
+    name: "lock",
+    script: &NO_SCRIPT,
+    add: |call, _, _, _| call,
+};
+static NO_SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new("return 0"));
+/// How long, in the model's ticks (a tick stands for a millisecond), a key given the watchdog's
+/// lease lasts if nobody renews it: the watchdog renews a key its client holds in time (a
+/// registered field's key never expires), so this plays a part only when a key is left without a
+/// registration.
+const WATCHDOG_TICKS: u32 = 50;
+
+/// The instant the model's clock starts at, far ahead of the real one, so that the real clock never
+/// ends a fixed lease (`Expiry::is_lost`), and `Watchdog::surely_held` finds every renewal recent:
+/// the model's clock is its own ticks ([`World::now`]).
+static EPOCH: std::sync::LazyLock<Instant> =
+    std::sync::LazyLock::new(|| Instant::now() + Duration::from_secs(365 * 86_400));
+
+/// The instant of tick `ticks`.
+fn instant(ticks: u32) -> Instant {
+    *EPOCH + Duration::from_millis(u64::from(ticks))
+}
+
+/// The ticks a key is given for `lease`: the watchdog's lease (or longer) lasts
+/// [`WATCHDOG_TICKS`].
+fn ttl_ticks(lease: Duration) -> u32 {
+    if lease >= LEASE {
+        WATCHDOG_TICKS
+    } else {
+        u32::try_from(lease.as_millis()).unwrap_or(u32::MAX)
+    }
+}
+
+/// A fixed lease of `ticks`.
+fn fixed(ticks: u32) -> Duration {
+    Duration::from_millis(u64::from(ticks))
+}
+
 /// Hand-offs in a row before a real release: small, so that the bound's path is explored too.
 const LIMIT: u32 = 2;
 /// The streak's window: never reached (the model has no clock).
@@ -219,8 +303,13 @@ impl ModelKind {
 enum Op {
     /// `lock()` of this kind: waits until acquired, watchdog lease.
     Lock(ModelKind),
+    /// `lock_with_lease()` of this kind, a fixed lease of this many ticks.
+    LockFor(ModelKind, u32),
     /// `unlock()` of the latest guard this future holds.
     Unlock,
+    /// `unlock()` of the earliest guard this future holds: a hold released outer-first, or a
+    /// guard dropped late (kept in a slot while its owner acquired again).
+    UnlockFirst,
     /// `force_unlock()`: ends an open streak, then deletes the key (and publishes).
     ForceUnlock,
 }
@@ -248,6 +337,14 @@ enum Revert {
     /// streak: the root takes the lock through it while its hold is lent, a re-entry of its own
     /// field in Redis.
     OtherKindIgnoresStreak,
+    /// The acquire scripts before issue 46 (case 1): a re-entry whose field was deleted creates it
+    /// afresh with a count of 1 and replies as a re-entry would, so the client counts one more
+    /// hold of a record whose hold is gone, and tells nobody.
+    ReentryUntold,
+    /// A release through one kind that ends its owner's record leaves the local queues of the
+    /// key's other kinds alone (issue 46, case 4): a queue whose occupant is the owner (it took the
+    /// lock through that kind) keeps it, and its head waits for a release that never comes.
+    NotReleasedElsewhere,
 }
 
 /// What is explored: the programs, the faults allowed, and the fix reverted if any.
@@ -283,7 +380,9 @@ impl Scenario {
 }
 
 use ModelKind::{Lock as L, Spin as S};
-use Op::{ForceUnlock as Force, Lock as Get, Unlock as Put};
+use Op::{
+    ForceUnlock as Force, Lock as Get, LockFor as GetFor, Unlock as Put, UnlockFirst as PutFirst,
+};
 
 /// The lock passes A → B freely, B lends it back to A, which re-enters and releases twice; X
 /// wants it too. (Case 1's counterexample lives here.)
@@ -379,6 +478,71 @@ const RETAKEN_KEY: Scenario = Scenario {
     revert: None,
 };
 
+/// X deletes A's hold without a message, takes the lock and releases it; A re-enters (issue 46,
+/// case 1): the re-entry's script finds A's field gone, A's guard is told, and A acquires afresh.
+/// X wants the lock again after.
+const REENTRY_AFTER_DELETE: Scenario = Scenario {
+    name: "a re-entry after a delete",
+    futures: &[(Owner::A, &[Get(L), Get(L), Put, Put])],
+    x: &[
+        XOp::ForceUnlock { publish: false },
+        XOp::Lock,
+        XOp::Unlock,
+        XOp::Lock,
+        XOp::Unlock,
+    ],
+    faults: 0,
+    revert: None,
+};
+
+/// As [`REENTRY_AFTER_DELETE`], but A keeps its first guard, as in a slot, while it acquires again,
+/// and drops it only then (`slot = Some(lock.lock().await?)`): the old guard's record ended, and
+/// its release must not take the new hold's count.
+const LATE_DROP: Scenario = Scenario {
+    name: "a guard dropped late",
+    futures: &[(Owner::A, &[Get(L), Get(L), PutFirst, Put])],
+    ..REENTRY_AFTER_DELETE
+};
+
+/// A holds through the lock, re-enters through the spin lock, and releases the lock's guard first
+/// (issue 46, case 4); B waits in the lock's local queue, which counts A as its holder.
+const TWO_KINDS_OUTER_FIRST: Scenario = Scenario {
+    name: "holds through two kinds released outer-first",
+    futures: &[
+        (Owner::A, &[Get(L), Get(S), PutFirst, Put]),
+        (Owner::B, &[Get(L), Put]),
+    ],
+    x: &[XOp::Lock, XOp::Unlock],
+    faults: 0,
+    revert: None,
+};
+
+/// A holds with the watchdog's lease, re-enters with a fixed lease of 3 ticks and releases that
+/// first (issue 46, case 2): the key must stay renewed for the outer hold. X wants the lock.
+const FIXED_INSIDE_WATCHDOG: Scenario = Scenario {
+    name: "a fixed lease inside a watchdog hold",
+    futures: &[(Owner::A, &[Get(L), GetFor(L, 3), Put, Put])],
+    x: &[XOp::Lock, XOp::Unlock],
+    faults: 0,
+    revert: None,
+};
+
+/// Fixed leases both, the outer one longer (issue 46, case 3): the inner lease must not shorten
+/// the key below the outer one's end.
+const FIXED_INSIDE_FIXED: Scenario = Scenario {
+    name: "a short fixed lease inside a longer one",
+    futures: &[(Owner::A, &[GetFor(L, 20), GetFor(L, 3), Put, Put])],
+    ..FIXED_INSIDE_WATCHDOG
+};
+
+/// A keeps its guard of a 3-tick lease, as in a slot, acquires again (after the lease ended, or
+/// before), and drops the old guard only then (issue 46, case 2's last pattern).
+const SLOT_REPLACED: Scenario = Scenario {
+    name: "a guard kept in a slot and replaced",
+    futures: &[(Owner::A, &[GetFor(L, 3), Get(L), PutFirst, Put])],
+    ..FIXED_INSIDE_WATCHDOG
+};
+
 /// Larger bounds, behind `#[ignore]`.
 const LARGER: &[Scenario] = &[
     Scenario {
@@ -457,6 +621,17 @@ enum Reply {
     One,
 }
 
+/// What an acquire script did (`lock_wire::Taken`, and a busy lock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Took {
+    /// Took the lock, or re-entered the owner's field.
+    Held,
+    /// Another field holds it.
+    Busy,
+    /// Sent as a re-entry, it found the owner's field gone and wrote nothing.
+    Gone,
+}
+
 #[derive(Debug, Default)]
 struct Redis {
     /// The lock hash: its one field and count (an exclusive lock has one field at a time).
@@ -468,6 +643,11 @@ struct Redis {
     silent_delete: bool,
     /// Force unlocks that deleted a hash so far: a hold granted before the latest was broken by it.
     force_deletes: u32,
+    /// The tick at which the key expires (its TTL), while it exists.
+    expires: Option<u32>,
+    /// The last script gave the key the watchdog's whole lease: a registered field's key is then
+    /// renewed before it ends (a shorter TTL may end before the next renewal).
+    full_lease: bool,
 }
 
 impl Redis {
@@ -482,25 +662,42 @@ impl Redis {
         }
     }
 
-    /// `lock_acquire.lua`: whether `owner` took (or re-entered) the lock.
-    fn acquire(&mut self, owner: Owner) -> bool {
+    /// `lock_acquire.lua`, sent with the count the client knows of (`held_before`): whether
+    /// `owner` took (or re-entered) the lock. A re-entry whose field is gone writes nothing and
+    /// says so (its step 0), unless `says_gone` is false (the script before issue 46, which
+    /// created the field afresh).
+    /// The key is given `ttl` from `now` whenever it takes the lock (the RLock family's scripts
+    /// set the lease they are sent, on re-entry too).
+    fn acquire(
+        &mut self,
+        owner: Owner,
+        (held_before, says_gone): (u32, bool),
+        ttl: u32,
+        now: u32,
+    ) -> Took {
+        if says_gone && held_before > 0 && !self.has(owner) {
+            return Took::Gone;
+        }
         match &mut self.hash {
             None => self.hash = Some((owner, 1)),
             Some((field, count)) if *field == owner => *count += 1,
-            Some(_) => return false,
+            Some(_) => return Took::Busy,
         }
-        true
+        self.set_ttl(ttl, now);
+        Took::Held
     }
 
-    /// `lock_unlock.lua`.
-    fn unlock(&mut self, owner: Owner) -> Reply {
+    /// `lock_unlock.lua`: a partial unlock gives the key `ttl` from `now`.
+    fn unlock(&mut self, owner: Owner, ttl: u32, now: u32) -> Reply {
         match &mut self.hash {
             Some((field, count)) if *field == owner => {
                 *count -= 1;
                 if *count > 0 {
+                    self.set_ttl(ttl, now);
                     return Reply::Zero;
                 }
                 self.hash = None;
+                self.expires = None;
                 self.inbox.push_back(false);
                 Reply::One
             }
@@ -508,11 +705,12 @@ impl Redis {
         }
     }
 
-    /// `lock_hand_off.lua`: `from`'s one hold becomes `to`'s.
-    fn hand_off(&mut self, from: Owner, to: Owner) -> Reply {
+    /// `lock_hand_off.lua`: `from`'s one hold becomes `to`'s, with the waiter's lease (`ttl`).
+    fn hand_off(&mut self, from: Owner, to: Owner, ttl: u32, now: u32) -> Reply {
         match self.hash {
             Some((field, 1)) if field == from => {
                 self.hash = Some((to, 1));
+                self.set_ttl(ttl, now);
                 Reply::One
             }
             Some((field, _)) if field == from => Reply::Zero,
@@ -520,9 +718,16 @@ impl Redis {
         }
     }
 
+    /// `PEXPIRE` of `ttl` ticks from `now`.
+    fn set_ttl(&mut self, ttl: u32, now: u32) {
+        self.expires = Some(now + ttl);
+        self.full_lease = ttl >= WATCHDOG_TICKS;
+    }
+
     /// A force unlock: deletes whoever holds; `Some(field)` if there was a hash.
     fn delete(&mut self, publish: bool) -> Option<Owner> {
         let (field, _) = self.hash.take()?;
+        self.expires = None;
         self.force_deletes += 1;
         if publish {
             self.inbox.push_back(true);
@@ -540,9 +745,13 @@ impl Redis {
 // ---------------------------------------------------------------------------------------------
 // Client 1: the real cohort objects, and a mirror of the engine around them.
 
-/// A lease-lost token as the model knows it: which registration or streak it is (the real tokens
-/// cannot be told apart).
-type TokenId = u32;
+/// A lease-lost token as the model knows it: which registration (the watchdog's generation of it)
+/// or streak (numbered by the model from [`STREAK_TOKENS`]) it is (the real tokens cannot be told
+/// apart).
+type TokenId = u64;
+
+/// The first number of the streaks' tokens, above any registration's generation.
+const STREAK_TOKENS: TokenId = 1 << 40;
 
 /// One guard of client 1: a hold its future believes it has.
 #[derive(Debug)]
@@ -559,25 +768,6 @@ struct Guard {
     excused: bool,
 }
 
-/// The client's count of one owner's holds (its record in `ledger::Ledger`).
-#[derive(Clone, Copy, Debug, Default)]
-struct Hold {
-    count: u32,
-    /// Acquire attempts on the wire (`Ledger::attempting`).
-    reentering: u32,
-}
-
-/// The watchdog's registration of one owner's hold of the key (one entry per renewal, key and
-/// field: the spin lock renews with the reentrant lock's renewal, so an owner's holds through both
-/// share it), made by the owner's record in the ledger.
-#[derive(Debug)]
-struct Entry {
-    token: TokenId,
-    lost: CancellationToken,
-    /// The owner's renewed holds (the ledger's record's watchdog members).
-    holds: u32,
-}
-
 /// The open streak, as the engine holds it.
 #[derive(Debug)]
 struct OpenStreak {
@@ -589,12 +779,18 @@ struct OpenStreak {
     watch: bool,
 }
 
-/// What a release does once its unlock has its reply (`unlock_for_real`, `end_lost`).
+/// What a release does once its unlock has its reply (`release`, `unlock_for_real`, `end_lost`).
 #[derive(Debug, Default)]
 struct After {
     close: Option<Arc<Streak>>,
     /// `Cohorts::released` for this kind and holder.
     released: Option<(ModelKind, Owner)>,
+    /// Other members of the owner's record remain: an unlock that finds no field loses them.
+    others: bool,
+    /// The owner's record ended with this release through this kind: `released_elsewhere`.
+    elsewhere: Option<(ModelKind, Owner)>,
+    /// The lease the unlock gives the key if holds remain, in ticks.
+    ttl: u32,
 }
 
 /// How a lost reply went.
@@ -625,6 +821,8 @@ enum Job {
         root: Owner,
         streak: Option<Arc<Streak>>,
         kind: ModelKind,
+        /// The lease an unlock instead gives the key, in ticks.
+        ttl: u32,
         ran: Option<(Reply, Option<Listening>)>,
     },
 }
@@ -644,20 +842,27 @@ enum Phase {
     /// Past the gate (its re-entry mark, if it holds, taken before it): checks out a connection
     /// and sends its acquire.
     Checkout(ModelKind, Option<Ticket>, bool),
-    /// Its acquire on the wire.
+    /// Its acquire on the wire, sent with the owner's count and its record's generation.
     OnWire {
         kind: ModelKind,
         ticket: Option<Ticket>,
         held_before: u32,
+        record_before: u64,
         reentering: bool,
+        /// The lease it gives the key, in ticks, and the tick it was sent at.
+        ttl: u32,
+        sent_at: u32,
     },
     /// Its acquire ran (or its reply is lost): the reply next.
     Replied {
         kind: ModelKind,
         ticket: Option<Ticket>,
         held_before: u32,
+        record_before: u64,
         reentering: bool,
-        acquired: bool,
+        took: Took,
+        ttl: u32,
+        sent_at: u32,
         /// Force unlocks so far when it ran.
         epoch: u32,
         listening: Option<Listening>,
@@ -683,6 +888,8 @@ struct OwnerFuture {
     pc: usize,
     phase: Phase,
     guards: Vec<Guard>,
+    /// The fixed lease, in ticks, of its current acquisition (`None`: the watchdog's).
+    lease: Option<u32>,
 }
 
 /// Background work of client 1.
@@ -694,12 +901,14 @@ enum Task {
     Undo {
         owner: Owner,
         held_before: u32,
+        /// The lease the acquire (and the undo, should holds remain) gives the key, in ticks.
+        ttl: u32,
         /// The acquire has not run yet (it runs first, or never).
         acquire: bool,
         ran: bool,
     },
     /// An unlock whose outcome is unknown, re-sent under its latch until a reply is seen.
-    Resend { owner: Owner, ran: bool },
+    Resend { owner: Owner, ttl: u32, ran: bool },
 }
 
 /// X, the owner of client 2.
@@ -725,6 +934,8 @@ enum Actor {
     WatchLook,
     /// The streak's watch sees its lease-lost token fired.
     WatchLost,
+    /// Time passes to the next deadline (see [`World::tick`]).
+    Tick,
 }
 
 /// One step: who, and which of its outcomes (lost replies are faults).
@@ -747,9 +958,9 @@ struct World {
     registry: Arc<Registry>,
     /// Keeps the lock's channel subscribed (and live) throughout, as a waiter would.
     _channel: Subscription,
-    holds: BTreeMap<Owner, Hold>,
-    /// The watchdog's registrations, by owner.
-    entries: BTreeMap<Owner, Entry>,
+    /// The client's real hold ledger and watchdog (its renewals' decisions run by the model).
+    ledger: Ledger,
+    watchdog: Watchdog,
     /// Reconciliations in flight, by owner (`crate::reconciling`).
     reconciling: BTreeMap<Owner, u32>,
     streak: Option<OpenStreak>,
@@ -764,6 +975,8 @@ struct World {
     x: XState,
     tasks: Vec<Task>,
     faults: u8,
+    /// The model's clock, in ticks (see [`EPOCH`]).
+    now: u32,
     /// The steps' descriptions, when a trace is wanted.
     log: Option<Vec<String>>,
 }
@@ -793,6 +1006,7 @@ impl World {
                 pc: 0,
                 phase: Phase::Idle,
                 guards: Vec::new(),
+                lease: None,
             });
         }
         Self {
@@ -801,18 +1015,19 @@ impl World {
             cohorts: Cohorts::default(),
             registry,
             _channel: channel,
-            holds: BTreeMap::new(),
-            entries: BTreeMap::new(),
+            ledger: Ledger::default(),
+            watchdog: Watchdog::idle(LEASE),
             reconciling: BTreeMap::new(),
             streak: None,
             holder: None,
             lent: BTreeMap::new(),
             passed: BTreeMap::new(),
-            next_token: 0,
+            next_token: STREAK_TOKENS,
             futures,
             x: XState::default(),
             tasks: Vec::new(),
             faults: scenario.faults,
+            now: 0,
             log: tracing.then(Vec::new),
         }
     }
@@ -841,67 +1056,33 @@ impl World {
         self.next_token
     }
 
-    // -- ledger::Ledger, Reconciling, Watchdog (mirrors) --
+    // -- the real ledger and watchdog, and Reconciling (mirrored) --
+
+    /// What the ledger needs of the lock (`engine::hold::books`): both kinds' holds share the
+    /// reentrant lock's renewal.
+    fn books(&self) -> Books<'_> {
+        Books {
+            watchdog: &self.watchdog,
+            renewal: &RENEWAL,
+            kind: ModelKind::Lock.label(),
+            held: Renewed {
+                key: KEY,
+                scope: KEY,
+                part: &[],
+            },
+        }
+    }
 
     fn count(&self, owner: Owner) -> u32 {
-        self.holds.get(&owner).map_or(0, |hold| hold.count)
+        self.ledger.count(KEY, owner.field())
     }
 
-    fn add_hold(&mut self, owner: Owner) {
-        self.holds.entry(owner).or_default().count += 1;
-    }
-
-    /// `Ledger::leave`: whether there was a hold (a record without members stays while attempts
-    /// of the owner are on the wire).
-    fn remove_hold(&mut self, owner: Owner) -> bool {
-        let Some(hold) = self.holds.get_mut(&owner).filter(|hold| hold.count > 0) else {
-            return false;
-        };
-        hold.count -= 1;
-        if hold.count == 0 && hold.reentering == 0 {
-            let _ = self.holds.remove(&owner);
-        }
-        true
-    }
-
-    /// `Ledger::remove_last`: only a single hold with no re-entry on the wire.
-    fn remove_last(&mut self, owner: Owner) -> bool {
-        if !self
-            .holds
-            .get(&owner)
-            .is_some_and(|hold| hold.count == 1 && hold.reentering == 0)
-        {
-            return false;
-        }
-        let _ = self.holds.remove(&owner);
-        true
-    }
-
-    /// `Ledger::lose`: the record ends; its attempts on the wire stay counted.
-    fn forget_holds(&mut self, owner: Owner) {
-        if let Some(hold) = self.holds.get_mut(&owner) {
-            hold.count = 0;
-            if hold.reentering == 0 {
-                let _ = self.holds.remove(&owner);
-            }
-        }
-    }
-
-    /// `Ledger::attempting`: marks an acquire attempt on the wire, whether or not the owner holds
-    /// (one that holds nothing yet may re-enter a hold another of its futures takes meanwhile).
-    fn mark_reentering(&mut self, owner: Owner) -> bool {
-        self.holds.entry(owner).or_default().reentering += 1;
-        true
-    }
-
-    /// The mark's drop: on whatever record the owner has by then.
-    fn unmark_reentering(&mut self, owner: Owner) {
-        if let Some(hold) = self.holds.get_mut(&owner) {
-            hold.reentering = hold.reentering.saturating_sub(1);
-            if hold.count == 0 && hold.reentering == 0 {
-                let _ = self.holds.remove(&owner);
-            }
-        }
+    /// The token of `owner`'s watchdog registration, if it has one.
+    fn registration(&self, owner: Owner) -> Option<TokenId> {
+        self.watchdog
+            .registrations(KEY)
+            .into_iter()
+            .find_map(|(field, generation)| (field == owner.field()).then_some(generation))
     }
 
     fn pending(&self, owner: Owner) -> bool {
@@ -921,61 +1102,123 @@ impl World {
         }
     }
 
-    /// `Ledger::join`'s registration of the owner's record: the token and its id.
-    fn register(&mut self, owner: Owner) -> (Expiry, TokenId) {
-        if !self.entries.contains_key(&owner) {
-            let token = self.new_token();
-            let _ = self.entries.insert(
-                owner,
-                Entry {
-                    token,
-                    lost: CancellationToken::new(),
-                    holds: 0,
-                },
-            );
-        }
-        let entry = self.entries.get_mut(&owner).expect("just made");
-        entry.holds += 1;
-        (Expiry::watchdog(entry.lost.clone()), entry.token)
-    }
-
-    /// `Ledger::leave`'s deregistration with the record's last renewed member: whether the owner is
-    /// still renewed.
-    fn deregister(&mut self, owner: Owner) -> bool {
-        let Some(entry) = self.entries.get_mut(&owner) else {
-            return false;
-        };
-        entry.holds = entry.holds.saturating_sub(1);
-        if entry.holds == 0 {
-            let _ = self.entries.remove(&owner);
-            return false;
-        }
-        true
-    }
-
-    /// `Watchdog::surely_held`, its clock taken as recent enough.
+    /// `Watchdog::surely_held` of `owner`'s registration: its token and lease-lost token.
     fn surely_held(&self, owner: Owner) -> Option<(TokenId, CancellationToken)> {
-        self.entries
-            .get(&owner)
-            .filter(|entry| !entry.lost.is_cancelled())
-            .map(|entry| (entry.token, entry.lost.clone()))
+        self.watchdog
+            .surely_held(&RENEWAL, KEY, owner.field())
+            .map(|registration| (registration.generation, registration.lost))
     }
 
-    /// `Watchdog::lost` of registration `token`, and `Watchdog::forget` (`None`: every one).
-    fn lose_registration(&mut self, token: Option<TokenId>) {
-        self.entries.retain(|_, entry| {
-            let lost = token.is_none_or(|token| token == entry.token);
-            if lost {
-                entry.lost.cancel();
-            }
-            !lost
+    /// `take_hold`: `Ledger::join` of a hold Redis confirmed, its script sent at tick `sent_at`,
+    /// of the future's `lease` (`None`: the watchdog's), with the token of the registration its
+    /// record has then (0: none, a record of fixed leases only).
+    fn take_hold(&mut self, owner: Owner, lease: Option<u32>, sent_at: u32) -> (Expiry, TokenId) {
+        let until = lease.map(|lease| instant(sent_at + lease));
+        let sent = instant(sent_at);
+        let expiry = self
+            .ledger
+            .join(&self.books(), owner.field(), until, sent, None);
+        (expiry, self.registration(owner).unwrap_or(0))
+    }
+
+    /// Whether the holder of `expiry` knows its hold is lost: its token fired, or its fixed lease
+    /// ended on the model's clock.
+    fn told(&self, expiry: &Expiry) -> bool {
+        expiry.token().is_cancelled()
+            || expiry
+                .fixed_end()
+                .is_some_and(|end| end <= instant(self.now))
+    }
+
+    /// The ticks left of a fixed lease (0 once it ended), for the snapshot.
+    fn left(&self, expiry: &Expiry) -> Option<u64> {
+        let now = instant(self.now);
+        let left = |end: Instant| end.saturating_duration_since(now).as_millis();
+        expiry
+            .fixed_end()
+            .map(|end| u64::try_from(left(end)).unwrap_or(u64::MAX))
+    }
+
+    /// Whether the key cannot expire: its field is renewed before its TTL ends (X's by its own
+    /// watchdog; client 1's by a registration), or a write of client 1 about that field is under
+    /// way (an acquire or a hand-off whose reply registers it, a release): requests take far less
+    /// than a watchdog lease, whose end in the middle of one is the documented window of a client
+    /// paused past its lease. A TTL shorter than the watchdog's lease, which a script may set, can
+    /// end before the next renewal.
+    fn renewed_in_time(&self) -> bool {
+        self.redis.hash.is_some_and(|(field, _)| {
+            field == Owner::X
+                || (self.redis.full_lease
+                    && (self.registration(field).is_some() || self.under_way(field)))
+        })
+    }
+
+    /// Whether a write of client 1 about `field`'s hold is under way: an acquire attempt of its
+    /// owner, a hand-off to it not taken up yet, an unlock or a hand-off of it, an undo or a
+    /// re-sent unlock.
+    fn under_way(&self, field: Owner) -> bool {
+        let attempting = self
+            .ledger
+            .records(KEY)
+            .iter()
+            .any(|(of, _, attempts, ..)| *of == field.field() && *attempts > 0);
+        let releasing = |job: &Job| match job {
+            Job::Decide { owner, .. } => *owner == field,
+            Job::Unlock { field: of, .. } => *of == field,
+            Job::Pass { root, .. } => *root == field,
+        };
+        let in_futures = self.futures.iter().any(|future| match &future.phase {
+            Phase::Job(job) => releasing(job),
+            _ => false,
+        });
+        let in_tasks = self.tasks.iter().any(|task| match task {
+            Task::Release(job) => releasing(job),
+            Task::Undo { owner, .. } | Task::Resend { owner, .. } => *owner == field,
+        });
+        attempting || self.passed.contains_key(&field) || in_futures || in_tasks
+    }
+
+    /// Time passes to the next deadline: a fixed lease ends (its holder knows), or the key expires
+    /// (publishing nothing).
+    fn tick(&mut self) {
+        let Some(deadline) = self.next_deadline() else {
+            return;
+        };
+        self.now = self.now.max(deadline);
+        let expired =
+            self.redis.expires.is_some_and(|at| at <= self.now) && !self.renewed_in_time();
+        if expired {
+            self.redis.hash = None;
+            self.redis.expires = None;
+        }
+        self.note(|w| {
+            format!(
+                "time passes to tick {}: {}",
+                w.now,
+                if expired {
+                    "the key expires"
+                } else {
+                    "a fixed lease ends"
+                }
+            )
         });
     }
 
-    /// `Watchdog::register` as `take_hold` does, with the hold counted.
-    fn take_hold(&mut self, owner: Owner) -> (Expiry, TokenId) {
-        self.add_hold(owner);
-        self.register(owner)
+    /// The next instant something ends by time: a fixed lease of a guard not told yet, or the key's
+    /// TTL (unless it is renewed in time).
+    fn next_deadline(&self) -> Option<u32> {
+        let ends = self
+            .futures
+            .iter()
+            .flat_map(|future| &future.guards)
+            .filter(|guard| !self.told(&guard.expiry))
+            .filter_map(|guard| guard.expiry.fixed_end())
+            .map(|end| {
+                let ticks = end.saturating_duration_since(*EPOCH).as_millis();
+                u32::try_from(ticks).unwrap_or(u32::MAX)
+            });
+        let key = self.redis.expires.filter(|_| !self.renewed_in_time());
+        ends.chain(key).min()
     }
 
     // -- the cohort calls whose effect on the queue's holder the model follows --
@@ -1010,6 +1253,16 @@ impl World {
         self.cohorts
             .released(KEY, kind.label(), owner.field(), None);
         if kind.hands_off() {
+            let token = self.holder.map_or(0, |(_, token)| token);
+            self.follow_holder(owner, token);
+        }
+    }
+
+    /// `Cohorts::released_elsewhere`: the owner's record ended through `kind`.
+    fn released_elsewhere(&mut self, kind: ModelKind, owner: Owner) {
+        self.cohorts
+            .released_elsewhere(KEY, kind.label(), owner.field());
+        if !kind.hands_off() {
             let token = self.holder.map_or(0, |(_, token)| token);
             self.follow_holder(owner, token);
         }
@@ -1073,14 +1326,20 @@ impl World {
         let owner = self.futures[i].owner;
         // The lent holder's re-entry is counted in the streak; anyone else waits (a one-shot try
         // would fail here, and none is modelled).
+        let mut record = 0;
         if self.consults_streak(kind)
             && let Some(streak) = self.cohorts.streak_on(KEY)
             && streak.is_held_by(owner.field())
-            && streak.reenter(owner.field(), || self.add_hold(owner))
+            && streak.reenter(owner.field(), || {
+                record = self
+                    .ledger
+                    .lend(KEY, owner.field(), streak.expiry().token());
+            })
         {
             let token = self.streak_token(&streak);
             let (_, excused, epoch) = self.lent[&owner];
-            self.acquired(i, kind, (streak.expiry(), token), epoch, excused);
+            let expiry = streak.expiry().in_record(record);
+            self.acquired(i, kind, (expiry, token), epoch, excused);
             self.note(|w| {
                 format!(
                     "{} {kind:?}: re-enters the lent hold, counted in the streak",
@@ -1090,9 +1349,14 @@ impl World {
             return;
         }
         if kind.hands_off() && self.count(owner) == 0 {
-            let ticket = self
-                .cohorts
-                .join(KEY, kind.label(), owner.field(), LEASE, true);
+            let lease = self.futures[i].lease;
+            let ticket = self.cohorts.join(
+                KEY,
+                kind.label(),
+                owner.field(),
+                lease.map_or(LEASE, fixed),
+                lease.is_none(),
+            );
             self.note(|w| {
                 format!(
                     "{} {kind:?}: joins the local queue{}",
@@ -1136,7 +1400,7 @@ impl World {
                 }
                 Step::Passed { .. } => {
                     queued.take();
-                    let (expiry, token) = self.take_hold(owner);
+                    let (expiry, token) = self.take_hold(owner, self.futures[i].lease, self.now);
                     self.cohorts
                         .took_over(KEY, kind.label(), owner.field(), expiry.clone());
                     self.follow_holder(owner, token);
@@ -1150,6 +1414,7 @@ impl World {
                 }
                 Step::Lent => {
                     if let Some(expiry) = queued.take_lent() {
+                        let expiry = expiry.in_record(self.ledger.generation(KEY, owner.field()));
                         let (token, excused, epoch) = self.lent[&owner];
                         assert_eq!(
                             self.holder,
@@ -1164,7 +1429,10 @@ impl World {
                         return;
                     }
                     // The streak ended before the hold was taken up: it holds nothing.
-                    let _ = self.remove_hold(owner);
+                    let now = instant(self.now);
+                    let _ = self
+                        .ledger
+                        .leave_at(&self.books(), owner.field(), None, now);
                     self.note(|w| {
                         format!(
                             "{}: lent a hold it is no longer the holder of; tries",
@@ -1177,7 +1445,8 @@ impl World {
         }
         // The re-entry mark is taken before the gate (engine/acquire.rs), so that a hold lent
         // from now on waits for this attempt.
-        let reentering = self.mark_reentering(owner);
+        self.ledger.attempt_sent(KEY, owner.field());
+        let reentering = true;
         if self.consults_streak(kind)
             && self
                 .cohorts
@@ -1185,7 +1454,7 @@ impl World {
                 .is_some_and(|streak| !streak.is_held_by(owner.field()))
         {
             if reentering {
-                self.unmark_reentering(owner);
+                self.ledger.attempt_ended(KEY, owner.field());
             }
             self.note(|w| {
                 format!(
@@ -1209,7 +1478,12 @@ impl World {
         reentering: bool,
     ) {
         let owner = self.futures[i].owner;
-        let held_before = self.count(owner);
+        let lease = self.futures[i].lease.map_or(LEASE, fixed);
+        let now = instant(self.now);
+        let sending = self
+            .ledger
+            .sending_at(KEY, owner.field(), lease, LEASE, now);
+        let held_before = sending.held_before;
         self.note(|w| {
             format!(
                 "{}: sends its acquire (holds {held_before}{})",
@@ -1217,11 +1491,15 @@ impl World {
                 if reentering { ", re-entry marked" } else { "" }
             )
         });
+        // The RLock family's scripts are sent the lease that covers the owner's other holds.
         self.futures[i].phase = Phase::OnWire {
             kind,
             ticket,
             held_before,
+            record_before: sending.generation,
             reentering,
+            ttl: ttl_ticks(sending.covering),
+            sent_at: self.now,
         };
     }
 
@@ -1233,34 +1511,40 @@ impl World {
             kind,
             ticket,
             held_before,
+            record_before,
             reentering,
+            ttl,
+            sent_at,
         } = phase
         else {
             unreachable!()
         };
         let owner = self.futures[i].owner;
         let listening = self.registry.listen(CHANNEL);
-        let (acquired, lost) = match choice {
-            NORMAL => (self.redis.acquire(owner), None),
+        let says_gone = !self.reverted(Revert::ReentryUntold);
+        let (sent, now) = ((held_before, says_gone), self.now);
+        let (took, lost) = match choice {
+            NORMAL => (self.redis.acquire(owner, sent, ttl, now), None),
             LOST_RAN => {
                 self.faults -= 1;
-                let _ = self.redis.acquire(owner);
-                (false, Some(Lost::Ran))
+                let _ = self.redis.acquire(owner, sent, ttl, now);
+                (Took::Busy, Some(Lost::Ran))
             }
             _ => {
                 self.faults -= 1;
-                (false, Some(Lost::Pending))
+                (Took::Busy, Some(Lost::Pending))
             }
         };
         self.note(|w| {
             format!(
                 "Redis: {}'s acquire {}; Redis holds {:?}",
                 w.futures[i].name,
-                match (lost, acquired) {
+                match (lost, took) {
                     (Some(Lost::Ran), _) => "runs, its reply is lost",
                     (Some(Lost::Pending), _) => "is delayed, its reply lost",
-                    (None, true) => "takes the lock",
-                    (None, false) => "finds it busy",
+                    (None, Took::Held) => "takes the lock",
+                    (None, Took::Busy) => "finds it busy",
+                    (None, Took::Gone) => "finds the owner's field gone, writes nothing",
                 },
                 w.redis.hash
             )
@@ -1269,8 +1553,11 @@ impl World {
             kind,
             ticket,
             held_before,
+            record_before,
             reentering,
-            acquired,
+            took,
+            ttl,
+            sent_at,
             epoch: self.redis.force_deletes,
             listening,
             lost,
@@ -1284,8 +1571,11 @@ impl World {
             kind,
             ticket,
             held_before,
+            record_before,
             reentering,
-            acquired,
+            took,
+            ttl,
+            sent_at,
             epoch,
             listening,
             lost,
@@ -1294,6 +1584,22 @@ impl World {
             unreachable!()
         };
         let owner = self.futures[i].owner;
+        if lost.is_none() && took == Took::Gone {
+            // `attempt_on`: the hold the owner's record counted on was deleted; its members are
+            // told now, and the attempt goes again, as a fresh acquisition (`attempt`'s loop: the
+            // attempt's mark stays).
+            self.ledger
+                .lose(&self.books(), owner.field(), Some(record_before));
+            self.note(|w| {
+                format!(
+                    "{}: its field was gone: its record is lost, it tries again",
+                    w.futures[i].name
+                )
+            });
+            self.futures[i].phase = Phase::Checkout(kind, ticket, reentering);
+            return;
+        }
+        let acquired = took == Took::Held;
         if let Some(lost) = lost {
             // `Written::Unknown`: the armed undo goes out behind the acquire, and holds the owner
             // back until it has run; the re-entry mark goes; the acquisition fails.
@@ -1301,11 +1607,12 @@ impl World {
             self.tasks.push(Task::Undo {
                 owner,
                 held_before,
+                ttl,
                 acquire: lost == Lost::Pending,
                 ran: false,
             });
             if reentering {
-                self.unmark_reentering(owner);
+                self.ledger.attempt_ended(KEY, owner.field());
             }
             if let Some(ticket) = ticket {
                 ticket.tried(None, listening);
@@ -1320,9 +1627,10 @@ impl World {
             });
             return;
         }
-        let expiry = acquired.then(|| self.take_hold(owner));
+        let lease = self.futures[i].lease;
+        let expiry = acquired.then(|| self.take_hold(owner, lease, sent_at));
         if reentering {
-            self.unmark_reentering(owner);
+            self.ledger.attempt_ended(KEY, owner.field());
         }
         match (ticket, &expiry) {
             (Some(ticket), _) => {
@@ -1364,9 +1672,9 @@ impl World {
 
     // -- engine/release.rs and engine/hand_off.rs --
 
-    /// `release` up to its first write: the job left (an unlock or a hand-off on the wire), or
-    /// none.
-    fn release(&mut self, owner: Owner, kind: ModelKind) -> Option<Job> {
+    /// `release` of `member` (a guard's hold, or any of the owner's) up to its first write: the job
+    /// left (an unlock or a hand-off on the wire), or none.
+    fn release(&mut self, owner: Owner, kind: ModelKind, member: Option<&Expiry>) -> Option<Job> {
         let field = owner.field();
         let streak = self.cohorts.streak_on(KEY);
         // The previous code took the streak's path only for a holder whose field was not the
@@ -1377,8 +1685,9 @@ impl World {
                 .is_some_and(|streak| streak.root == field && streak.is_held_by(field));
         if let Some(streak) = streak.filter(|_| !plain_root) {
             let released = streak.release(field, || {
-                let _ = self.remove_hold(owner);
-                self.count(owner) == 0
+                let now = instant(self.now);
+                let left = self.ledger.leave_at(&self.books(), field, member, now);
+                !matches!(left, Left::Partially { .. })
             });
             return match released {
                 StreakRelease::Partially => {
@@ -1388,7 +1697,7 @@ impl World {
                     None
                 }
                 StreakRelease::NotHolder => {
-                    self.forget_holds(owner);
+                    self.ledger.lose(&self.books(), field, None);
                     if kind.hands_off() {
                         self.released(kind, owner);
                     }
@@ -1401,6 +1710,10 @@ impl World {
                 }
                 StreakRelease::Last => self.release_streak(owner, kind, &streak),
             };
+        }
+        if self.ledger.is_stale(KEY, field, member) {
+            self.note(|_| format!("{owner:?} {kind:?}: its record ended: NotOwner, nothing sent"));
+            return None;
         }
         let last = self.count(owner) <= 1;
         let next = (last && kind.hands_off()).then(|| {
@@ -1418,27 +1731,46 @@ impl World {
             }
             next => next,
         };
-        let taken = self.remove_hold(owner);
-        if !taken && self.cohorts.streak_on(KEY).is_some() {
-            self.note(|_| format!("{owner:?}: its hold was lent meanwhile: NotOwner"));
-            if let Some(Next::HandOff(claim)) = next {
-                drop(claim);
+        let now = instant(self.now);
+        let left = self.ledger.leave_at(&self.books(), field, member, now);
+        let ended = matches!(left, Left::Last { .. });
+        let ttl = match &left {
+            Left::Partially { lease, .. } | Left::Last { lease, .. } => ttl_ticks(*lease),
+            Left::Stale | Left::Unknown => WATCHDOG_TICKS,
+        };
+        let others = match left {
+            Left::Stale => {
+                self.note(|_| format!("{owner:?}: its record ended meanwhile: NotOwner"));
+                return None;
             }
-            return None;
-        }
-        let _renewing = self.deregister(owner);
+            Left::Unknown if self.cohorts.streak_on(KEY).is_some() => {
+                self.note(|_| format!("{owner:?}: its hold was lent meanwhile: NotOwner"));
+                if let Some(Next::HandOff(claim)) = next {
+                    drop(claim);
+                }
+                return None;
+            }
+            Left::Partially { .. } => true,
+            Left::Unknown | Left::Last { .. } => false,
+        };
+        let elsewhere = ended.then_some((kind, owner));
         match next {
             None => {
                 self.note(|_| format!("{owner:?} {kind:?}: sends the unlock of its field"));
                 Some(Job::Unlock {
                     field: owner,
-                    after: After::default(),
+                    after: After {
+                        others,
+                        elsewhere,
+                        ttl,
+                        ..After::default()
+                    },
                     ran: None,
                 })
             }
-            Some(Next::HandOff(claim)) => Some(self.pass(owner, owner, claim, None, kind)),
+            Some(Next::HandOff(claim)) => Some(self.pass((owner, owner), claim, None, kind, ttl)),
             Some(Next::Release { .. } | Next::AlreadyPassing) => {
-                Some(self.unlock_for_real(owner, owner, None, kind))
+                Some(self.unlock_for_real((owner, owner), None, kind, ttl))
             }
         }
     }
@@ -1458,13 +1790,10 @@ impl World {
         let Some((generation, lost)) = registration else {
             return Err(claim);
         };
-        let Some(streak) = self.cohorts.open_streak(
-            KEY,
-            holder.field(),
-            u64::from(generation),
-            &lost,
-            Instant::now(),
-        ) else {
+        let Some(streak) =
+            self.cohorts
+                .open_streak(KEY, holder.field(), generation, &lost, Instant::now())
+        else {
             return Err(claim);
         };
         let token = self.new_token();
@@ -1474,7 +1803,7 @@ impl World {
             parent: generation,
             watch: false,
         });
-        if !self.remove_last(holder) || !streak.lend_to(claim.field()) {
+        if !self.ledger.remove_last(KEY, holder.field()) || !streak.lend_to(claim.field()) {
             self.close_streak(&streak);
             return Err(claim);
         }
@@ -1491,7 +1820,7 @@ impl World {
         let root = Owner::of(&streak.root);
         let registration = self
             .surely_held(root)
-            .filter(|&(generation, _)| u64::from(generation) == streak.generation);
+            .filter(|&(generation, _)| generation == streak.generation);
         if !(registration.is_some() && self.lendable(&claim) && streak.lend_to(claim.field())) {
             return Err(claim);
         }
@@ -1508,7 +1837,7 @@ impl World {
             .lent
             .insert(to, (token, excused, self.redis.force_deletes));
         // `hand_off::count_lent`: the lent hold is counted as it is lent.
-        self.add_hold(to);
+        let _ = self.ledger.lend(KEY, to.field(), streak.expiry().token());
         let taken = claim.lend(streak);
         self.follow_holder(to, token);
         self.note(|_| {
@@ -1559,29 +1888,32 @@ impl World {
             return None;
         }
         let root = Owner::of(&streak.root);
-        let _ = self.deregister(root);
+        self.watchdog.deregister(&RENEWAL, KEY, root.field());
         match next {
             Next::HandOff(claim) => {
-                Some(self.pass(holder, root, claim, Some(streak.clone()), kind))
+                let streak = Some(streak.clone());
+                Some(self.pass((holder, root), claim, streak, kind, WATCHDOG_TICKS))
             }
             Next::Release { .. } | Next::AlreadyPassing => {
-                Some(self.unlock_for_real(holder, root, Some(streak.clone()), kind))
+                let streak = Some(streak.clone());
+                Some(self.unlock_for_real((holder, root), streak, kind, WATCHDOG_TICKS))
             }
         }
     }
 
-    /// `pass` up to the script on the wire.
+    /// `pass` of `root`'s field, released by `holder`, up to the script on the wire; `ttl` is the
+    /// lease an unlock instead gives the key.
     fn pass(
         &mut self,
-        holder: Owner,
-        root: Owner,
+        (holder, root): (Owner, Owner),
         claim: Claim,
         streak: Option<Arc<Streak>>,
         kind: ModelKind,
+        ttl: u32,
     ) -> Job {
         if self.pending(Owner::of(claim.field())) {
             claim.failed();
-            return self.unlock_for_real(holder, root, streak, kind);
+            return self.unlock_for_real((holder, root), streak, kind, ttl);
         }
         self.note(|_| {
             format!(
@@ -1595,6 +1927,7 @@ impl World {
             root,
             streak,
             kind,
+            ttl,
             ran: None,
         }
     }
@@ -1602,10 +1935,10 @@ impl World {
     /// `unlock_for_real` up to the unlock on the wire.
     fn unlock_for_real(
         &mut self,
-        holder: Owner,
-        root: Owner,
+        (holder, root): (Owner, Owner),
         streak: Option<Arc<Streak>>,
         kind: ModelKind,
+        ttl: u32,
     ) -> Job {
         self.note(|_| {
             format!(
@@ -1622,6 +1955,8 @@ impl World {
             after: After {
                 close: streak,
                 released: kind.hands_off().then_some((kind, holder)),
+                ttl,
+                ..After::default()
             },
             ran: None,
         }
@@ -1630,17 +1965,18 @@ impl World {
     /// One step of a release under way; what is left of it.
     fn step_job(&mut self, job: Job, choice: u8) -> Option<Job> {
         match job {
-            Job::Decide { owner, kind } => self.release(owner, kind),
+            Job::Decide { owner, kind } => self.release(owner, kind, None),
             Job::Unlock {
                 field,
                 after,
                 ran: None,
             } => {
+                let (ttl, now) = (after.ttl, self.now);
                 let ran = match choice {
-                    NORMAL => (self.redis.unlock(field), None),
+                    NORMAL => (self.redis.unlock(field, ttl, now), None),
                     LOST_RAN => {
                         self.faults -= 1;
-                        (self.redis.unlock(field), Some(Lost::Ran))
+                        (self.redis.unlock(field, ttl, now), Some(Lost::Ran))
                     }
                     _ => {
                         self.faults -= 1;
@@ -1667,13 +2003,14 @@ impl World {
             Job::Unlock {
                 field,
                 after,
-                ran: Some((_, lost)),
+                ran: Some((reply, lost)),
             } => {
                 if let Some(lost) = lost {
                     // `Latched::Unknown`: re-sent in the background, the owner held back.
                     self.begin_reconciling(field);
                     self.tasks.push(Task::Resend {
                         owner: field,
+                        ttl: after.ttl,
                         ran: lost == Lost::Ran,
                     });
                 }
@@ -1682,6 +2019,15 @@ impl World {
                 }
                 if let Some((kind, holder)) = after.released {
                     self.released(kind, holder);
+                }
+                if after.others && reply == Reply::Nil && lost.is_none() {
+                    // `release`: Redis no longer has the field the owner's other holds count on.
+                    self.ledger.lose(&self.books(), field.field(), None);
+                }
+                if let Some((kind, holder)) = after.elsewhere
+                    && !self.reverted(Revert::NotReleasedElsewhere)
+                {
+                    self.released_elsewhere(kind, holder);
                 }
                 self.note(|_| {
                     format!(
@@ -1701,11 +2047,13 @@ impl World {
                 root,
                 streak,
                 kind,
+                ttl,
                 ran: None,
             } => {
                 let to = Owner::of(claim.field());
                 let listening = self.registry.listen(CHANNEL);
-                let reply = self.redis.hand_off(root, to);
+                let waiters = ttl_ticks(claim.lease());
+                let reply = self.redis.hand_off(root, to, waiters, self.now);
                 if reply == Reply::One {
                     let _ = self.passed.insert(to, self.redis.force_deletes);
                 }
@@ -1721,6 +2069,7 @@ impl World {
                     root,
                     streak,
                     kind,
+                    ttl,
                     ran: Some((reply, listening)),
                 })
             }
@@ -1730,6 +2079,7 @@ impl World {
                 root,
                 streak,
                 kind,
+                ttl,
                 ran: Some((reply, listening)),
             } => match reply {
                 Reply::One => {
@@ -1750,7 +2100,7 @@ impl World {
                 }
                 Reply::Zero => {
                     claim.failed();
-                    Some(self.unlock_for_real(holder, root, streak, kind))
+                    Some(self.unlock_for_real((holder, root), streak, kind, ttl))
                 }
                 Reply::Nil => {
                     claim.failed();
@@ -1772,7 +2122,7 @@ impl World {
         if let Some(streak) = &streak {
             streak.lose();
         }
-        self.lose_registration(None);
+        self.ledger.lose_scope(&self.watchdog, KEY);
         self.note(|w| {
             format!(
                 "{}: force unlock{}; sends DEL",
@@ -1797,16 +2147,29 @@ impl World {
                 let op = self.futures[i].program[self.futures[i].pc];
                 self.futures[i].pc += 1;
                 match op {
-                    Op::Lock(kind) => self.begin_acquire(i, kind),
-                    Op::Unlock => {
-                        let guard = self.futures[i].guards.pop().expect("a guard to release");
+                    Op::Lock(kind) => {
+                        self.futures[i].lease = None;
+                        self.begin_acquire(i, kind);
+                    }
+                    Op::LockFor(kind, ticks) => {
+                        self.futures[i].lease = Some(ticks);
+                        self.begin_acquire(i, kind);
+                    }
+                    Op::Unlock | Op::UnlockFirst => {
+                        let guards = &mut self.futures[i].guards;
+                        let guard = if matches!(op, Op::Unlock) {
+                            guards.pop()
+                        } else {
+                            (!guards.is_empty()).then(|| guards.remove(0))
+                        };
+                        let guard = guard.expect("a guard to release");
                         self.note(|w| {
                             format!(
                                 "{}: unlock() of its {:?} guard",
                                 w.futures[i].name, guard.kind
                             )
                         });
-                        let job = self.release(owner, guard.kind);
+                        let job = self.release(owner, guard.kind, Some(&guard.expiry));
                         self.futures[i].phase = job.map_or(Phase::Idle, Phase::Job);
                     }
                     Op::ForceUnlock => self.begin_force(i),
@@ -1845,13 +2208,18 @@ impl World {
         self.x.pc += 1;
         match op {
             XOp::Lock => {
-                assert!(self.redis.acquire(Owner::X), "X tries only when it is free");
+                assert_eq!(
+                    self.redis
+                        .acquire(Owner::X, (0, true), WATCHDOG_TICKS, self.now),
+                    Took::Held,
+                    "X tries only when it is free"
+                );
                 self.x.holding = true;
                 self.x.epoch = self.redis.force_deletes;
                 self.note(|_| "X: takes the lock in Redis".to_owned());
             }
             XOp::Unlock => {
-                let reply = self.redis.unlock(Owner::X);
+                let reply = self.redis.unlock(Owner::X, WATCHDOG_TICKS, self.now);
                 self.x.holding = false;
                 self.note(|_| format!("X: unlocks ({reply:?})"));
             }
@@ -1884,12 +2252,15 @@ impl World {
             Task::Undo {
                 owner,
                 held_before,
+                ttl,
                 acquire: true,
                 ran,
             } => {
                 // The delayed acquire runs ahead of its undo (`choice` 0), or never did (1).
                 if choice == 0 {
-                    let _ = self.redis.acquire(owner);
+                    let says_gone = !self.reverted(Revert::ReentryUntold);
+                    let sent = (held_before, says_gone);
+                    let _ = self.redis.acquire(owner, sent, ttl, self.now);
                 }
                 self.note(|w| {
                     format!(
@@ -1907,6 +2278,7 @@ impl World {
                     Task::Undo {
                         owner,
                         held_before,
+                        ttl,
                         acquire: false,
                         ran,
                     },
@@ -1915,13 +2287,14 @@ impl World {
             Task::Undo {
                 owner,
                 held_before,
+                ttl,
                 acquire: false,
                 ran: false,
             } => {
                 // `lock_undo_acquire.lua`.
                 let count = self.redis.count(owner);
                 if count > held_before {
-                    let _ = self.redis.unlock(owner);
+                    let _ = self.redis.unlock(owner, ttl, self.now);
                 }
                 self.note(|w| {
                     format!(
@@ -1934,6 +2307,7 @@ impl World {
                     Task::Undo {
                         owner,
                         held_before,
+                        ttl,
                         acquire: false,
                         ran: true,
                     },
@@ -1943,9 +2317,9 @@ impl World {
                 self.end_reconciling(owner);
                 self.note(|_| format!("{owner:?}'s undo is answered"));
             }
-            Task::Resend { owner, ran } => {
+            Task::Resend { owner, ttl, ran } => {
                 if !ran {
-                    let _ = self.redis.unlock(owner);
+                    let _ = self.redis.unlock(owner, ttl, self.now);
                 }
                 self.end_reconciling(owner);
                 self.note(|w| {
@@ -1967,14 +2341,10 @@ impl World {
     /// A renewal round: each registration whose owner's field is gone is lost (renewal is per
     /// owner), the others are renewed.
     fn renew(&mut self) {
-        let gone: Vec<TokenId> = self
-            .entries
-            .iter()
-            .filter(|&(&owner, _)| !self.redis.has(owner))
-            .map(|(_, entry)| entry.token)
-            .collect();
-        for token in gone {
-            self.lose_registration(Some(token));
+        for (field, generation) in self.watchdog.registrations(KEY) {
+            let held = self.redis.has(Owner::of(&field));
+            self.watchdog
+                .renewal_replied(&RENEWAL, (KEY, &field, generation), held);
         }
         self.note(|_| "the watchdog's renewal finds a field gone: its lease lost".to_owned());
     }
@@ -1990,13 +2360,16 @@ impl World {
             return;
         }
         streak.lose();
-        self.lose_registration(Some(parent));
+        self.watchdog
+            .lost(&RENEWAL, KEY, &streak.root, streak.generation);
+        let _ = parent;
         let root = Owner::of(&streak.root);
         self.tasks.push(Task::Release(Job::Unlock {
             field: root,
             after: After {
                 close: Some(streak),
-                released: None,
+                ttl: WATCHDOG_TICKS,
+                ..After::default()
             },
             ran: None,
         }));
@@ -2009,6 +2382,7 @@ impl World {
             Actor::Task(i) => self.step_task(usize::from(i), action.choice),
             Actor::Deliver => self.deliver(),
             Actor::Renew => self.renew(),
+            Actor::Tick => self.tick(),
             Actor::WatchLook => {
                 if action.choice == 1 {
                     self.faults -= 1;
@@ -2051,7 +2425,7 @@ impl World {
             let ready = match &future.phase {
                 Phase::Idle => match future.program.get(future.pc) {
                     None => false,
-                    Some(Op::Unlock) => !self.pending(future.owner),
+                    Some(Op::Unlock | Op::UnlockFirst) => !self.pending(future.owner),
                     Some(_) => true,
                 },
                 Phase::Queued(_, ticket) => at_head(ticket),
@@ -2093,8 +2467,15 @@ impl World {
         if !self.redis.inbox.is_empty() {
             push(Actor::Deliver, &[NORMAL]);
         }
-        if self.entries.keys().any(|&owner| !self.redis.has(owner)) {
+        let registrations = self.watchdog.registrations(KEY);
+        if registrations
+            .iter()
+            .any(|(field, _)| !self.redis.has(Owner::of(field)))
+        {
             push(Actor::Renew, &[NORMAL]);
+        }
+        if self.next_deadline().is_some() {
+            push(Actor::Tick, &[NORMAL]);
         }
         if let Some(open) = self.streak.as_ref().filter(|open| open.watch) {
             if !open.streak.is_ending() {
@@ -2153,7 +2534,7 @@ impl World {
         let mut believers = BTreeSet::new();
         for future in &self.futures {
             for guard in &future.guards {
-                if !guard.expiry.is_lost() && !self.broken(guard.epoch) && !guard.excused {
+                if !self.told(&guard.expiry) && !self.broken(guard.epoch) && !guard.excused {
                     let _ = believers.insert(future.owner);
                 }
             }
@@ -2168,12 +2549,34 @@ impl World {
                 self.redis.hash
             ));
         }
+        // 3. An owner that acquired again after a delete of its hold (the acquire's script found its
+        //    field gone, or its attempt created it afresh) has told its guards of the deleted one.
         for future in &self.futures {
             for guard in &future.guards {
-                if guard.expiry.is_lost() {
+                if self.told(&guard.expiry) || !self.broken(guard.epoch) || guard.excused {
                     continue;
                 }
-                let (backed_by, teller) = match self.class(guard.token) {
+                let reacquired = self
+                    .futures
+                    .iter()
+                    .filter(|other| other.owner == future.owner)
+                    .flat_map(|other| &other.guards)
+                    .any(|later| later.epoch > guard.epoch && !self.told(&later.expiry));
+                if reacquired {
+                    return Some(format!(
+                        "{}'s {:?} guard, whose hold was deleted, is not told, though its owner \
+                         acquired again after the delete (Redis holds {:?})",
+                        future.name, guard.kind, self.redis.hash
+                    ));
+                }
+            }
+        }
+        for future in &self.futures {
+            for guard in &future.guards {
+                if self.told(&guard.expiry) {
+                    continue;
+                }
+                let (backed_by, teller) = match self.guard_class(future.owner, guard) {
                     TokenClass::Streak => (
                         Owner::of(&self.streak.as_ref().expect("open").streak.root),
                         true,
@@ -2181,7 +2584,12 @@ impl World {
                     // The watchdog renews per owner: its registration fires once a renewal finds
                     // the owner's field gone, whoever else of the client holds the key.
                     TokenClass::Entry => (future.owner, true),
-                    TokenClass::Dead => (future.owner, false),
+                    // A fixed lease is renewed by nobody: a delete of its hold is told at its end
+                    // (documented), any other loss before its end is not.
+                    TokenClass::Dead => (
+                        future.owner,
+                        guard.expiry.fixed_end().is_some() && self.broken(guard.epoch),
+                    ),
                 };
                 if !self.redis.has(backed_by) && !teller {
                     return Some(format!(
@@ -2195,14 +2603,67 @@ impl World {
         None
     }
 
+    /// What is left undone in a state where nothing can take a step, in words: a future that has
+    /// not run its program to its end (a waiter stranded), X's, or a background task.
+    fn stuck(&self) -> Option<String> {
+        let waiting: Vec<&str> = self
+            .futures
+            .iter()
+            .filter(|future| {
+                !matches!(future.phase, Phase::Failed)
+                    && (future.pc < future.program.len() || !matches!(future.phase, Phase::Idle))
+            })
+            .map(|future| future.name.as_str())
+            .collect();
+        if !waiting.is_empty() {
+            return Some(format!(
+                "{waiting:?} can take no step and have not finished (Redis holds {:?})",
+                self.redis.hash
+            ));
+        }
+        if self.x.pc < self.scenario.x.len() {
+            return Some(format!(
+                "X can never take the lock: Redis holds {:?} for good",
+                self.redis.hash
+            ));
+        }
+        if !self.tasks.is_empty() {
+            return Some(format!(
+                "{} background tasks never finish",
+                self.tasks.len()
+            ));
+        }
+        None
+    }
+
     /// Whether a hold granted at `epoch` was deleted by a force unlock since.
     fn broken(&self, epoch: u32) -> bool {
         epoch < self.redis.force_deletes
     }
 
+    /// Where the token of `owner`'s `guard` comes from: the open streak's, or its record's, which
+    /// the watchdog's registration of the owner fires while the record is current.
+    fn guard_class(&self, owner: Owner, guard: &Guard) -> TokenClass {
+        if guard.token >= STREAK_TOKENS {
+            return self.class(guard.token);
+        }
+        let current = !self
+            .ledger
+            .is_stale(KEY, owner.field(), Some(&guard.expiry));
+        if current && self.registration(owner).is_some() {
+            TokenClass::Entry
+        } else {
+            TokenClass::Dead
+        }
+    }
+
     /// Where a live token comes from.
     fn class(&self, token: TokenId) -> TokenClass {
-        if self.entries.values().any(|entry| entry.token == token) {
+        let registered = self.watchdog.registrations(KEY);
+        if registered
+            .iter()
+            .any(|&(_, generation)| generation == token)
+        {
             TokenClass::Entry
         } else if self.streak.as_ref().is_some_and(|open| open.token == token) {
             TokenClass::Streak
@@ -2231,7 +2692,7 @@ impl World {
                 .map_or(u8::MAX, |i| u8::try_from(i).expect("few futures"))
         };
         let token = |id: TokenId, expiry: &Expiry| -> u8 {
-            if expiry.is_lost() {
+            if self.told(expiry) {
                 0
             } else {
                 self.class(id) as u8
@@ -2290,9 +2751,10 @@ impl World {
                 phase,
                 lost: open.streak.lost.is_cancelled(),
                 parent_registered: self
-                    .entries
-                    .values()
-                    .any(|entry| entry.token == open.parent),
+                    .watchdog
+                    .registrations(KEY)
+                    .iter()
+                    .any(|&(_, generation)| generation == open.parent),
                 watch: open.watch,
             }
         });
@@ -2309,6 +2771,9 @@ impl World {
                 field: *field,
                 close: current(&after.close),
                 released: after.released,
+                others: after.others,
+                elsewhere: after.elsewhere,
+                ttl: after.ttl,
                 ran: *ran,
             },
             Job::Pass {
@@ -2317,6 +2782,7 @@ impl World {
                 root,
                 streak,
                 kind,
+                ttl,
                 ran,
             } => JobSnap::Pass {
                 to: whose(&claim.waiter),
@@ -2326,11 +2792,15 @@ impl World {
                 root: *root,
                 streak: current(streak),
                 kind: *kind,
+                ttl: *ttl,
                 ran: ran.as_ref().map(|(reply, listening)| {
                     (*reply, listening.as_ref().map(Listening::unchanged))
                 }),
             },
         };
+        // Record generations are not canonical: whether an attempt's record is still its owner's is.
+        let current_record =
+            |owner: Owner, record: u64| self.ledger.generation(KEY, owner.field()) == record;
         let futures = self
             .futures
             .iter()
@@ -2350,19 +2820,26 @@ impl World {
                         kind,
                         ticket,
                         held_before,
+                        record_before,
                         reentering,
+                        ttl,
+                        sent_at,
                     } => PhaseSnap::OnWire(
                         *kind,
                         ticket.as_ref().map(slot),
-                        *held_before,
+                        (*held_before, current_record(future.owner, *record_before)),
                         *reentering,
+                        (*ttl, self.now - sent_at),
                     ),
                     Phase::Replied {
                         kind,
                         ticket,
                         held_before,
+                        record_before,
                         reentering,
-                        acquired,
+                        took,
+                        ttl,
+                        sent_at,
                         epoch,
                         listening,
                         lost,
@@ -2370,8 +2847,10 @@ impl World {
                         kind: *kind,
                         slot: ticket.as_ref().map(slot),
                         held_before: *held_before,
+                        record_before: current_record(future.owner, *record_before),
                         reentering: *reentering,
-                        acquired: *acquired,
+                        took: *took,
+                        sent: (*ttl, self.now - sent_at),
                         broken: self.broken(*epoch),
                         listening: listening.as_ref().map(Listening::unchanged),
                         lost: *lost,
@@ -2382,6 +2861,7 @@ impl World {
                 };
                 FutureSnap {
                     pc: future.pc,
+                    lease: future.lease,
                     phase,
                     guards: future
                         .guards
@@ -2389,9 +2869,19 @@ impl World {
                         .map(|guard| {
                             (
                                 guard.kind,
-                                token(guard.token, &guard.expiry),
+                                if self.told(&guard.expiry) {
+                                    0
+                                } else {
+                                    self.guard_class(future.owner, guard) as u8
+                                },
                                 self.broken(guard.epoch),
                                 guard.excused,
+                                self.ledger.is_stale(
+                                    KEY,
+                                    future.owner.field(),
+                                    Some(&guard.expiry),
+                                ),
+                                self.left(&guard.expiry),
                             )
                         })
                         .collect(),
@@ -2406,26 +2896,25 @@ impl World {
                 Task::Undo {
                     owner,
                     held_before,
+                    ttl,
                     acquire,
                     ran,
-                } => TaskSnap::Undo(*owner, *held_before, *acquire, *ran),
-                Task::Resend { owner, ran } => TaskSnap::Resend(*owner, *ran),
+                } => TaskSnap::Undo(*owner, (*held_before, *ttl), *acquire, *ran),
+                Task::Resend { owner, ttl, ran } => TaskSnap::Resend(*owner, *ttl, *ran),
             })
             .collect();
         tasks.sort();
         Snapshot {
             hash: self.redis.hash,
+            ttl: self.redis.expires.map(|at| at.saturating_sub(self.now)),
             inbox: self.redis.inbox.iter().copied().collect(),
             silent_delete: self.redis.silent_delete,
-            holds: self
-                .holds
-                .iter()
-                .map(|(owner, hold)| (*owner, hold.count, hold.reentering))
-                .collect(),
+            holds: self.ledger.records(KEY),
             entries: self
-                .entries
-                .iter()
-                .map(|(owner, entry)| (*owner, entry.holds))
+                .watchdog
+                .registrations(KEY)
+                .into_iter()
+                .map(|(field, _)| field)
                 .collect(),
             reconciling: self.reconciling.iter().map(|(o, c)| (*o, *c)).collect(),
             streak,
@@ -2522,6 +3011,9 @@ enum JobSnap {
         field: Owner,
         close: Option<bool>,
         released: Option<(ModelKind, Owner)>,
+        others: bool,
+        elsewhere: Option<(ModelKind, Owner)>,
+        ttl: u32,
         ran: Option<(Reply, Option<Lost>)>,
     },
     Pass {
@@ -2532,6 +3024,7 @@ enum JobSnap {
         root: Owner,
         streak: Option<bool>,
         kind: ModelKind,
+        ttl: u32,
         ran: Option<(Reply, Option<bool>)>,
     },
 }
@@ -2543,13 +3036,17 @@ enum PhaseSnap {
     Attempting(ModelKind, Option<u8>),
     Settling(ModelKind, u8),
     Checkout(ModelKind, Option<u8>, bool),
-    OnWire(ModelKind, Option<u8>, u32, bool),
+    /// The count sent and whether the record it was sent for is still the owner's; re-entry
+    /// marked; the lease sent and how long ago.
+    OnWire(ModelKind, Option<u8>, (u32, bool), bool, (u32, u32)),
     Replied {
         kind: ModelKind,
         slot: Option<u8>,
         held_before: u32,
+        record_before: bool,
         reentering: bool,
-        acquired: bool,
+        took: Took,
+        sent: (u32, u32),
         broken: bool,
         listening: Option<bool>,
         lost: Option<Lost>,
@@ -2563,23 +3060,29 @@ enum PhaseSnap {
 struct FutureSnap {
     pc: usize,
     phase: PhaseSnap,
-    guards: Vec<(ModelKind, u8, bool, bool)>,
+    /// Kind, token class, broken, excused, stale, fixed lease left.
+    guards: Vec<(ModelKind, u8, bool, bool, bool, Option<u64>)>,
+    lease: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum TaskSnap {
     Release(JobSnap),
-    Undo(Owner, u32, bool, bool),
-    Resend(Owner, bool),
+    Undo(Owner, (u32, u32), bool, bool),
+    Resend(Owner, u32, bool),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Snapshot {
     hash: Option<(Owner, u32)>,
+    /// The key's TTL left, in ticks.
+    ttl: Option<u32>,
     inbox: Vec<bool>,
     silent_delete: bool,
-    holds: Vec<(Owner, u32, u32)>,
-    entries: Vec<(Owner, u32)>,
+    /// The ledger's records: field, members, attempts on the wire, lent, lost.
+    holds: Vec<(String, u32, u32, bool, bool)>,
+    /// The fields the watchdog renews.
+    entries: Vec<String>,
     reconciling: Vec<(Owner, u32)>,
     streak: Option<StreakSnap>,
     queue: Option<QueueSnap>,
@@ -2678,6 +3181,12 @@ fn explore_until(scenario: Scenario, wanted: usize) -> Outcome {
         let path = path_to(&nodes, node);
         let world = world.unwrap_or_else(|| replay(scenario, &path, false));
         let actions = world.enabled();
+        if actions.is_empty()
+            && let Some(stuck) = world.stuck()
+            && violations.insert(stuck.clone())
+        {
+            counterexamples.push(trace(scenario, &path, &stuck));
+        }
         let mut world = Some(world);
         for (i, &action) in actions.iter().enumerate() {
             // The last step takes the world itself; the others a copy of it, replayed.
@@ -2824,6 +3333,66 @@ fn a_deleted_hold_is_told_when_another_owner_retakes_the_key() {
     check(RETAKEN_KEY);
 }
 
+/// Issue 46, case 1: a re-entry whose field was deleted is told, and its owner's other guards
+/// with it.
+#[test]
+fn one_believer_through_a_reentry_after_a_delete() {
+    check(REENTRY_AFTER_DELETE);
+}
+
+/// Case 1 with the scripts that created the field afresh: the guard of the deleted hold is never
+/// told, though the client re-entered after the delete.
+#[test]
+fn reverting_the_scripts_that_say_a_field_was_gone_is_caught() {
+    caught(
+        REENTRY_AFTER_DELETE,
+        Revert::ReentryUntold,
+        "though its owner acquired again after the delete",
+    );
+}
+
+/// A guard of an ended record, dropped after its owner acquired again, sends nothing.
+#[test]
+fn a_guard_dropped_late_leaves_the_new_hold_alone() {
+    check(LATE_DROP);
+}
+
+/// Issue 46, case 4: the release through the spin lock that ends A's record lets the lock's local
+/// queue go on.
+#[test]
+fn no_waiter_stranded_by_holds_through_two_kinds() {
+    check(TWO_KINDS_OUTER_FIRST);
+}
+
+/// Case 4 with the queues of other kinds left alone: B waits for good.
+#[test]
+fn reverting_the_release_of_other_kinds_queues_is_caught() {
+    caught(
+        TWO_KINDS_OUTER_FIRST,
+        Revert::NotReleasedElsewhere,
+        "can take no step and have not finished",
+    );
+}
+
+/// Issue 46, case 2: a fixed-lease member's release leaves the watchdog member renewed.
+#[test]
+fn one_believer_with_a_fixed_lease_inside_a_watchdog_hold() {
+    check(FIXED_INSIDE_WATCHDOG);
+}
+
+/// Issue 46, case 3: the key covers the longest lease its owner's members were promised.
+#[test]
+fn one_believer_with_a_short_fixed_lease_inside_a_longer_one() {
+    check(FIXED_INSIDE_FIXED);
+}
+
+/// Issue 46, case 2: a guard dropped after its owner acquired again touches nothing of the new
+/// hold, whether its lease ran out first or not.
+#[test]
+fn one_believer_when_a_guard_in_a_slot_is_replaced() {
+    check(SLOT_REPLACED);
+}
+
 /// Every distinct violation of each scenario, or of those whose name contains `MODEL_SCENARIO`,
 /// with its trace: an explorer's view of the findings, not a check.
 #[test]
@@ -2839,6 +3408,12 @@ fn list_violations() {
         SILENT_DELETE,
         LOST_REPLIES,
         RETAKEN_KEY,
+        REENTRY_AFTER_DELETE,
+        LATE_DROP,
+        TWO_KINDS_OUTER_FIRST,
+        FIXED_INSIDE_WATCHDOG,
+        FIXED_INSIDE_FIXED,
+        SLOT_REPLACED,
     ]
     .into_iter()
     .chain(LARGER.iter().copied())
