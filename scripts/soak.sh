@@ -15,6 +15,8 @@
 #   of one owner, rlock's and the emulated Java client's holders, alone
 #   (`re_entries_and_two_futures_of_one_owner`), with nested holds that mix `lock()` and
 #   `lock_with_lease`, short fixed leases among watchdog ones (`nested_holds_mixing_leases`),
+#   with re-entries released outer-first, through another kind too, and guards kept past their
+#   lease in a slot and replaced (`holds_released_outer_first_and_guards_replaced`),
 #   under force unlocks of every kind by the workers'
 #   own clients and by other clients (`force_unlocks_of_every_kind_local_and_remote`), and under
 #   deletes that publish nothing, an operator's DEL or UNLINK and Java's spin and fair forceUnlock
@@ -64,7 +66,7 @@ while [ $# -gt 0 ]; do
     --minutes=*) minutes=${1#*=}; shift ;;
     --kinds) kinds=${2:-}; shift 2 || die "--kinds needs a value" ;;
     --kinds=*) kinds=${1#*=}; shift ;;
-    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 ($usage)" ;;
     esac
 done
