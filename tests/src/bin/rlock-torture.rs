@@ -851,15 +851,8 @@ impl Worker {
         let hold = (task, seq, name);
         let reentered = match around.inside {
             Some(inside) if percent(self.args.outer_first_percent) => {
-                let entered = Entered::default();
-                let outer = async {
-                    if entered.held().await {
-                        self.habit(FaultKind::OuterFirstRelease);
-                    }
-                    self.let_go(hold, held, false).await;
-                };
-                let ((), _) = tokio::join!(outer, self.acquire(inside.entering(&entered)));
-                return;
+                let outer_first = (FaultKind::OuterFirstRelease, false);
+                return self.let_go_after(hold, held, inside, outer_first).await;
             }
             Some(inside) => self.acquire(inside).await,
             None => false,
@@ -877,19 +870,28 @@ impl Worker {
         };
         // Kept in its slot past its lease, the guard is replaced by the owner's next hold.
         held.ends().await;
-        let entered = Entered::default();
-        let old = async {
-            if entered.held().await {
-                self.habit(FaultKind::ReplacedGuard);
-            }
-            self.let_go(hold, held, true).await;
-        };
-        let ((), _) = tokio::join!(old, self.acquire(again.entering(&entered)));
+        self.let_go_after(hold, held, again, (FaultKind::ReplacedGuard, true))
+            .await;
     }
 
-    /// Records a habit tried (see [`FaultKind::OuterFirstRelease`]).
-    fn habit(&self, kind: FaultKind) {
-        let _ = self.log.write_now(Event::Fault { kind });
+    /// Makes the acquisition `next` of the hold's owner, and gives the hold back (see
+    /// [`Worker::let_go`]: dropped or not) as soon as `next` returned, logging `habit` if `next`
+    /// held: the hold released outer-first, or replaced.
+    async fn let_go_after<H: Held>(
+        &self,
+        hold: (u32, u64, &str),
+        held: H,
+        next: Acquisition<'_>,
+        (habit, dropped): (FaultKind, bool),
+    ) {
+        let entered = Entered::default();
+        let given_back = async {
+            if entered.held().await {
+                let _ = self.log.write_now(Event::Fault { kind: habit });
+            }
+            self.let_go(hold, held, dropped).await;
+        };
+        let ((), _) = tokio::join!(given_back, self.acquire(next.entering(&entered)));
     }
 
     /// Fences out of hold `(task, seq)` on `name` and gives it back: unlocks it, or (`dropped`)
