@@ -2,11 +2,11 @@
 //! wake-one / wake-all counts, one subscription per name, and recovery after the subscriber reconnects.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use rlock_redisson::Client;
+use rlock_redisson::{Client, Owner};
 use rlock_tests::RedisServer;
 use rlock_tests::harness::{
     acquired_after, client, client_with, evalsha_calls, eventually, kill_subscribers,
@@ -129,6 +129,57 @@ async fn try_lock_for_gives_up_at_its_deadline() {
         "the waiter unsubscribed when it gave up"
     );
     assert_eq!(client.stats().subscribed_channels, 0);
+}
+
+/// A bounded wait stays bounded behind its owner's own undo (issue 46, found behind a multi-lock's
+/// overrun in the soak): an attempt whose reply was lost (the server frozen past the command
+/// timeout) leaves an undo that keeps trying until the server answers, for as long as the lease
+/// it undoes; the same owner's next `try_lock_for` gives up at its own deadline rather than wait
+/// for that undo, and acquires once the server is back and the undo ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_wait_gives_up_at_its_deadline_behind_its_owners_undo() {
+    let server = Arc::new(RedisServer::start());
+    let client = client_with(&server, |config| {
+        config.command_timeout = Duration::from_millis(250);
+        config.retry_delay = Duration::from_millis(50);
+    })
+    .await;
+    let lock = client.lock("waiting:behind-undo").with_owner(Owner::new());
+    server.pause();
+    let first = lock.try_lock_for(Duration::from_secs(1)).await;
+    assert!(
+        first.is_err(),
+        "the frozen server answered nothing: {first:?}"
+    );
+    // The server stays frozen for 2 s, ten times the bound below.
+    let resumed = Arc::new(AtomicBool::new(false));
+    let resumer = std::thread::spawn({
+        let (server, resumed) = (server.clone(), resumed.clone());
+        move || {
+            std::thread::sleep(Duration::from_secs(2));
+            resumed.store(true, Ordering::SeqCst);
+            server.resume();
+        }
+    });
+    let started = Instant::now();
+    let second = lock.try_lock_for(Duration::from_millis(200)).await;
+    let while_frozen = !resumed.load(Ordering::SeqCst);
+    let waited = started.elapsed();
+    resumer.join().expect("the resumer thread");
+    assert!(
+        matches!(second, Ok(None)),
+        "gave up at its deadline: {second:?} after {waited:?}"
+    );
+    assert!(
+        while_frozen,
+        "it returned only once the server was back, after {waited:?}"
+    );
+    let guard = lock
+        .try_lock_for(Duration::from_secs(10))
+        .await
+        .expect("try_lock_for")
+        .expect("acquired once the undo ran");
+    guard.unlock().await.expect("unlock");
 }
 
 #[tokio::test]

@@ -173,6 +173,9 @@ fn acquire_as<'a, K: LockWire>(
                 Patience::For(deadline.saturating_duration_since(Instant::now()))
             })
         };
+        // A bounded wait waits for an undo of its owner's still in flight no longer than its own
+        // bound: that undo may go on for as long as the lease it undoes.
+        let settle_by = patience.deadline();
         let this = &acquiring;
         let listen = Listen {
             channel: this.kind.channel(this.field),
@@ -195,7 +198,10 @@ fn acquire_as<'a, K: LockWire>(
                 {
                     return Ok(local);
                 }
-                settled(this.services, &**this.kind, this.field).await;
+                if !settled_by(this.services, &**this.kind, this.field, settle_by).await {
+                    // The wait ran out behind the owner's own undo, before anything was sent.
+                    return Ok(Attempt::Busy(Duration::ZERO));
+                }
                 let _admitted = admit(this.services, this.wait_for).await;
                 let write: AttemptFuture<'_, K> = Box::pin(this.write());
                 write.await
@@ -295,6 +301,30 @@ async fn settled<K: LockWire>(services: &Services, kind: &K, field: &str) {
             services.reconciling.settled(key, field).await;
         })
         .await;
+    }
+}
+
+/// [`settled`], until `until` at the latest (`None`: for as long as it takes): whether nothing of
+/// the owner's is in flight any more. An undo keeps trying for as long as the hold it undoes could
+/// live (its lease: the watchdog timeout, 30 s by default), so a bounded acquisition that waited
+/// for it without a bound would outlast its own bound by as much, and a multi-lock's round would
+/// keep its other members held meanwhile.
+async fn settled_by<K: LockWire>(
+    services: &Services,
+    kind: &K,
+    field: &str,
+    until: Option<Instant>,
+) -> bool {
+    match until {
+        None => {
+            settled(services, kind, field).await;
+            true
+        }
+        // The inner future is polled first: with nothing in flight, a deadline already past (a
+        // one-shot try) still goes on to its attempt.
+        Some(until) => tokio::time::timeout_at(until, settled(services, kind, field))
+            .await
+            .is_ok(),
     }
 }
 
