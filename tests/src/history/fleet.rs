@@ -659,6 +659,19 @@ impl Fleet {
             .map(|url| (url.clone(), connect(url)))
             .collect();
         let until = Instant::now() + settle;
+        // Each key's PTTL when it was first seen: one whose PTTL went up since is renewed by a
+        // live client (a hold somebody still believes in, or an unfinished task), one whose PTTL
+        // only fell would have expired by itself (settle shorter than its lease).
+        let mut first_pttl: BTreeMap<(usize, String), i64> = BTreeMap::new();
+        // The workers by node id, to name who owns a left field.
+        let nodes: Vec<(String, String)> = (0..self.workers.len())
+            .filter_map(|index| {
+                self.records(index).into_iter().find_map(|r| match r.event {
+                    Event::Ready { node_id } => Some((node_id, self.workers[index].name.clone())),
+                    _ => None,
+                })
+            })
+            .collect();
         loop {
             let mut left = Vec::new();
             for (i, (url, conn)) in conns.iter_mut().enumerate() {
@@ -673,7 +686,11 @@ impl Fleet {
                 } else {
                     format!(" on {url}")
                 };
-                left.extend(keys.iter().map(|key| describe(conn, key) + &at));
+                for key in &keys {
+                    let pttl: i64 = redis::cmd("PTTL").arg(key).query(conn).expect("PTTL");
+                    let first = *first_pttl.entry((i, key.clone())).or_insert(pttl);
+                    left.push(describe_left(conn, key, (first, pttl), &nodes) + &at);
+                }
                 if i == 0 {
                     left.extend(self.counted.iter().filter_map(|(name, &(kind, permits))| {
                         permits_taken(conn, name, kind, permits)
@@ -819,6 +836,30 @@ fn lock_keys(conn: &mut redis::Connection, name: &str) -> Vec<String> {
         .filter(|key| redis::cmd("EXISTS").arg(key).query(conn).expect("EXISTS")),
     );
     keys
+}
+
+/// A key left after the run, as [`describe`] gives it, with what says who left it: whether its
+/// PTTL went up from `first` to `now` during the settle (a live client renews it), and the workers
+/// (`nodes`: node id, worker) whose fields it holds.
+fn describe_left(
+    conn: &mut redis::Connection,
+    key: &str,
+    (first, now): (i64, i64),
+    nodes: &[(String, String)],
+) -> String {
+    let mut described = describe(conn, key);
+    if now > first {
+        described += &format!(" [renewed during the settle: PTTL {first} -> {now} ms]");
+    }
+    let owners: Vec<&str> = nodes
+        .iter()
+        .filter(|(node, _)| described.contains(node.as_str()))
+        .map(|(_, worker)| worker.as_str())
+        .collect();
+    if !owners.is_empty() {
+        described += &format!(" [field of {}]", owners.join(", "));
+    }
+    described
 }
 
 /// A key left behind, with its type, TTL and contents.
