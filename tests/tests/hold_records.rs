@@ -419,3 +419,50 @@ async fn holds_through_two_kinds_released_outer_first_strand_no_local_waiter() {
         let _ = other.lock(name).force_unlock().await;
     }
 }
+
+/// Case 6's sibling, two futures of one owner: one re-enters while the other releases, and the
+/// re-entry's reply is lost (the server frozen past the command timeout). The release was sent
+/// behind the re-entry: once the server runs again, the re-entry ran, then the release, and the
+/// re-entry's undo found the count back at what the owner had before it and left the re-entry's
+/// hold in place, counted by nobody, for the watchdog's whole lease (30 s). A release now waits
+/// for the owner's attempts on the wire to be answered (and their undos to run): the key is
+/// gone once the release returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_beside_a_lost_re_entry_of_the_same_owner_leaves_no_hold() {
+    let server = std::sync::Arc::new(RedisServer::start());
+    let client = client_with(&server, |config| {
+        config.command_timeout = Duration::from_millis(250);
+        config.retry_delay = Duration::from_millis(50);
+        config.retry_max_delay = Duration::from_millis(100);
+    })
+    .await;
+    let mut redis = raw(&server).await;
+    let name = "records:release-beside-a-lost-re-entry";
+    let lock = client.lock(name).with_owner(Owner::new());
+    let held = lock.lock().await.expect("the first future holds");
+    server.pause();
+    let re_entry = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await.map(drop) }
+    });
+    // The re-entry is sent well within its command timeout: the release goes out behind it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let release = tokio::spawn(held.unlock());
+    let outcome = re_entry.await.expect("the re-entry's task");
+    assert!(
+        outcome.is_err(),
+        "the frozen server answered nothing: {outcome:?}"
+    );
+    server.resume();
+    release
+        .await
+        .expect("the release's task")
+        .expect("the release returns once the server answers");
+    let gone = harness::eventually(Duration::from_secs(2), async || {
+        !redis.exists::<_, bool>(name).await.expect("EXISTS")
+    })
+    .await;
+    let left: std::collections::BTreeMap<String, String> =
+        redis.hgetall(name).await.expect("HGETALL");
+    assert!(gone, "no hold is left behind, counted by nobody: {left:?}");
+}

@@ -34,11 +34,14 @@
 //!
 //! Lock order: the ledger calls the watchdog under its own lock; the watchdog never calls back.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
+use tokio::sync::Notify;
+use tokio::sync::futures::OwnedNotified;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -78,6 +81,9 @@ struct Record {
     lent: bool,
     /// Acquire attempts of the owner on the wire (see [`Ledger::attempting`]).
     attempts: u32,
+    /// Woken when the last of those attempts is answered, for a release of the owner that waits
+    /// for them (see [`Ledger::answered`]); made by the first such release.
+    answered: Option<Arc<Notify>>,
     /// The connection the latest hold was taken on, if it came from Redis (a pool checkout less per
     /// release).
     conn: Option<Connection>,
@@ -93,6 +99,7 @@ impl Record {
             registration: None,
             lent,
             attempts,
+            answered: None,
             conn: None,
         }
     }
@@ -203,12 +210,15 @@ fn end_record(
     if record.attempts == 0 {
         let _ = fields.remove(field);
     } else {
+        let answered = record.answered.take();
         *record = Record::new(
             next(generations),
             CancellationToken::new(),
             false,
             record.attempts,
         );
+        // The attempts on the wire are the pending record's now, and so are their waiters.
+        record.answered = answered;
     }
 }
 
@@ -241,6 +251,13 @@ impl Ledger {
     pub(crate) fn generation(&self, scope: &str, field: &str) -> u64 {
         self.with(scope, field, |record| record.generation)
             .unwrap_or(0)
+    }
+
+    /// Whether `field` holds `scope` through its own field in Redis: its record has members and was
+    /// not lent along a streak.
+    pub(crate) fn holds_in_redis(&self, scope: &str, field: &str) -> bool {
+        self.with(scope, field, |record| !record.lent && record.members() > 0)
+            .unwrap_or(false)
     }
 
     /// Whether `member` belongs to a record that ended: nothing of it is in Redis any more.
@@ -572,9 +589,32 @@ impl Ledger {
             return;
         };
         record.attempts = record.attempts.saturating_sub(1);
-        if record.attempts == 0 && record.members() == 0 {
+        if record.attempts > 0 {
+            return;
+        }
+        if let Some(answered) = record.answered.take() {
+            answered.notify_waiters();
+        }
+        if record.members() == 0 {
             self.remove(&mut records, scope, field);
         }
+    }
+
+    /// While an acquire attempt of `field` on `scope` is on the wire (another future of the owner,
+    /// re-entering): a future that completes once the last of them was answered (its reply seen,
+    /// or its undo registered with [`crate::reconciling`]). A release of the owner waits for it
+    /// before it sends anything: an attempt whose reply is lost is undone by comparing the owner's
+    /// count with the count it was sent with, which a release that ran in between would have taken
+    /// one off, leaving the attempt's hold in Redis, counted by nobody (docs/protocol.md §2.9).
+    pub(crate) fn answered(&self, scope: &str, field: &str) -> Option<OwnedNotified> {
+        let mut records = self.records.lock();
+        let record = records.get_mut(scope)?.get_mut(field)?;
+        (record.attempts > 0).then(|| {
+            let answered = record.answered.get_or_insert_with(Arc::default);
+            // Made under the lock, before the last attempt can end: `notify_waiters` wakes a
+            // future made before it, polled or not.
+            answered.clone().notified_owned()
+        })
     }
 
     /// [`Ledger::attempted`], for the model (see [`Ledger::attempt_sent`]).

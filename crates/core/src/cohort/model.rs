@@ -5,7 +5,7 @@
 //!
 //! A small explicit-state explorer: every interleaving of the steps of a few owners is run, up to a
 //! bound, breadth first (so a counterexample is a shortest one), with a visited set over a
-//! canonical snapshot of the state; three properties are checked after every step, and a fourth
+//! canonical snapshot of the state; four properties are checked after every step, and a fifth
 //! (liveness) in every state where nothing can step. The local side is real code: the
 //! [`Cohorts`], [`Ticket`], [`Claim`] and [`Streak`] of the local queues; the subscriber
 //! [`Registry`], whose [`Listening`] marks decide whether a hold may be lent; the hold
@@ -102,7 +102,11 @@
 //! 3. **Told by the next acquisition.** A guard whose hold was deleted is told by the time its
 //!    owner holds the lock again through an acquisition granted after the delete: the acquire's
 //!    script found the owner's field gone (docs/protocol.md §2.11).
-//! 4. **Nobody stranded.** In a state where nothing can take a step, every future has run its
+//! 4. **No hold left behind.** A field of client 1 in Redis is counted by a guard that believes
+//!    it, by the open streak, or by a request of client 1 under way about it (an acquire whose
+//!    reply or undo is due, a release, a hand-off not taken up yet); else it stays until its lease
+//!    ends, blocking everyone, as a crashed holder's would.
+//! 5. **Nobody stranded.** In a state where nothing can take a step, every future has run its
 //!    program to its end (or failed on a lost reply), X too, and no background work is left.
 //!
 //! # The bound
@@ -146,8 +150,10 @@
 //!
 //! [`Revert`] puts back, in the mirror or in the abstract Redis, faults that were fixed: the
 //! streak's two (`reverting_the_holder_check_…`, `reverting_the_streak_check_…`), the acquire
-//! scripts that created a deleted field afresh (issue 46's case 1) and the release through one
-//! kind that left the other kinds' queues alone (case 4); the checker finds a counterexample with
+//! scripts that created a deleted field afresh (issue 46's case 1), the release through one kind
+//! that left the other kinds' queues alone (case 4), and a release that went out beside its
+//! owner's acquire on the wire (a lost reply's undo then left that acquire's hold behind: found by
+//! reading, for issue 46's leaked hold); the checker finds a counterexample with
 //! each, and fails with its trace (`reverting_…_is_caught`). Faults of the real code are put back
 //! by patching it: `scripts/model-reverts.sh` applies each patch of `scripts/model-reverts/` to a
 //! copy of the tree (the ledger's fixed-lease release that ended the watchdog member's renewal,
@@ -345,6 +351,10 @@ enum Revert {
     /// key's other kinds alone (issue 46, case 4): a queue whose occupant is the owner (it took the
     /// lock through that kind) keeps it, and its head waits for a release that never comes.
     NotReleasedElsewhere,
+    /// A release goes out while an acquire attempt of its owner is on the wire: when the attempt's
+    /// reply is lost, its undo compares with a count the release changed, and leaves the attempt's
+    /// hold in Redis, counted by nobody.
+    ReleaseBesideAttempts,
 }
 
 /// What is explored: the programs, the faults allowed, and the fix reverted if any.
@@ -541,6 +551,16 @@ const SLOT_REPLACED: Scenario = Scenario {
     name: "a guard kept in a slot and replaced",
     futures: &[(Owner::A, &[GetFor(L, 3), Get(L), PutFirst, Put])],
     ..FIXED_INSIDE_WATCHDOG
+};
+
+/// Two futures of A, each taking the lock and releasing it, one reply lost: a release of one
+/// future beside the other's re-entry on the wire, whose reply is lost.
+const TWO_FUTURES_LOST_REPLY: Scenario = Scenario {
+    name: "two futures of one owner, a reply lost",
+    futures: &[(Owner::A, &[Get(L), Put]), (Owner::A, &[Get(L), Put])],
+    x: &[],
+    faults: 1,
+    revert: None,
 };
 
 /// Larger bounds, behind `#[ignore]`.
@@ -1089,6 +1109,21 @@ impl World {
         self.reconciling.contains_key(&owner)
     }
 
+    /// Whether an acquire attempt of `owner` is on the wire (`Ledger::answered` waits for it).
+    fn attempting(&self, owner: Owner) -> bool {
+        self.ledger
+            .records(KEY)
+            .iter()
+            .any(|(field, _, attempts, ..)| field == owner.field() && *attempts > 0)
+    }
+
+    /// Whether a release by `owner` may begin: `release` first waits for the owner's attempts on
+    /// the wire to be answered (`Ledger::answered`), then for its undos (`Reconciling`).
+    fn may_release(&self, owner: Owner) -> bool {
+        let answered = self.reverted(Revert::ReleaseBesideAttempts) || !self.attempting(owner);
+        answered && !self.pending(owner)
+    }
+
     fn begin_reconciling(&mut self, owner: Owner) {
         *self.reconciling.entry(owner).or_default() += 1;
     }
@@ -1157,11 +1192,7 @@ impl World {
     /// owner, a hand-off to it not taken up yet, an unlock or a hand-off of it, an undo or a
     /// re-sent unlock.
     fn under_way(&self, field: Owner) -> bool {
-        let attempting = self
-            .ledger
-            .records(KEY)
-            .iter()
-            .any(|(of, _, attempts, ..)| *of == field.field() && *attempts > 0);
+        let attempting = self.attempting(field);
         let releasing = |job: &Job| match job {
             Job::Decide { owner, .. } => *owner == field,
             Job::Unlock { field: of, .. } => *of == field,
@@ -1169,6 +1200,8 @@ impl World {
         };
         let in_futures = self.futures.iter().any(|future| match &future.phase {
             Phase::Job(job) => releasing(job),
+            // A local force unlock deletes whatever field holds the key.
+            Phase::Forcing { ran: false, .. } => true,
             _ => false,
         });
         let in_tasks = self.tasks.iter().any(|task| match task {
@@ -1683,7 +1716,8 @@ impl World {
             && streak
                 .as_ref()
                 .is_some_and(|streak| streak.root == field && streak.is_held_by(field));
-        if let Some(streak) = streak.filter(|_| !plain_root) {
+        let own_field = self.ledger.holds_in_redis(KEY, field);
+        if let Some(streak) = streak.filter(|_| !plain_root && !own_field) {
             let released = streak.release(field, || {
                 let now = instant(self.now);
                 let left = self.ledger.leave_at(&self.books(), field, member, now);
@@ -1726,8 +1760,8 @@ impl World {
                 Err(claim) => Some(Next::HandOff(claim)),
             },
             Some(Next::AlreadyPassing) => {
-                self.note(|_| format!("{owner:?}: another release is passing the lock: NotOwner"));
-                return None;
+                self.note(|_| format!("{owner:?}: another release is passing the lock"));
+                None
             }
             next => next,
         };
@@ -1755,7 +1789,7 @@ impl World {
         };
         let elsewhere = ended.then_some((kind, owner));
         match next {
-            None => {
+            None | Some(Next::AlreadyPassing) => {
                 self.note(|_| format!("{owner:?} {kind:?}: sends the unlock of its field"));
                 Some(Job::Unlock {
                     field: owner,
@@ -1769,7 +1803,7 @@ impl World {
                 })
             }
             Some(Next::HandOff(claim)) => Some(self.pass((owner, owner), claim, None, kind, ttl)),
-            Some(Next::Release { .. } | Next::AlreadyPassing) => {
+            Some(Next::Release { .. }) => {
                 Some(self.unlock_for_real((owner, owner), None, kind, ttl))
             }
         }
@@ -2425,7 +2459,7 @@ impl World {
             let ready = match &future.phase {
                 Phase::Idle => match future.program.get(future.pc) {
                     None => false,
-                    Some(Op::Unlock | Op::UnlockFirst) => !self.pending(future.owner),
+                    Some(Op::Unlock | Op::UnlockFirst) => self.may_release(future.owner),
                     Some(_) => true,
                 },
                 Phase::Queued(_, ticket) => at_head(ticket),
@@ -2521,7 +2555,7 @@ impl World {
 
     fn job_choices<'a>(&self, job: &Job, write_choices: &'a [u8]) -> &'a [u8] {
         match job {
-            Job::Decide { owner, .. } if self.pending(*owner) => &[],
+            Job::Decide { owner, .. } if !self.may_release(*owner) => &[],
             Job::Unlock { ran: None, .. } => write_choices,
             _ => &write_choices[..1],
         }
@@ -2598,6 +2632,27 @@ impl World {
                         future.name, guard.kind, self.redis.hash
                     ));
                 }
+            }
+        }
+        // 4. No hold left behind: a field of client 1 in Redis is counted by a guard that believes
+        //    it, the open streak's, or a request of client 1 under way about it.
+        if let Some((field, _)) = self.redis.hash
+            && field != Owner::X
+            && self.streak.is_none()
+            && !self.under_way(field)
+        {
+            let counted = self
+                .futures
+                .iter()
+                .filter(|future| future.owner == field)
+                .flat_map(|future| &future.guards)
+                .any(|guard| !self.told(&guard.expiry));
+            if !counted {
+                return Some(format!(
+                    "{field:?}'s hold is in Redis ({:?}), counted by no guard and no request \
+                     under way: left behind until its lease ends",
+                    self.redis.hash
+                ));
             }
         }
         None
@@ -3393,6 +3448,24 @@ fn one_believer_when_a_guard_in_a_slot_is_replaced() {
     check(SLOT_REPLACED);
 }
 
+/// A release waits for its owner's attempts on the wire: no hold is left behind by an undo that
+/// compared with a count the release changed.
+#[test]
+fn no_hold_left_by_a_release_beside_a_lost_re_entry() {
+    check(TWO_FUTURES_LOST_REPLY);
+}
+
+/// The same with a release that goes out beside the owner's attempt on the wire: the attempt's
+/// hold is left in Redis.
+#[test]
+fn reverting_the_release_s_wait_for_attempts_is_caught() {
+    caught(
+        TWO_FUTURES_LOST_REPLY,
+        Revert::ReleaseBesideAttempts,
+        "counted by no guard and no request under way",
+    );
+}
+
 /// Every distinct violation of each scenario, or of those whose name contains `MODEL_SCENARIO`,
 /// with its trace: an explorer's view of the findings, not a check.
 #[test]
@@ -3414,6 +3487,7 @@ fn list_violations() {
         FIXED_INSIDE_WATCHDOG,
         FIXED_INSIDE_FIXED,
         SLOT_REPLACED,
+        TWO_FUTURES_LOST_REPLY,
     ]
     .into_iter()
     .chain(LARGER.iter().copied())

@@ -174,8 +174,12 @@ fn acquire_as<'a, K: LockWire>(
             })
         };
         // A bounded wait waits for an undo of its owner's still in flight no longer than its own
-        // bound: that undo may go on for as long as the lease it undoes.
-        let settle_by = patience.deadline();
+        // bound, or than one command timeout for a shorter bound (as long as its own write could
+        // take: a one-shot try still waits for an undo about to land): that undo may go on for as
+        // long as the lease it undoes.
+        let settle_by = patience
+            .deadline()
+            .map(|deadline| deadline.max(Instant::now() + services.config.command_timeout));
         let this = &acquiring;
         let listen = Listen {
             channel: this.kind.channel(this.field),

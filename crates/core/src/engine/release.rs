@@ -45,11 +45,25 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
     field: &str,
     member: Option<&Expiry>,
 ) -> Result<Released> {
-    let scope = kind.scope();
-    // An undo of this owner's that may still run counts its holds: let it run first.
+    let (scope, ledger) = (kind.scope(), &services.ledger);
+    // An acquire of this owner's still on the wire (another of its futures re-entering) is
+    // answered first, and an undo of its that may still run counts its holds: let it run first
+    // (see `Ledger::answered`). A kind that refuses re-entry counts nothing for a second attempt,
+    // whose script refuses it, and its attempts wait for the owner's background releases.
+    if !kind.refuses_reentry() {
+        while let Some(answered) = ledger.answered(scope, field) {
+            answered.await;
+        }
+    }
     services.reconciling.settled(kind.key(), field).await;
-    let (ledger, books) = (&services.ledger, books(services, &**kind));
-    if let Some(streak) = services.cohorts.streak_on(scope) {
+    let books = books(services, &**kind);
+    // While a streak is open, Redis holds its root's field, and only the lent holder holds: but an
+    // owner whose acquire passed the streak's gate before the streak opened, and ran once its end
+    // had unlocked the root's field, holds its own field in Redis (`Ledger::holds_in_redis`), and
+    // releases it there.
+    if let Some(streak) = services.cohorts.streak_on(scope)
+        && !ledger.holds_in_redis(scope, field)
+    {
         let released = streak.release(field, || {
             !matches!(ledger.leave(&books, field, member), Left::Partially { .. })
         });
@@ -92,7 +106,11 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
             Lend::Lent(lent) => return finish(services, kind, field, Handed::lent(lent)).await,
             Lend::Declined(claim) => Some(Next::HandOff(claim)),
         },
-        Some(Next::AlreadyPassing) => return Err(Error::not_owner(kind.subject(), field)),
+        // Another release of this owner is passing the lock by script: its other future's last
+        // hold, which this one's re-entry, sent meanwhile, made a count of 2 in Redis. This hold
+        // is released through Redis as any other (the script then finds the field held once, or
+        // twice and unlocks instead); a second release of one hold finds nothing of its own left.
+        Some(Next::AlreadyPassing) => None,
         next => next,
     };
     // The hash changes from here on: the record's renewal stops first if no renewed member is left.
@@ -114,7 +132,7 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         root: field,
     };
     let released = match next {
-        None => {
+        None | Some(Next::AlreadyPassing) => {
             let released = unlock(services, &**kind, field, lease, conn).await;
             if matches!(released, Err(Error::NotOwner { .. })) && others {
                 // Redis no longer has the field that this owner's other holds count on (a delete
@@ -131,7 +149,6 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         Some(Next::Release { yielding }) => {
             hand_off::unlock_for_real(services, &**kind, from, lease, conn, yielding, None).await
         }
-        Some(Next::AlreadyPassing) => Err(Error::not_owner(kind.subject(), field)),
     };
     if ended {
         // The owner's record ended: a local queue of another kind of this key that counted the
