@@ -34,7 +34,11 @@ use crate::services::{Background, Services};
 /// While a streak of free hand-offs is open on the key, the release goes through it: the lent
 /// holder's re-entries are released there only; its last release lends the hold on, or passes or
 /// unlocks the streak root's field, which is what Redis holds; anyone else of this client holds
-/// nothing there: [`Error::NotOwner`], with nothing sent.
+/// nothing there: [`Error::NotOwner`], with nothing sent (but an owner whose own field Redis gave
+/// it as the streak ended releases it in Redis).
+///
+/// Before anything, the release waits for the owner's acquire attempts on the wire to be answered
+/// and for the owner's undos (see [`crate::ledger::Ledger::answered`]).
 ///
 /// # Cancel safety
 ///
