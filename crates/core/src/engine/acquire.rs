@@ -294,9 +294,7 @@ impl<K: LockWire> Acquiring<'_, K> {
 /// and again in [`attempt`], for one begun meanwhile.
 async fn settled<K: LockWire>(services: &Services, kind: &K, field: &str) {
     let (key, refuses_reentry) = (kind.key(), kind.refuses_reentry());
-    if refuses_reentry && services.releasing.is_pending(key, field)
-        || services.reconciling.is_pending(key, field)
-    {
+    if in_flight(services, kind, field) {
         // Boxed: there is rarely anything to wait for, and every attempt would keep room for it.
         Box::pin(async {
             if refuses_reentry {
@@ -306,6 +304,13 @@ async fn settled<K: LockWire>(services: &Services, kind: &K, field: &str) {
         })
         .await;
     }
+}
+
+/// Whether a write of this owner's on the lock is in flight (see [`settled`]).
+fn in_flight<K: LockWire>(services: &Services, kind: &K, field: &str) -> bool {
+    let key = kind.key();
+    kind.refuses_reentry() && services.releasing.is_pending(key, field)
+        || services.reconciling.is_pending(key, field)
 }
 
 /// [`settled`], until `until` at the latest (`None`: for as long as it takes): whether nothing of
@@ -320,12 +325,12 @@ async fn settled_by<K: LockWire>(
     until: Option<Instant>,
 ) -> bool {
     match until {
+        // Nothing in flight, the common case: no timer is made.
+        _ if !in_flight(services, kind, field) => true,
         None => {
             settled(services, kind, field).await;
             true
         }
-        // The inner future is polled first: with nothing in flight, a deadline already past (a
-        // one-shot try) still goes on to its attempt.
         Some(until) => tokio::time::timeout_at(until, settled(services, kind, field))
             .await
             .is_ok(),

@@ -110,11 +110,6 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
             Lend::Lent(lent) => return finish(services, kind, field, Handed::lent(lent)).await,
             Lend::Declined(claim) => Some(Next::HandOff(claim)),
         },
-        // Another release of this owner is passing the lock by script: its other future's last
-        // hold, which this one's re-entry, sent meanwhile, made a count of 2 in Redis. This hold
-        // is released through Redis as any other (the script then finds the field held once, or
-        // twice and unlocks instead); a second release of one hold finds nothing of its own left.
-        Some(Next::AlreadyPassing) => None,
         next => next,
     };
     // The hash changes from here on: the record's renewal stops first if no renewed member is left.
@@ -136,6 +131,11 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         root: field,
     };
     let released = match next {
+        // `AlreadyPassing`: another release of this owner is passing the lock by script, its other
+        // future's last hold, which this one's re-entry, sent meanwhile, made a count of 2 in
+        // Redis. This hold is released through Redis as any other (the script then finds the field
+        // held once, or twice and unlocks instead); a second release of one hold finds nothing of
+        // its own left (`Left::Stale`).
         None | Some(Next::AlreadyPassing) => {
             let released = unlock(services, &**kind, field, lease, conn).await;
             if matches!(released, Err(Error::NotOwner { .. })) && others {
