@@ -131,12 +131,7 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         root: field,
     };
     let released = match next {
-        // `AlreadyPassing`: another release of this owner is passing the lock by script, its other
-        // future's last hold, which this one's re-entry, sent meanwhile, made a count of 2 in
-        // Redis. This hold is released through Redis as any other (the script then finds the field
-        // held once, or twice and unlocks instead); a second release of one hold finds nothing of
-        // its own left (`Left::Stale`).
-        None | Some(Next::AlreadyPassing) => {
+        None => {
             let released = unlock(services, &**kind, field, lease, conn).await;
             if matches!(released, Err(Error::NotOwner { .. })) && others {
                 // Redis no longer has the field that this owner's other holds count on (a delete
@@ -152,6 +147,17 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         }
         Some(Next::Release { yielding }) => {
             hand_off::unlock_for_real(services, &**kind, from, lease, conn, yielding, None).await
+        }
+        // Another release of this owner claimed the head. Either it is passing the lock by
+        // script, its other future's last hold, which this one's re-entry, sent meanwhile, made a
+        // count of 2 in Redis; or it is a second release of this one hold (a misuse) that took
+        // the claim, and this one took the hold from the record before it: that one then finds
+        // nothing of its own left and sends nothing. Either way this hold is released through
+        // Redis as any other (a hand-off script then finds the field held once, or twice and
+        // unlocks instead), and the queue is told, as after any unlock for real: a head whose
+        // claim fails must not wait for a holder that is gone.
+        Some(Next::AlreadyPassing) => {
+            hand_off::unlock_for_real(services, &**kind, from, lease, conn, false, None).await
         }
     };
     if ended {
