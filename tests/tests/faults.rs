@@ -1658,6 +1658,7 @@ async fn a_burst_of_waiters_through_a_paused_server() {
                         unlock_error: unlocked.err().map(|e| e.to_string()),
                         unlock_ms: (now_ns() - released_ns).div_ceil(1_000_000),
                         signalled: None,
+                        dropped: false,
                     },
                 );
             })

@@ -938,6 +938,7 @@ impl Worker {
                 unlock_error,
                 unlock_ms,
                 signalled,
+                dropped,
             },
         );
     }

@@ -202,7 +202,8 @@ pub struct Hold {
     /// The hash field of its owner (`Started`'s `owner`): holds of one owner are one hold.
     pub owner: Option<String>,
     /// When its unlock had returned at the latest (`Released`'s `unlock_ms` after it left;
-    /// `u64::MAX` if it never did: its holder was killed): until then Redis may still count it.
+    /// `u64::MAX` if it never did: its holder was killed, or its guard was dropped and released
+    /// in the background): until then Redis may still count it.
     pub unlocked_ns: u64,
     /// Its owner was told that the hold it is part of was lost, through this hold or another of
     /// its holds that overlapped it (they are one hold: see the module docs, "Owners").
@@ -976,6 +977,7 @@ impl<'a> Checker<'a> {
                     unlock_error,
                     unlock_ms,
                     signalled,
+                    dropped,
                     ..
                 } => {
                     let fresh = attempt.released.is_none();
@@ -983,7 +985,13 @@ impl<'a> Checker<'a> {
                         unsignalled.push(id.clone());
                     }
                     attempt.released = Some((record.at_ns, *fence_after, *lease_lost));
-                    attempt.ended = Some(record.at_ns + unlock_ms * MS);
+                    // A dropped guard's release is done in the background, when nobody logs:
+                    // Redis may count the hold until the run ends.
+                    attempt.ended = Some(if *dropped {
+                        u64::MAX
+                    } else {
+                        record.at_ns + unlock_ms * MS
+                    });
                     if let Some(error) = unlock_error {
                         *report.unlock_errors.entry(error.clone()).or_default() += 1;
                     }
@@ -1508,6 +1516,7 @@ mod tests {
                     unlock_error: lost.then(|| "lease_lost".to_owned()),
                     unlock_ms: 1,
                     signalled: None,
+                    dropped: false,
                 },
             );
         }

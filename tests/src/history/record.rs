@@ -140,6 +140,11 @@ pub enum Event {
         /// up, so that it surely returned by `at_ns + unlock_ms` (in older logs, the unlock call
         /// alone, rounded down).
         unlock_ms: u64,
+        /// The guard was dropped rather than unlocked: its release runs in the background, and
+        /// Redis may count the hold until that release is done, which nobody logs (absent from
+        /// older logs, and `false` for an unlock).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dropped: bool,
     },
     /// The attempt was cancelled on purpose (its future dropped) before it acquired.
     Cancelled {

@@ -201,6 +201,7 @@ impl Worker {
                     unlock_error: None,
                     unlock_ms,
                     signalled: None,
+                    dropped: false,
                 },
             );
         }

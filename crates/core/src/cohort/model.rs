@@ -148,15 +148,17 @@
 //! - Atomicity finer than an await: code between two awaits is one step, which a multi-threaded
 //!   runtime does not promise two futures of one owner.
 //!
-//! What the model runs of the engine is its sequencing (which object is asked what, in which
-//! order, between which awaits): that part is a mirror, kept in step by hand, and a change to the
-//! engine's sequencing is made here too. Every decision the ledger, the watchdog, the queues and
-//! the streak make is theirs, run as is.
+//! The release's decisions are the engine's own functions (`engine/release/plan.rs`): which way a
+//! release goes, what it sends once its hold left its record, how a streak ends. What the model
+//! still mirrors of the engine is its sequencing (which object is asked what, in which order,
+//! between which awaits) and the acquire side's gates: that part is kept in step by hand, and a
+//! change to the engine's sequencing is made here too. Every decision the ledger, the watchdog,
+//! the queues and the streak make is theirs, run as is.
 //!
 //! # Showing it can fail
 //!
 //! [`Revert`] puts back, in the mirror or in the abstract Redis, faults that were fixed: the
-//! streak's two (`reverting_the_holder_check_…`, `reverting_the_streak_check_…`), the acquire
+//! streak check of other kinds (`reverting_the_streak_check_…`), the acquire
 //! scripts that created a deleted field afresh (issue 46's case 1), the release through one kind
 //! that left the other kinds' queues alone (case 4), and a release that went out beside its
 //! owner's acquire on the wire (a lost reply's undo then left that acquire's hold behind: found by
@@ -165,7 +167,8 @@
 //! by patching it: `scripts/model-reverts.sh` applies each patch of `scripts/model-reverts/` to a
 //! copy of the tree (the ledger's fixed-lease release that ended the watchdog member's renewal,
 //! case 2; the latest lease winning, case 3; guards of ended records acting on a later one; the
-//! queues' release across kinds) and checks that the model's test for it fails with a trace.
+//! queues' release across kinds; the release plan that took a root lent the hold back for the
+//! holder of its own field) and checks that the model's test for it fails with a trace.
 //!
 //! # Findings
 //!
@@ -196,6 +199,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Claim, Cohorts, Next, Slot, Step, Streak, StreakRelease, Ticket};
+use crate::engine::release_plan::{self as plan, StreakWrite, Way, Write};
 use crate::ledger::{Books, Expiry, Ledger, Left};
 use crate::pubsub::{Listening, Registry, Subscription};
 use crate::wake::WakeRule;
@@ -342,10 +346,6 @@ enum XOp {
 /// A fix to put back, as the code had it before, to show that the checker finds the fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Revert {
-    /// The release decides that a hold is lent by `root != field`, not by the streak's holder: the
-    /// root, lent the hold back, takes the plain path, and a release of its inner hold unlocks its
-    /// field in Redis while it still holds.
-    LentByRoot,
     /// An acquisition by a kind that does not queue locally (the spin lock) does not consult the
     /// streak: the root takes the lock through it while its hold is lent, a re-entry of its own
     /// field in Redis.
@@ -402,7 +402,8 @@ use Op::{
 };
 
 /// The lock passes A → B freely, B lends it back to A, which re-enters and releases twice; X
-/// wants it too. (Case 1's counterexample lives here.)
+/// wants it too. (The counterexample of `scripts/model-reverts/lent-back-root-releases-its-field.patch`
+/// lives here.)
 const LEND_BACK: Scenario = Scenario {
     name: "lend back and re-enter",
     futures: &[
@@ -1717,46 +1718,16 @@ impl World {
     fn release(&mut self, owner: Owner, kind: ModelKind, member: Option<&Expiry>) -> Option<Job> {
         let field = owner.field();
         let streak = self.cohorts.streak_on(KEY);
-        // The previous code took the streak's path only for a holder whose field was not the
-        // streak's root: the root, lent the hold back, went the plain way.
-        let plain_root = self.reverted(Revert::LentByRoot)
-            && streak
-                .as_ref()
-                .is_some_and(|streak| streak.root == field && streak.is_held_by(field));
-        let own_field = self.ledger.holds_in_redis(KEY, field);
-        if let Some(streak) = streak.filter(|_| !plain_root && !own_field) {
-            let released = streak.release(field, || {
-                let now = instant(self.now);
-                let left = self.ledger.leave_at(&self.books(), field, member, now);
-                !matches!(left, Left::Partially { .. })
-            });
-            return match released {
-                StreakRelease::Partially => {
-                    self.note(|_| {
-                        format!("{owner:?} {kind:?}: releases a re-entry of the lent hold")
-                    });
-                    None
-                }
-                StreakRelease::NotHolder => {
-                    self.ledger.lose(&self.books(), field, None);
-                    if kind.hands_off() {
-                        self.released(kind, owner);
-                    }
-                    self.note(|_| {
-                        format!(
-                            "{owner:?} {kind:?}: not the streak's holder: NotOwner, nothing sent"
-                        )
-                    });
-                    None
-                }
-                StreakRelease::Last => self.release_streak(owner, kind, &streak),
-            };
-        }
-        if self.ledger.is_stale(KEY, field, member) {
-            self.note(|_| format!("{owner:?} {kind:?}: its record ended: NotOwner, nothing sent"));
-            return None;
-        }
-        let last = self.count(owner) <= 1;
+        let last = match plan::way(streak, &self.ledger, KEY, field, member) {
+            Way::Streak(streak) => return self.release_in_streak(owner, kind, member, &streak),
+            Way::Stale => {
+                self.note(|_| {
+                    format!("{owner:?} {kind:?}: its record ended: NotOwner, nothing sent")
+                });
+                return None;
+            }
+            Way::Own { last } => last,
+        };
         let next = (last && kind.hands_off()).then(|| {
             self.cohorts
                 .releasing(KEY, kind.label(), field, LIMIT, WINDOW)
@@ -1774,45 +1745,67 @@ impl World {
         };
         let now = instant(self.now);
         let left = self.ledger.leave_at(&self.books(), field, member, now);
-        let ended = matches!(left, Left::Last { .. });
-        let ttl = match &left {
-            Left::Partially { lease, .. } | Left::Last { lease, .. } => ttl_ticks(*lease),
-            Left::Stale | Left::Unknown => WATCHDOG_TICKS,
-        };
-        let others = match left {
-            Left::Stale => {
-                self.note(|_| format!("{owner:?}: its record ended meanwhile: NotOwner"));
-                return None;
+        let streak_open = self.cohorts.streak_on(KEY).is_some();
+        let plan = plan::write(next, left, streak_open, LEASE);
+        let ttl = ttl_ticks(plan.lease);
+        match plan.write {
+            Write::Nothing => {
+                self.note(|_| format!("{owner:?}: nothing of its own is left: NotOwner"));
+                None
             }
-            Left::Unknown if self.cohorts.streak_on(KEY).is_some() => {
-                self.note(|_| format!("{owner:?}: its hold was lent meanwhile: NotOwner"));
-                if let Some(Next::HandOff(claim)) = next {
-                    drop(claim);
-                }
-                return None;
-            }
-            Left::Partially { .. } => true,
-            Left::Unknown | Left::Last { .. } => false,
-        };
-        let elsewhere = ended.then_some((kind, owner));
-        match next {
-            None => {
+            Write::Unlock { others } => {
                 self.note(|_| format!("{owner:?} {kind:?}: sends the unlock of its field"));
                 Some(Job::Unlock {
                     field: owner,
                     after: After {
                         others,
-                        elsewhere,
+                        elsewhere: plan.ended.then_some((kind, owner)),
                         ttl,
                         ..After::default()
                     },
                     ran: None,
                 })
             }
-            Some(Next::HandOff(claim)) => Some(self.pass((owner, owner), claim, None, kind, ttl)),
-            Some(Next::Release { .. } | Next::AlreadyPassing) => {
+            // The other kinds' queues are left alone after a pass or an unlock for real: these
+            // are releases of a kind that queues, the lock, and the model's other kind, the spin
+            // lock, queues nowhere.
+            Write::Pass(claim) => Some(self.pass((owner, owner), claim, None, kind, ttl)),
+            Write::UnlockForReal { .. } => {
                 Some(self.unlock_for_real((owner, owner), None, kind, ttl))
             }
+        }
+    }
+
+    /// `release_in_streak`: the streak says what the release did.
+    fn release_in_streak(
+        &mut self,
+        owner: Owner,
+        kind: ModelKind,
+        member: Option<&Expiry>,
+        streak: &Arc<Streak>,
+    ) -> Option<Job> {
+        let field = owner.field();
+        let released = streak.release(field, || {
+            let now = instant(self.now);
+            let left = self.ledger.leave_at(&self.books(), field, member, now);
+            !matches!(left, Left::Partially { .. })
+        });
+        match released {
+            StreakRelease::Partially => {
+                self.note(|_| format!("{owner:?} {kind:?}: releases a re-entry of the lent hold"));
+                None
+            }
+            StreakRelease::NotHolder => {
+                self.ledger.lose(&self.books(), field, None);
+                if kind.hands_off() {
+                    self.released(kind, owner);
+                }
+                self.note(|_| {
+                    format!("{owner:?} {kind:?}: not the streak's holder: NotOwner, nothing sent")
+                });
+                None
+            }
+            StreakRelease::Last => self.release_streak(owner, kind, streak),
         }
     }
 
@@ -1912,34 +1905,26 @@ impl World {
         let next = match next {
             Next::HandOff(claim) => match self.lend_on(streak, claim) {
                 Ok(()) => return None,
-                Err(claim) if claim.field() == streak.root => {
-                    claim.failed();
-                    Next::Release { yielding: false }
-                }
-                Err(claim) => Next::HandOff(claim),
+                Err(claim) => plan::declined(claim, &streak.root),
             },
             next => next,
         };
-        if !streak.ending() {
-            if let Next::HandOff(claim) = next {
-                claim.failed();
-            }
+        let Some(write) = plan::streak_write(next, streak.ending()) else {
             self.released(kind, holder);
             self.note(|_| format!("{holder:?}: its streak is ending (lost): NotOwner"));
             return None;
-        }
+        };
         let root = Owner::of(&streak.root);
         self.watchdog.deregister(&RENEWAL, KEY, root.field());
-        match next {
-            Next::HandOff(claim) => {
-                let streak = Some(streak.clone());
-                Some(self.pass((holder, root), claim, streak, kind, WATCHDOG_TICKS))
+        let streak = Some(streak.clone());
+        Some(match write {
+            StreakWrite::Pass(claim) => {
+                self.pass((holder, root), claim, streak, kind, WATCHDOG_TICKS)
             }
-            Next::Release { .. } | Next::AlreadyPassing => {
-                let streak = Some(streak.clone());
-                Some(self.unlock_for_real((holder, root), streak, kind, WATCHDOG_TICKS))
+            StreakWrite::UnlockForReal { .. } => {
+                self.unlock_for_real((holder, root), streak, kind, WATCHDOG_TICKS)
             }
-        }
+        })
     }
 
     /// `pass` of `root`'s field, released by `holder`, up to the script on the wire; `ttl` is the
@@ -3361,13 +3346,6 @@ fn caught(scenario: Scenario, revert: Revert, believers: &str) {
         message.contains("trace (") && message.contains(believers),
         "not the expected counterexample: {message}"
     );
-}
-
-/// Case 1: the root, lent the hold back, re-enters; the release of its inner hold takes the plain
-/// path and unlocks its field in Redis while it holds, and X takes the lock.
-#[test]
-fn reverting_the_holder_check_of_releases_is_caught() {
-    caught(LEND_BACK, Revert::LentByRoot, "{A, X} each believe");
 }
 
 /// Case 2: the root takes the lock through the spin lock while its hold is lent: a re-entry of

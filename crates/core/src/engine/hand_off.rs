@@ -39,6 +39,7 @@ use super::latched::{
 };
 use super::lock_wire::LockWire;
 use super::patience::Patience;
+use super::release::plan::{self, StreakWrite};
 use crate::cohort::{Claim, Next, Streak, Yield};
 use crate::error::{Error, Operation, Result, Subject};
 use crate::ledger::Expiry;
@@ -234,25 +235,17 @@ pub(super) async fn release_streak<K: LockWire + ?Sized>(
     let next = match next {
         Next::HandOff(claim) => match lend_on(services, &**kind, streak, claim) {
             Lend::Lent(lent) => return Handed::lent(lent),
-            // The streak's root waits again (for a fixed lease, say): a script cannot pass its own
-            // field to it. The streak ends with a real release, and it tries as usual.
-            Lend::Declined(claim) if claim.field() == streak.root => {
-                claim.failed();
-                Next::Release { yielding: false }
-            }
-            Lend::Declined(claim) => Next::HandOff(claim),
+            Lend::Declined(claim) => plan::declined(claim, &streak.root),
         },
         next => next,
     };
-    // The streak ends here: its registration is given up before the hash changes. If it is
-    // ending already, its hold was lost meanwhile and its watch unlocks the root's field.
-    if !streak.ending() {
-        if let Next::HandOff(claim) = next {
-            claim.failed();
-        }
+    // The streak ends here, unless its loss ended it first: its registration is given up before
+    // the hash changes.
+    let Some(write) = plan::streak_write(next, streak.ending()) else {
+        // Its hold was lost meanwhile, and its watch unlocks the root's field.
         services.cohorts.released(key, queue, holder, None);
         return Handed::done(Err(Error::not_owner(kind.subject(), holder)));
-    }
+    };
     services
         .watchdog
         .deregister(kind.renewal(), key, &streak.root);
@@ -261,15 +254,13 @@ pub(super) async fn release_streak<K: LockWire + ?Sized>(
         holder,
         root: &streak.root,
     };
-    match next {
-        Next::HandOff(claim) => pass(services, kind, from, lease, claim, None, Some(streak)).await,
-        // No other release of the holder can be passing the lock on: the streak says who holds.
-        next @ (Next::Release { .. } | Next::AlreadyPassing) => {
-            let yielding = matches!(next, Next::Release { yielding: true });
-            let released =
-                unlock_for_real(services, &**kind, from, lease, None, yielding, Some(streak)).await;
-            Handed::done(released)
+    match write {
+        StreakWrite::Pass(claim) => {
+            pass(services, kind, from, lease, claim, None, Some(streak)).await
         }
+        StreakWrite::UnlockForReal { yielding } => Handed::done(
+            unlock_for_real(services, &**kind, from, lease, None, yielding, Some(streak)).await,
+        ),
     }
 }
 

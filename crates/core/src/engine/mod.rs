@@ -74,6 +74,9 @@ pub(crate) use lock_wire::{
 };
 pub(crate) use object::Object;
 pub(crate) use patience::Patience;
+/// The release's decisions, which the model check runs (`cohort/model.rs`).
+#[cfg(test)]
+pub(crate) use release::plan as release_plan;
 pub(crate) use release::{Releasing, force_unlock};
 pub(crate) use synced::{Synced, until_synced};
 pub(crate) use update::update;

@@ -10,12 +10,15 @@ use super::hand_off::{self, Handed, Lend, Releaser};
 use super::hold::books;
 use super::latched::{Released, unlock};
 use super::lock_wire::LockWire;
-use crate::cohort::{Next, StreakRelease};
+use crate::cohort::{Next, Streak, StreakRelease};
 use crate::connection::Written;
 use crate::error::{Error, Operation, Result};
 use crate::ledger::{Expiry, Left};
 use crate::reconciling::Reconciling;
 use crate::services::{Background, Services};
+use plan::{Plan, Way, Write};
+
+pub(crate) mod plan;
 
 /// Releases one hold of `kind` by `field`: `member`, a guard's hold (its record's member), or any
 /// of the owner's (a release by owner; a hold passed to a waiter that is gone has no record).
@@ -61,39 +64,19 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
     }
     services.reconciling.settled(kind.key(), field).await;
     let books = books(services, &**kind);
-    // While a streak is open, Redis holds its root's field, and only the lent holder holds: but an
-    // owner whose acquire passed the streak's gate before the streak opened, and ran once its end
-    // had unlocked the root's field, holds its own field in Redis (`Ledger::holds_in_redis`), and
-    // releases it there.
-    if let Some(streak) = services.cohorts.streak_on(scope)
-        && !ledger.holds_in_redis(scope, field)
-    {
-        let released = streak.release(field, || {
-            !matches!(ledger.leave(&books, field, member), Left::Partially { .. })
-        });
-        return match released {
-            StreakRelease::Partially => Ok(Released::Partially),
-            StreakRelease::Last => {
-                let handed = hand_off::release_streak(services, kind, field, &streak).await;
-                finish(services, kind, field, handed).await
-            }
-            StreakRelease::NotHolder => {
-                // Nothing of this owner's is in Redis while the streak lasts: a holder the streak
-                // no longer counts (its hold was lost) or any other owner.
-                ledger.lose(&books, field, None);
-                if kind.hand_off().is_some() {
-                    services.cohorts.released(scope, kind.label(), field, None);
-                }
-                Err(Error::not_owner(kind.subject(), field))
-            }
-        };
-    }
-    // A guard of a record that ended: what it counted on is gone, and a later hold of the owner
-    // must not lose a count to it.
-    if ledger.is_stale(scope, field, member) {
-        return Err(Error::not_owner(kind.subject(), field));
-    }
-    let last = ledger.count(scope, field) <= 1;
+    let last = match plan::way(
+        services.cohorts.streak_on(scope),
+        ledger,
+        scope,
+        field,
+        member,
+    ) {
+        Way::Streak(streak) => {
+            return release_in_streak(services, kind, field, member, &streak).await;
+        }
+        Way::Stale => return Err(Error::not_owner(kind.subject(), field)),
+        Way::Own { last } => last,
+    };
     let hands_off = last && kind.hand_off().is_some() && services.config.local_handoff;
     let (queue, config) = (kind.label(), &services.config);
     let next = hands_off.then(|| {
@@ -114,24 +97,20 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
     };
     // The hash changes from here on: the record's renewal stops first if no renewed member is left.
     let left = ledger.leave(&books, field, member);
-    let ended = matches!(left, Left::Last { .. });
-    let (lease, conn, others) = match left {
-        Left::Stale => return Err(Error::not_owner(kind.subject(), field)),
-        // Another release of this owner lent its last hold meanwhile (a misuse: two releases of
-        // one hold at once): nothing of this owner's is left in Redis to release.
-        Left::Unknown if services.cohorts.streak_on(scope).is_some() => {
-            return Err(Error::not_owner(kind.subject(), field));
-        }
-        Left::Unknown => (services.watchdog.timeout(), None, false),
-        Left::Partially { lease, conn } => (lease, conn, true),
-        Left::Last { lease, conn } => (lease, conn, false),
-    };
+    let streak_open = services.cohorts.streak_on(scope).is_some();
+    let Plan {
+        write,
+        lease,
+        conn,
+        ended,
+    } = plan::write(next, left, streak_open, services.watchdog.timeout());
     let from = Releaser {
         holder: field,
         root: field,
     };
-    let released = match next {
-        None => {
+    let released = match write {
+        Write::Nothing => return Err(Error::not_owner(kind.subject(), field)),
+        Write::Unlock { others } => {
             let released = unlock(services, &**kind, field, lease, conn).await;
             if matches!(released, Err(Error::NotOwner { .. })) && others {
                 // Redis no longer has the field that this owner's other holds count on (a delete
@@ -141,23 +120,12 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
             }
             released
         }
-        Some(Next::HandOff(claim)) => {
+        Write::Pass(claim) => {
             let handed = hand_off::pass(services, kind, from, lease, claim, conn, None).await;
             finish(services, kind, field, handed).await
         }
-        Some(Next::Release { yielding }) => {
+        Write::UnlockForReal { yielding } => {
             hand_off::unlock_for_real(services, &**kind, from, lease, conn, yielding, None).await
-        }
-        // Another release of this owner claimed the head. Either it is passing the lock by
-        // script, its other future's last hold, which this one's re-entry, sent meanwhile, made a
-        // count of 2 in Redis; or it is a second release of this one hold (a misuse) that took
-        // the claim, and this one took the hold from the record before it: that one then finds
-        // nothing of its own left and sends nothing. Either way this hold is released through
-        // Redis as any other (a hand-off script then finds the field held once, or twice and
-        // unlocks instead), and the queue is told, as after any unlock for real: a head whose
-        // claim fails must not wait for a holder that is gone.
-        Some(Next::AlreadyPassing) => {
-            hand_off::unlock_for_real(services, &**kind, from, lease, conn, false, None).await
         }
     };
     if ended {
@@ -168,6 +136,38 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
             .released_elsewhere(scope, kind.label(), field);
     }
     released
+}
+
+/// A release while a streak of free hand-offs is open on the key (see [`release`]): the lent
+/// holder's re-entries are released in the streak only; its last release lends the hold on, or
+/// ends the streak in Redis; anyone else of this client holds nothing there.
+async fn release_in_streak<K: LockWire + ?Sized>(
+    services: &Arc<Services>,
+    kind: &Arc<K>,
+    field: &str,
+    member: Option<&Expiry>,
+    streak: &Arc<Streak>,
+) -> Result<Released> {
+    let (scope, ledger, books) = (kind.scope(), &services.ledger, books(services, &**kind));
+    let released = streak.release(field, || {
+        !matches!(ledger.leave(&books, field, member), Left::Partially { .. })
+    });
+    match released {
+        StreakRelease::Partially => Ok(Released::Partially),
+        StreakRelease::Last => {
+            let handed = hand_off::release_streak(services, kind, field, streak).await;
+            finish(services, kind, field, handed).await
+        }
+        StreakRelease::NotHolder => {
+            // Nothing of this owner's is in Redis while the streak lasts: a holder the streak no
+            // longer counts (its hold was lost) or any other owner.
+            ledger.lose(&books, field, None);
+            if kind.hand_off().is_some() {
+                services.cohorts.released(scope, kind.label(), field, None);
+            }
+            Err(Error::not_owner(kind.subject(), field))
+        }
+    }
 }
 
 /// What a release by `field` that handed off returns, once a hold passed to a waiter that is gone
