@@ -11,9 +11,11 @@
 //! [`Registry`], whose [`Listening`] marks decide whether a hold may be lent; the hold
 //! [`Ledger`] (every count, member, lease, generation, attempt mark and staleness decision, and
 //! the leases the scripts are sent: `Ledger::sending`, `Ledger::leave`); and the [`Watchdog`]'s
-//! registrations, generations and the decision a renewal's reply flag makes (`replied`). Around
-//! them runs a mirror of the engine's sequencing, step for step: `engine/acquire.rs`
-//! (`answered_in_streak`, `Queued::join` and `local_step`, `gated_by_streak`, the attempt with its
+//! registrations, generations and the decision a renewal's reply flag makes (`replied`); and the
+//! engine's own decision functions: an acquisition's about the streak (`engine/acquire/plan.rs`:
+//! `in_streak`, `gated`) and a release's (`engine/release/plan.rs`: `way`, `write`, `declined`,
+//! `streak_write`). Around them runs a mirror of the engine's sequencing, step for step:
+//! `engine/acquire.rs` (`answered_in_streak`, `Queued::join` and `local_step`, the attempt with its
 //! `Taken::Gone` retry, `take_hold`, `held_outside_the_queue`), `engine/release.rs` (`release`,
 //! `force_unlock`) and `engine/hand_off.rs` (`lend_first`, `lend_on`, `release_streak`, `pass`,
 //! `unlock_for_real`, the streak's watch and `end_lost`), and reconciliations (`Reconciling`).
@@ -148,11 +150,10 @@
 //! - Atomicity finer than an await: code between two awaits is one step, which a multi-threaded
 //!   runtime does not promise two futures of one owner.
 //!
-//! The release's decisions are the engine's own functions (`engine/release/plan.rs`): which way a
-//! release goes, what it sends once its hold left its record, how a streak ends. What the model
-//! still mirrors of the engine is its sequencing (which object is asked what, in which order,
-//! between which awaits) and the acquire side's gates: that part is kept in step by hand, and a
-//! change to the engine's sequencing is made here too. Every decision the ledger, the watchdog,
+//! The streak's gates of an acquisition and the release's decisions are the engine's own
+//! functions (see above): what the model still mirrors of the engine is its sequencing (which
+//! object is asked what, in which order, between which awaits): that part is kept in step by hand,
+//! and a change to the engine's sequencing is made here too. Every decision the ledger, the watchdog,
 //! the queues and the streak make is theirs, run as is.
 //!
 //! # Showing it can fail
@@ -199,6 +200,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Claim, Cohorts, Next, Slot, Step, Streak, StreakRelease, Ticket};
+use crate::engine::acquire_plan::{self, InStreak};
 use crate::engine::release_plan::{self as plan, StreakWrite, Way, Write};
 use crate::ledger::{Books, Expiry, Ledger, Left};
 use crate::pubsub::{Listening, Registry, Subscription};
@@ -1367,19 +1369,25 @@ impl World {
         let owner = self.futures[i].owner;
         // The lent holder's re-entry is counted in the streak; anyone else waits (a one-shot try
         // would fail here, and none is modelled).
-        let mut record = 0;
-        if self.consults_streak(kind)
-            && let Some(streak) = self.cohorts.streak_on(KEY)
-            && streak.is_held_by(owner.field())
-            && streak.reenter(owner.field(), || {
-                record = self
-                    .ledger
-                    .lend(KEY, owner.field(), streak.expiry().token());
-            })
-        {
+        let answer = if self.consults_streak(kind) {
+            acquire_plan::in_streak(
+                &self.cohorts,
+                &self.ledger,
+                KEY,
+                owner.field(),
+                || Some(()),
+                false,
+            )
+        } else {
+            InStreak::GoesOn
+        };
+        if let InStreak::Reentered((), expiry) = answer {
+            let streak = self
+                .cohorts
+                .streak_on(KEY)
+                .expect("re-entered in the streak");
             let token = self.streak_token(&streak);
             let (_, excused, epoch) = self.lent[&owner];
-            let expiry = streak.expiry().in_record(record);
             self.acquired(i, kind, (expiry, token), epoch, excused);
             self.note(|w| {
                 format!(
@@ -1488,12 +1496,7 @@ impl World {
         // from now on waits for this attempt.
         self.ledger.attempt_sent(KEY, owner.field());
         let reentering = true;
-        if self.consults_streak(kind)
-            && self
-                .cohorts
-                .streak_on(KEY)
-                .is_some_and(|streak| !streak.is_held_by(owner.field()))
-        {
+        if self.consults_streak(kind) && acquire_plan::gated(&self.cohorts, KEY, owner.field()) {
             if reentering {
                 self.ledger.attempt_ended(KEY, owner.field());
             }
@@ -2536,11 +2539,7 @@ impl World {
                     .is_some_and(|holder| holder.live_expiry().is_some())
             }
             None => {
-                self.consults_streak(kind)
-                    && self
-                        .cohorts
-                        .streak_on(KEY)
-                        .is_some_and(|streak| !streak.is_held_by(owner.field()))
+                self.consults_streak(kind) && acquire_plan::gated(&self.cohorts, KEY, owner.field())
             }
         }
     }

@@ -30,6 +30,8 @@ use crate::scripts::ScriptCall;
 use crate::services::{Background, Services};
 use crate::telemetry::{self, Acquisition, Reconciles};
 
+pub(crate) mod plan;
+
 /// Acquires `kind` for `owner`, waiting as `wait` says. `Ok(None)` means the wait ran out.
 ///
 /// A kind that hands off (see [`crate::cohort`]) queues its waiters locally: a caller that holds

@@ -33,6 +33,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
+use super::acquire::plan::{InStreak, in_streak};
 use super::hold::count_in_redis;
 use super::latched::{
     Latched, Released, latch_ttl, resend_until_seen, send_latched, settled_in_background, unlock,
@@ -455,39 +456,35 @@ async fn end_lost<K: LockWire + ?Sized>(services: &Arc<Services>, kind: &K, stre
 /// holds the streak's root, not the local holder): the holder's re-entry is counted here (refused
 /// by a kind that refuses re-entry, or whose re-entry must write); its lease stays the streak's, a
 /// fixed one included. Anyone else's one-shot try fails; anyone else prepared to wait goes on
-/// (`None`), and waits in [`gated_by_streak`] until the streak is over.
+/// (`None`), and waits in [`gated_by_streak`] until the streak is over. See
+/// [`super::acquire::plan::in_streak`].
 pub(super) fn answered_in_streak<K: LockWire>(
     services: &Services,
     kind: &K,
     field: &str,
     wait_for: Patience,
 ) -> Option<Acquired<K::Token>> {
-    let scope = kind.scope();
-    let streak = services.cohorts.streak_on(scope)?;
-    if streak.is_held_by(field) {
-        let token = match kind.local_reentry() {
-            Some(token) if !kind.refuses_reentry() => token,
-            _ => return Some(Err(Error::reentry_refused(kind.subject()))),
-        };
-        let expiry = streak.expiry();
-        let mut record = 0;
-        if streak.reenter(field, || {
-            record = services.ledger.lend(scope, field, expiry.token());
-        }) {
-            return Some(Ok(Some((token, expiry.in_record(record)))));
-        }
+    let reentry = || kind.local_reentry().filter(|_| !kind.refuses_reentry());
+    let (cohorts, ledger) = (&services.cohorts, &services.ledger);
+    match in_streak(
+        cohorts,
+        ledger,
+        kind.scope(),
+        field,
+        reentry,
+        wait_for.one_try(),
+    ) {
+        InStreak::GoesOn => None,
+        InStreak::Reentered(token, expiry) => Some(Ok(Some((token, expiry)))),
+        InStreak::Refused => Some(Err(Error::reentry_refused(kind.subject()))),
+        InStreak::Busy => Some(Ok(None)),
     }
-    let one_try = wait_for.one_try();
-    one_try.then_some(Ok(None))
 }
 
-/// Whether an attempt by `field` on `scope` must wait instead of going to Redis: a streak is open
-/// on it and `field` does not hold its lent hold.
+/// Whether an attempt by `field` on `scope` must wait instead of going to Redis (see
+/// [`super::acquire::plan::gated`]).
 pub(super) fn gated_by_streak(services: &Services, scope: &str, field: &str) -> bool {
-    services
-        .cohorts
-        .streak_on(scope)
-        .is_some_and(|streak| !streak.is_held_by(field))
+    super::acquire::plan::gated(&services.cohorts, scope, field)
 }
 
 /// How many holds `field` has of `key` while a streak of free hand-offs is open on it: the lent

@@ -67,15 +67,13 @@ pub trait LockWire: Send + Sync + 'static {
         self.name()
     }
 
-    /// What this client keeps its books of the lock's holds under: the hold counts ([`Holds`]), the
-    /// watchdog's registrations, the local queues and streaks. The key (the default) for every kind
+    /// What this client keeps its books of the lock's holds under: the owners' hold records
+    /// ([`crate::ledger::Ledger`]), the watchdog's registrations, the local queues and streaks. The key (the default) for every kind
     /// whose holds are of the whole key; a kind whose holds are of *some* of the key's fields (the
     /// group lock's are of its values, docs/protocol.md §8.9) names the key and that part, so that
     /// holds of different parts of one key are counted and renewed apart. A kind that hands off
     /// ([`LockWire::hand_off`]) holds the whole key. What holds an owner back from the lock while a
     /// reconciliation may run (an undo, a release in the background) stays per key.
-    ///
-    /// [`Holds`]: crate::services::Holds
     fn scope(&self) -> &str {
         self.key()
     }

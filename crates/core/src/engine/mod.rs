@@ -13,8 +13,8 @@
 //!    subscribe → arm the channel's wake-up → retry → wait for a wake-up or the bound. Arming
 //!    before the retry means a message published during the retry is never lost. The loop itself is
 //!    plain async code over the subscriber's registry, tested in-process on a paused clock.
-//! 2. **Acquire** ([`acquire`]): one attempt is the kind's acquire script, with its undo armed.
-//!    A wait-forever acquisition builds that write only once the client admits it
+//! 2. **Acquire** ([`acquire`](mod@acquire)): one attempt is the kind's acquire script, with its
+//!    undo armed. A wait-forever acquisition builds that write only once the client admits it
 //!    ([`admission::admit`]), so that a burst of any number of waiters parks without one write's
 //!    state each.
 //! 3. **Hold** ([`Guard`]): registered with the watchdog (under the kind's renewal) unless it has a
@@ -74,12 +74,12 @@ pub(crate) use lock_wire::{
 };
 pub(crate) use object::Object;
 pub(crate) use patience::Patience;
-/// The release's decisions, which the model check runs (`cohort/model.rs`).
-#[cfg(test)]
-pub(crate) use release::plan as release_plan;
 pub(crate) use release::{Releasing, force_unlock};
 pub(crate) use synced::{Synced, until_synced};
 pub(crate) use update::update;
+/// The acquisition's and the release's decisions, which the model check runs (`cohort/model.rs`).
+#[cfg(test)]
+pub(crate) use {acquire::plan as acquire_plan, release::plan as release_plan};
 
 /// How a kind's requests wait for a connection's in-flight slot (see [`Patience::queueing`]).
 pub(crate) use crate::connection::Queueing;

@@ -186,9 +186,7 @@ impl Desired<Arc<str>> for Channels {
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     /// The wanted channels. Hashed with foldhash, as every map a lock and unlock looks in (see
-    /// [`Holds`]).
-    ///
-    /// [`Holds`]: crate::services::Holds
+    /// [`crate::ledger::Ledger`]).
     channels: Mutex<Channels>,
     /// The channels wanted first or given up last since the connection task's last step, which
     /// looks at these only (see [`SubscriptionTracker::mark`]). Taken under `channels`' lock.

@@ -13,7 +13,7 @@
 //!    field), not at all (the guard's record ended), or through the owner's own field.
 //! 2. For the last hold of a kind that hands off, the local queue names who is next
 //!    ([`crate::cohort::Cohorts::releasing`]), and a free hand-off is tried first.
-//! 3. [`write`]: once the hold has left its record, what the release sends. For a streak's last
+//! 3. [`write()`]: once the hold has left its record, what the release sends. For a streak's last
 //!    holder, [`streak_write`] instead: how the streak ends.
 
 use std::sync::Arc;
