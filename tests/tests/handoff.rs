@@ -1064,6 +1064,50 @@ async fn the_lent_holder_re_enters_through_other_kinds_sharing_the_hash() {
     assert!(!exists(&mut redis, name).await);
 }
 
+/// The owner that the hold is lent to has another future waiting through the spin lock, which
+/// does not queue locally, since before the lend: that future's next attempt re-enters the lent
+/// hold in the streak. Sent to Redis, which holds the root's field, it found its own field gone and
+/// took the lent hold for lost (seen in the soak's `re_entries_and_two_futures_of_one_owner::mixed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lent_holders_future_waiting_through_another_kind_re_enters_the_lent_hold() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server).await;
+    let mut redis = raw(&server).await;
+    let name = "handoff:lent-holder-spinning";
+    let first = first_owner(&client, &server, client.lock(name)).await;
+    let root_field = first.field().to_owned();
+    let owner = rlock_redisson::Owner::new();
+    let mut next = spawn_holder(locking(client.lock(name).with_owner(owner)));
+    queued(&client, 1).await;
+    // Spins (its attempts find the lock busy) until the hold is lent to its owner.
+    let spinning = tokio::spawn({
+        let spin = client.spin_lock(name).with_owner(owner);
+        async move { spin.try_lock_for(Duration::from_secs(5)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = client.stats();
+    first.unlock().await.expect("first lends");
+    let _ = next.acquired().await;
+    assert_eq!(client.stats().free_handoffs, before.free_handoffs + 1, "lent");
+    let spin = spinning
+        .await
+        .expect("task")
+        .expect("spin")
+        .expect("re-entered the lent hold");
+    let holder = next.guard().await;
+    assert!(!holder.is_lease_lost(), "the lent hold is not taken for lost");
+    assert!(!spin.is_lease_lost());
+    assert_eq!(holder.hold_count().await.expect("count"), 2);
+    spin.unlock().await.expect("unlocks the spin re-entry");
+    assert_eq!(
+        hash(&mut redis, name).await,
+        HashMap::from([(root_field, "1".to_owned())]),
+        "Redis still holds the root's field for the streak"
+    );
+    holder.unlock().await.expect("unlocks");
+    assert!(!exists(&mut redis, name).await);
+}
+
 /// Another client force-unlocks through the spin lock (Redisson's is a bare `DEL`) and takes the
 /// lock while a hold is lent: the holder is told, and the hold is not handed on to the next local
 /// waiter, which waits for the new owner.

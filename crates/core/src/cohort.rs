@@ -1229,19 +1229,28 @@ impl Drop for Claim {
     }
 }
 
+/// What the unit tests of the queues, and of the engine's decisions over them, share: one lock of
+/// one kind, and the bounds of a streak.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::time::Duration;
+
+    pub(crate) const KEY: &str = "lock";
+    pub(crate) const KIND: &str = "lock";
+    pub(crate) const LEASE: Duration = Duration::from_secs(30);
+    pub(crate) const LIMIT: u32 = 3;
+    pub(crate) const WINDOW: Duration = Duration::from_secs(1);
+}
+
 #[cfg(test)]
 mod tests {
     use tokio_util::sync::CancellationToken;
 
+    use super::fixtures::{KEY, KIND, LEASE, LIMIT, WINDOW};
     use super::*;
     use crate::pubsub::Registry;
     use crate::wake::WakeRule;
 
-    const KEY: &str = "lock";
-    const KIND: &str = "lock";
-    const LEASE: Duration = Duration::from_secs(30);
-    const LIMIT: u32 = 3;
-    const WINDOW: Duration = Duration::from_secs(1);
     const CHANNEL: &str = "redisson_lock__channel:{lock}";
 
     /// Listening on the lock's channel of `subscriber`, live (confirmed by hand: no server).

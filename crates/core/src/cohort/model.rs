@@ -1496,6 +1496,40 @@ impl World {
         // from now on waits for this attempt.
         self.ledger.attempt_sent(KEY, owner.field());
         let reentering = true;
+        // The lent holder's attempt (another of its futures, whose acquisition began before the
+        // hold was lent to it) re-enters the lent hold in the streak, not in Redis.
+        let answer = if self.consults_streak(kind) {
+            acquire_plan::in_streak(
+                &self.cohorts,
+                &self.ledger,
+                KEY,
+                owner.field(),
+                || Some(()),
+                false,
+            )
+        } else {
+            InStreak::GoesOn
+        };
+        if let InStreak::Reentered((), expiry) = answer {
+            self.ledger.attempt_ended(KEY, owner.field());
+            if let Some(queued) = ticket {
+                self.leave_queue(owner, queued);
+            }
+            let streak = self
+                .cohorts
+                .streak_on(KEY)
+                .expect("re-entered in the streak");
+            let token = self.streak_token(&streak);
+            let (_, excused, epoch) = self.lent[&owner];
+            self.acquired(i, kind, (expiry, token), epoch, excused);
+            self.note(|w| {
+                format!(
+                    "{} {kind:?}: its attempt re-enters the lent hold, counted in the streak",
+                    w.futures[i].name
+                )
+            });
+            return;
+        }
         if self.consults_streak(kind) && acquire_plan::gated(&self.cohorts, KEY, owner.field()) {
             if reentering {
                 self.ledger.attempt_ended(KEY, owner.field());

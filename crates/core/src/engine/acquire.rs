@@ -89,6 +89,7 @@ pub(crate) fn acquire<'a, K: LockWire>(
             queued: None,
             refused: AtomicBool::new(false),
             busy: AtomicBool::new(false),
+            in_streak: AtomicBool::new(false),
             give_up: None,
         });
         let acquired = acquisition.track(acquiring).await;
@@ -126,6 +127,9 @@ struct Acquiring<'a, K: LockWire> {
     refused: AtomicBool,
     /// Set when an attempt found the lock busy (a fair waiter is then queued in Redis).
     busy: AtomicBool,
+    /// Set when an attempt was answered in the streak open on the key: nothing was written, and
+    /// a place the acquisition took in the kind's queue in Redis is still there.
+    in_streak: AtomicBool,
     /// The kind's give-up (docs/protocol.md §6.6), armed while the acquisition may be queued in
     /// Redis: run when the wait ran out, sent in the background when the acquisition is dropped or
     /// failed. Boxed: most kinds have none, and every waiter's future would keep room for one.
@@ -219,7 +223,12 @@ fn acquire_as<'a, K: LockWire>(
                 // in Redis included (docs/protocol.md §6.4 step 3): telling a re-entry here by the
                 // owner's local hold count raced with the release of the owner's other hold.
                 Ok(Some(acquired)) => {
-                    acquiring.disarm_give_up();
+                    // A re-entry answered in the streak wrote nothing: a place in the kind's queue
+                    // in Redis (a fair lock's) that an earlier attempt took is given up, in the
+                    // background, as the acquisition ends.
+                    if !acquiring.in_streak.load(Ordering::Relaxed) {
+                        acquiring.disarm_give_up();
+                    }
                     return Ok(Some(acquired));
                 }
                 Ok(None) => {}
@@ -257,7 +266,20 @@ impl<K: LockWire> Acquiring<'_, K> {
         // that a hold lent from now on waits for this attempt, and an attempt from now on sees a
         // streak opened before.
         let _attempting = services.ledger.attempting(kind.scope(), field);
-        // While a streak of free hand-offs holds the key, only its holder acts on it.
+        // While a streak of free hand-offs holds the key, only its holder acts on it, and not in
+        // Redis, which holds the streak root's field: an acquisition of the holder's that began
+        // before the hold was lent to it (another of its futures, through a kind that does not
+        // queue locally) re-enters the lent hold here. Sent to Redis, it would find its field gone
+        // and take the lent hold for lost.
+        match answered_in_streak(services, kind, field, self.wait_for) {
+            Some(Ok(Some(taken))) => {
+                self.in_streak.store(true, Ordering::Relaxed);
+                return Ok(Attempt::Acquired(taken));
+            }
+            Some(Err(refused)) => return Err(refused),
+            Some(Ok(None)) => return Ok(Attempt::Busy(RECHECK)),
+            None => {}
+        }
         if gated_by_streak(services, kind.scope(), field) {
             return Ok(Attempt::Busy(RECHECK));
         }

@@ -68,16 +68,12 @@ pub(crate) fn gated(cohorts: &Cohorts, scope: &str, field: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use tokio::time::Instant;
     use tokio_util::sync::CancellationToken;
 
     use super::*;
+    use crate::cohort::fixtures::{KEY, KIND, LEASE, LIMIT, WINDOW};
     use crate::cohort::{Cohorts, Next, Ticket};
-
-    const KEY: &str = "lock";
-    const KIND: &str = "lock";
 
     /// Cohorts with a streak open on the key, its hold lent by `root` to `holder` (whose ticket
     /// comes with them: dropped, it would give the lent hold back).
@@ -85,12 +81,11 @@ mod tests {
         let cohorts = Cohorts::default();
         let expiry = Expiry::watchdog(CancellationToken::new());
         cohorts.held(KEY, KIND, root, expiry, None);
-        let ticket = cohorts.join(KEY, KIND, holder, Duration::from_secs(30), true);
+        let ticket = cohorts.join(KEY, KIND, holder, LEASE, true);
         let streak = cohorts
             .open_streak(KEY, root, 1, &CancellationToken::new(), Instant::now())
             .expect("no streak open yet");
-        let Next::HandOff(claim) = cohorts.releasing(KEY, KIND, root, 3, Duration::from_secs(1))
-        else {
+        let Next::HandOff(claim) = cohorts.releasing(KEY, KIND, root, LIMIT, WINDOW) else {
             panic!("expected a claim");
         };
         assert!(streak.lend_to(holder));

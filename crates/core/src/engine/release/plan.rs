@@ -192,12 +192,7 @@ mod tests {
 
     use super::*;
     use crate::cohort::Cohorts;
-
-    const KEY: &str = "lock";
-    const KIND: &str = "lock";
-    const LEASE: Duration = Duration::from_secs(30);
-    const LIMIT: u32 = 3;
-    const WINDOW: Duration = Duration::from_secs(1);
+    use crate::cohort::fixtures::{KEY, KIND, LEASE, LIMIT, WINDOW};
 
     /// Cohorts where `holder` holds the lock and `waiter` waits in its queue.
     fn queue(holder: &str, waiter: &str) -> (Cohorts, crate::cohort::Ticket) {
