@@ -1088,14 +1088,21 @@ async fn a_lent_holders_future_waiting_through_another_kind_re_enters_the_lent_h
     let before = client.stats();
     first.unlock().await.expect("first lends");
     let _ = next.acquired().await;
-    assert_eq!(client.stats().free_handoffs, before.free_handoffs + 1, "lent");
+    assert_eq!(
+        client.stats().free_handoffs,
+        before.free_handoffs + 1,
+        "lent"
+    );
     let spin = spinning
         .await
         .expect("task")
         .expect("spin")
         .expect("re-entered the lent hold");
     let holder = next.guard().await;
-    assert!(!holder.is_lease_lost(), "the lent hold is not taken for lost");
+    assert!(
+        !holder.is_lease_lost(),
+        "the lent hold is not taken for lost"
+    );
     assert!(!spin.is_lease_lost());
     assert_eq!(holder.hold_count().await.expect("count"), 2);
     spin.unlock().await.expect("unlocks the spin re-entry");

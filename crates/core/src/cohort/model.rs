@@ -1364,31 +1364,38 @@ impl World {
 
     // -- engine/acquire.rs --
 
+    /// `in_streak` for future `i`, which waits if it must (a one-shot try is not modelled): the
+    /// lease of the lent hold it re-entered, counted in the streak, if it is the streak's holder.
+    fn in_streak(&self, i: usize, kind: ModelKind) -> Option<Expiry> {
+        let field = self.futures[i].owner.field();
+        if !self.consults_streak(kind) {
+            return None;
+        }
+        match acquire_plan::in_streak(&self.cohorts, &self.ledger, KEY, field, || Some(()), false) {
+            InStreak::Reentered((), expiry) => Some(expiry),
+            _ => None,
+        }
+    }
+
+    /// Future `i` holds a re-entry of the lent hold, under the streak's token.
+    fn hold_lent(&mut self, i: usize, kind: ModelKind, expiry: Expiry) {
+        let owner = self.futures[i].owner;
+        let streak = self
+            .cohorts
+            .streak_on(KEY)
+            .expect("re-entered in the streak");
+        let token = self.streak_token(&streak);
+        let (_, excused, epoch) = self.lent[&owner];
+        self.acquired(i, kind, (expiry, token), epoch, excused);
+    }
+
     /// `acquire_as` up to its first wait: `answered_in_streak`, then `Queued::join`.
     fn begin_acquire(&mut self, i: usize, kind: ModelKind) {
         let owner = self.futures[i].owner;
         // The lent holder's re-entry is counted in the streak; anyone else waits (a one-shot try
         // would fail here, and none is modelled).
-        let answer = if self.consults_streak(kind) {
-            acquire_plan::in_streak(
-                &self.cohorts,
-                &self.ledger,
-                KEY,
-                owner.field(),
-                || Some(()),
-                false,
-            )
-        } else {
-            InStreak::GoesOn
-        };
-        if let InStreak::Reentered((), expiry) = answer {
-            let streak = self
-                .cohorts
-                .streak_on(KEY)
-                .expect("re-entered in the streak");
-            let token = self.streak_token(&streak);
-            let (_, excused, epoch) = self.lent[&owner];
-            self.acquired(i, kind, (expiry, token), epoch, excused);
+        if let Some(expiry) = self.in_streak(i, kind) {
+            self.hold_lent(i, kind, expiry);
             self.note(|w| {
                 format!(
                     "{} {kind:?}: re-enters the lent hold, counted in the streak",
@@ -1498,30 +1505,12 @@ impl World {
         let reentering = true;
         // The lent holder's attempt (another of its futures, whose acquisition began before the
         // hold was lent to it) re-enters the lent hold in the streak, not in Redis.
-        let answer = if self.consults_streak(kind) {
-            acquire_plan::in_streak(
-                &self.cohorts,
-                &self.ledger,
-                KEY,
-                owner.field(),
-                || Some(()),
-                false,
-            )
-        } else {
-            InStreak::GoesOn
-        };
-        if let InStreak::Reentered((), expiry) = answer {
+        if let Some(expiry) = self.in_streak(i, kind) {
             self.ledger.attempt_ended(KEY, owner.field());
             if let Some(queued) = ticket {
                 self.leave_queue(owner, queued);
             }
-            let streak = self
-                .cohorts
-                .streak_on(KEY)
-                .expect("re-entered in the streak");
-            let token = self.streak_token(&streak);
-            let (_, excused, epoch) = self.lent[&owner];
-            self.acquired(i, kind, (expiry, token), epoch, excused);
+            self.hold_lent(i, kind, expiry);
             self.note(|w| {
                 format!(
                     "{} {kind:?}: its attempt re-enters the lent hold, counted in the streak",
