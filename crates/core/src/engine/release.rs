@@ -13,7 +13,7 @@ use super::lock_wire::LockWire;
 use crate::cohort::{Next, Streak, StreakRelease};
 use crate::connection::Written;
 use crate::error::{Error, Operation, Result};
-use crate::ledger::{Expiry, Left};
+use crate::ledger::{Books, Expiry, Left};
 use crate::reconciling::Reconciling;
 use crate::services::{Background, Services};
 use plan::{Plan, Way, Write};
@@ -72,7 +72,7 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         member,
     ) {
         Way::Streak(streak) => {
-            return release_in_streak(services, kind, field, member, &streak).await;
+            return release_in_streak(services, kind, books, (field, member), &streak).await;
         }
         Way::Stale => return Err(Error::not_owner(kind.subject(), field)),
         Way::Own { last } => last,
@@ -144,11 +144,11 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
 async fn release_in_streak<K: LockWire + ?Sized>(
     services: &Arc<Services>,
     kind: &Arc<K>,
-    field: &str,
-    member: Option<&Expiry>,
+    books: Books<'_>,
+    (field, member): (&str, Option<&Expiry>),
     streak: &Arc<Streak>,
 ) -> Result<Released> {
-    let (scope, ledger, books) = (kind.scope(), &services.ledger, books(services, &**kind));
+    let (scope, ledger) = (kind.scope(), &services.ledger);
     let released = streak.release(field, || {
         !matches!(ledger.leave(&books, field, member), Left::Partially { .. })
     });
