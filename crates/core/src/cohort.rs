@@ -11,14 +11,19 @@
 //! between two tasks of one client still leaves Redis in between (unlock, publish, a new race).
 //! This module keeps that traffic local:
 //!
-//! - **One queue per (client, lock, kind).** Tasks of this client that want the lock line up in
-//!   FIFO order; only the queue's head talks to Redis (tries, subscribes, waits). A newcomer that
-//!   finds waiters, or a local holder, queues behind them instead of sending a doomed try. Re-entry
-//!   by a holder and one-shot tries (`try_lock()`) do not queue.
+//! - **One queue per (client, lock key).** Tasks of this client that want the lock, through any
+//!   kind that shares its hash (a reentrant, non-reentrant and fenced lock of one name), line up
+//!   in FIFO order; only the queue's head talks to Redis (tries, subscribes, waits). A newcomer
+//!   that finds waiters, or a local holder, queues behind them instead of sending a doomed try.
+//!   Re-entry by a holder and one-shot tries (`try_lock()`) do not queue. The queue's holder is
+//!   one per key, whatever kind it took the lock through, so a release through any kind lets the
+//!   head try (an owner's holds through two kinds are one hold in Redis, and its last release
+//!   may go through either).
 //! - **While a local task holds the lock**, the head does not try either: it waits for the holder's
 //!   release, a message on the lock's channel, or the holder's lease to be lost.
 //! - **Hand-off.** A holder releasing its last hold while the head waits (not while it has a try on
-//!   the wire) claims the head ([`Next::HandOff`]) and passes the lock to it in one script: the
+//!   the wire), and wants the lock through the same kind (each kind writes its own hand-off: a
+//!   fenced one increments the token), claims the head ([`Next::HandOff`]) and passes the lock to it in one script: the
 //!   owner's field is replaced by the head's, the lease re-applied, nothing published. To Redis,
 //!   and to a Java client, the lock stays held: the hash is Redisson's at every instant.
 //! - **Free hand-off.** Where nothing in Redis must change per acquisition (the kind's
@@ -70,14 +75,14 @@ use tokio_util::sync::CancellationToken;
 use crate::ledger::Expiry;
 use crate::pubsub::Listening;
 
-/// The queues by kind, then by key, so that looking one up borrows the caller's key: every lock and
-/// unlock looks. Hashed with foldhash, as every map a lock and unlock looks in (see [`Ledger`]). A
-/// queue is its own entry (found by its key), so that its key is kept once, by the queue.
+/// The queues by key, looked up by borrowing the caller's key: every lock and unlock looks. Hashed
+/// with foldhash, as every map a lock and unlock looks in (see [`Ledger`]). A queue is its own
+/// entry (found by its key), so that its key is kept once, by the queue.
 ///
 /// [`Ledger`]: crate::ledger::Ledger
-type Queues = foldhash::HashMap<&'static str, foldhash::HashSet<ByKey>>;
+type Queues = foldhash::HashSet<ByKey>;
 
-/// This client's local queues, one per lock and kind that has local waiters or a local holder. A
+/// This client's local queues, one per lock key that has local waiters or a local holder. A
 /// handle: every ticket and claim keeps one, so it is one pointer.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cohorts(Arc<Shared>);
@@ -108,11 +113,9 @@ impl std::ops::Deref for Cohorts {
 
 #[derive(Debug)]
 struct Queue {
-    /// The queue's identity: the lock's key and the kind's queue name. Kinds sharing a key (a
-    /// reentrant and a fenced lock of one name) queue apart: a hold passes only between holders of
-    /// one kind.
+    /// The queue's identity: the lock's key. Kinds sharing a key (a reentrant and a fenced lock of
+    /// one name) queue together, but a hold passes only between holders of one kind.
     key: Box<str>,
-    label: &'static str,
     state: Mutex<State>,
 }
 
@@ -145,8 +148,8 @@ struct State {
     /// FIFO; the front is the head, the only waiter that talks to Redis. The first is kept inline:
     /// most queues only ever hold a lone waiter. Short: a waiter leaving moves those behind it.
     waiters: SmallVec<[Arc<Waiter>; 1]>,
-    /// The local owner that holds the lock, as far as this client knows. Boxed: a lone waiter's
-    /// queue has none, and every queue would keep room for one.
+    /// The local owner that holds the lock, as far as this client knows, through whichever kind.
+    /// Boxed: a lone waiter's queue has none, and every queue would keep room for one.
     occupant: Option<Box<Occupant>>,
     /// Hand-offs since the lock last came from Redis (when it did is the occupant's).
     streak: u32,
@@ -268,6 +271,8 @@ impl Yield {
 struct Waiter {
     /// Shared with the acquisition that waits.
     field: Arc<str>,
+    /// The kind it waits through (`LockWire::label`): only a holder of that kind passes it a hold.
+    label: &'static str,
     lease: Duration,
     /// Whether its hold would be renewed by the watchdog (no fixed lease): only such a waiter is
     /// passed a hold freely.
@@ -558,39 +563,34 @@ pub(crate) enum Next {
 }
 
 impl Cohorts {
-    fn queue(&self, key: &str, label: &'static str) -> Option<Arc<Queue>> {
-        Some(self.queues.lock().get(label)?.get(key)?.0.clone())
+    fn queue(&self, key: &str) -> Option<Arc<Queue>> {
+        Some(self.queues.lock().get(key)?.0.clone())
     }
 
-    /// The queue of `key` and `kind`, created if there is none.
-    fn queue_or_new(queues: &mut Queues, key: &str, label: &'static str) -> Arc<Queue> {
-        let of_kind = queues.entry(label).or_default();
-        if let Some(queue) = of_kind.get(key) {
+    /// The queue of `key`, created if there is none.
+    fn queue_or_new(queues: &mut Queues, key: &str) -> Arc<Queue> {
+        if let Some(queue) = queues.get(key) {
             return queue.0.clone();
         }
         let queue = Arc::new(Queue {
             key: key.into(),
-            label,
             state: Mutex::default(),
         });
-        let _ = of_kind.insert(ByKey(queue.clone()));
+        let _ = queues.insert(ByKey(queue.clone()));
         queue
     }
 
-    /// Drops the queue of `key` and `kind` if nobody waits in it and nobody holds.
-    fn forget_if_idle(&self, key: &str, label: &'static str) {
+    /// Drops the queue of `key` if nobody waits in it and nobody holds.
+    fn forget_if_idle(&self, key: &str) {
         let mut queues = self.queues.lock();
-        if let Some(of_kind) = queues.get_mut(label)
-            && of_kind.get(key).is_some_and(|q| q.0.state.lock().is_idle())
-        {
-            let _ = of_kind.remove(key);
+        if queues.get(key).is_some_and(|q| q.0.state.lock().is_idle()) {
+            let _ = queues.remove(key);
         }
     }
 
-    /// Puts `field` (an owner that holds nothing yet) at the back of the queue of lock `key` of
-    /// kind
-    /// `kind`; `lease` is what a hold passed to it is given.
-    /// `renewed` when that lease is the watchdog's.
+    /// Puts `field` (an owner that holds nothing yet) at the back of the queue of lock `key`,
+    /// waiting through the kind `label`; `lease` is what a hold passed to it is given, `renewed`
+    /// when that lease is the watchdog's.
     pub(crate) fn join(
         &self,
         key: &str,
@@ -601,6 +601,7 @@ impl Cohorts {
     ) -> Ticket {
         let waiter = Arc::new(Waiter {
             field: field.into(),
+            label,
             lease,
             renewed,
             nudges: AtomicU32::new(0),
@@ -608,7 +609,7 @@ impl Cohorts {
             slot: Mutex::new(Slot::Waiting),
         });
         let mut queues = self.queues.lock();
-        let queue = Self::queue_or_new(&mut queues, key, label);
+        let queue = Self::queue_or_new(&mut queues, key);
         let behind = {
             let mut state = queue.state.lock();
             state.waiters.push(waiter.clone());
@@ -629,13 +630,12 @@ impl Cohorts {
     pub(crate) fn held(
         &self,
         key: &str,
-        label: &'static str,
         field: &str,
         expiry: Expiry,
         listening: Option<Listening>,
     ) {
         let mut queues = self.queues.lock();
-        let queue = Self::queue_or_new(&mut queues, key, label);
+        let queue = Self::queue_or_new(&mut queues, key);
         queue
             .state
             .lock()
@@ -643,8 +643,8 @@ impl Cohorts {
     }
 
     /// `field` took up a lock passed to it, with this lease.
-    pub(crate) fn took_over(&self, key: &str, label: &'static str, field: &str, expiry: Expiry) {
-        if let Some(queue) = self.queue(key, label) {
+    pub(crate) fn took_over(&self, key: &str, field: &str, expiry: Expiry) {
+        if let Some(queue) = self.queue(key) {
             let mut state = queue.state.lock();
             if let Some(holder) = state.occupant.as_mut().filter(|h| h.field == field) {
                 holder.expiry = Some(expiry);
@@ -652,8 +652,9 @@ impl Cohorts {
         }
     }
 
-    /// `field` is about to release its last hold: hand the lock to the head, or release for real.
-    /// At most `limit` hand-offs in a row, within `window` of the lock coming from Redis.
+    /// `field` is about to release its last hold through the kind `label`: hand the lock to the
+    /// head, or release for real. At most `limit` hand-offs in a row, within `window` of the lock
+    /// coming from Redis.
     pub(crate) fn releasing(
         &self,
         key: &str,
@@ -663,7 +664,7 @@ impl Cohorts {
         window: Duration,
     ) -> Next {
         let release = Next::Release { yielding: false };
-        let Some(queue) = self.queue(key, label) else {
+        let Some(queue) = self.queue(key) else {
             return release;
         };
         let state = queue.state.lock();
@@ -677,6 +678,11 @@ impl Cohorts {
         // passes from an owner to itself (a hand-off script would replace the field by itself and
         // delete the lock); the lock is released, and that future takes it from Redis.
         if *head.field == *field {
+            return release;
+        }
+        // A head waiting through another kind: each kind writes its own hand-off (a fenced one
+        // increments the token), so it tries once the lock is released.
+        if head.label != label {
             return release;
         }
         let mut slot = head.slot.lock();
@@ -785,16 +791,12 @@ impl Cohorts {
         streak.over.notify_waiters();
     }
 
-    /// `field` released the lock for real (or lost it): the head may try, after `yielding` if
-    /// given.
-    pub(crate) fn released(
-        &self,
-        key: &str,
-        label: &'static str,
-        field: &str,
-        yielding: Option<Yield>,
-    ) {
-        let Some(queue) = self.queue(key, label) else {
+    /// `field`'s hold of `key` ended (released for real, or lost), through whichever kind: the head
+    /// may try, after `yielding` if given. One owner's holds through two kinds of one hash (a lock
+    /// re-entered through the spin lock of its name) are one hold in Redis, and the release of its
+    /// last one may go through a kind other than the one it took the lock through.
+    pub(crate) fn released(&self, key: &str, field: &str, yielding: Option<Yield>) {
+        let Some(queue) = self.queue(key) else {
             return;
         };
         {
@@ -806,34 +808,13 @@ impl Cohorts {
                 state.nudge_head();
             }
         }
-        self.forget_if_idle(key, label);
-    }
-
-    /// `field`'s hold of `key` ended through the kind `label`: the queues of the key's other kinds
-    /// that count `field` as their holder let their heads try. One owner's holds through two kinds
-    /// of one hash (a lock re-entered through the spin lock of its name) are one hold in Redis, and
-    /// the release of its last one may go through a kind other than the one whose queue it holds.
-    pub(crate) fn released_elsewhere(&self, key: &str, label: &'static str, field: &str) {
-        let others: SmallVec<[&'static str; 4]> = self
-            .queues
-            .lock()
-            .iter()
-            .filter(|(other, of_kind)| **other != label && of_kind.contains(key))
-            .map(|(other, _)| *other)
-            .collect();
-        for other in others {
-            self.released(key, other, field, None);
-        }
+        self.forget_if_idle(key);
     }
 
     /// How many waiters all queues hold.
     pub(crate) fn waiters(&self) -> usize {
         let queues = self.queues.lock();
-        queues
-            .values()
-            .flat_map(|of_kind| of_kind.iter())
-            .map(|q| q.0.state.lock().waiters.len())
-            .sum()
+        queues.iter().map(|q| q.0.state.lock().waiters.len()).sum()
     }
 
     /// How many locks were passed locally so far (by script or free).
@@ -863,11 +844,7 @@ impl Cohorts {
     /// How many queues exist (for tests: idle queues are dropped).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.queues
-            .lock()
-            .values()
-            .map(|of_kind| of_kind.len())
-            .sum()
+        self.queues.lock().len()
     }
 }
 
@@ -1050,8 +1027,7 @@ impl Ticket {
         };
         // A queue left busy is dropped by whoever leaves it idle (they all look).
         if idle {
-            self.cohorts
-                .forget_if_idle(&self.queue.key, self.queue.label);
+            self.cohorts.forget_if_idle(&self.queue.key);
         }
         passed
     }
@@ -1216,8 +1192,7 @@ impl Claim {
                 self.waiter.nudge();
             }
         }
-        self.cohorts
-            .forget_if_idle(&self.queue.key, self.queue.label);
+        self.cohorts.forget_if_idle(&self.queue.key);
     }
 }
 
@@ -1276,7 +1251,7 @@ mod tests {
     fn held_by(holder: &str, waiters: &[&str]) -> (Cohorts, Vec<Ticket>, CancellationToken) {
         let cohorts = Cohorts::default();
         let (expiry, lost) = watchdog();
-        cohorts.held(KEY, KIND, holder, expiry, listening());
+        cohorts.held(KEY, holder, expiry, listening());
         let tickets = waiters
             .iter()
             .map(|field| cohorts.join(KEY, KIND, *field, LEASE, true))
@@ -1305,7 +1280,7 @@ mod tests {
             cohorts.releasing(KEY, KIND, "a", LIMIT, WINDOW),
             Next::Release { yielding: false }
         ));
-        cohorts.released(KEY, KIND, "a", None);
+        cohorts.released(KEY, "a", None);
         assert_eq!(cohorts.len(), 0, "an idle queue is dropped");
     }
 
@@ -1343,7 +1318,7 @@ mod tests {
             assert!(claim.passed(1, Instant::now(), listening()));
             let (expiry, _) = watchdog();
             ticket.take();
-            cohorts.took_over(KEY, KIND, claim_field(ticket), expiry);
+            cohorts.took_over(KEY, claim_field(ticket), expiry);
             from = claim_field(ticket).to_owned();
         }
         assert!(matches!(
@@ -1356,7 +1331,7 @@ mod tests {
             not_before: now + Duration::from_millis(1),
             at_latest: now + Duration::from_millis(5),
         };
-        cohorts.released(KEY, KIND, &from, Some(yielding));
+        cohorts.released(KEY, &from, Some(yielding));
         let head = &tickets[LIMIT as usize];
         assert!(
             matches!(head.step(|| 8), Step::Yield(_)),
@@ -1398,7 +1373,7 @@ mod tests {
         assert_eq!(ticket.step(|| 0), Step::Try);
         // A one-shot try of another owner took the lock meanwhile.
         let (expiry, _lost) = watchdog();
-        cohorts.held(KEY, KIND, "t", expiry, listening());
+        cohorts.held(KEY, "t", expiry, listening());
         assert!(matches!(
             cohorts.releasing(KEY, KIND, "t", LIMIT, WINDOW),
             Next::Release { yielding: false }
@@ -1420,7 +1395,7 @@ mod tests {
         let (cohorts, tickets, _lost) = held_by("h", &["a"]);
         hand_off(&cohorts, "h").failed();
         assert_eq!(tickets[0].step(|| 0), Step::Held(None));
-        cohorts.released(KEY, KIND, "h", None);
+        cohorts.released(KEY, "h", None);
         assert_eq!(tickets[0].step(|| 0), Step::Try);
     }
 
@@ -1541,7 +1516,7 @@ mod tests {
         registration.cancel();
         assert!(expiry.is_lost());
         cohorts.close_streak(&streak);
-        cohorts.released(KEY, KIND, "b", None);
+        cohorts.released(KEY, "b", None);
         assert!(cohorts.streak_on(KEY).is_none());
         assert_eq!(cohorts.len(), 0);
     }
@@ -1568,7 +1543,7 @@ mod tests {
     fn a_fixed_lease_or_an_unlock_message_is_never_lent() {
         let cohorts = Cohorts::default();
         let (expiry, lost) = watchdog();
-        cohorts.held(KEY, KIND, "h", expiry, listening());
+        cohorts.held(KEY, "h", expiry, listening());
         let fixed = cohorts.join(KEY, KIND, "a", LEASE, false);
         assert!(
             !hand_off(&cohorts, "h").lendable(),
@@ -1579,26 +1554,20 @@ mod tests {
         let claim = hand_off(&cohorts, "h");
         assert!(claim.lendable());
         drop(claim);
-        cohorts.held(
-            KEY,
-            KIND,
-            "h",
-            Expiry::until(Instant::now() + LEASE),
-            listening(),
-        );
+        cohorts.held(KEY, "h", Expiry::until(Instant::now() + LEASE), listening());
         assert!(
             !hand_off(&cohorts, "h").lendable(),
             "the holder's lease is fixed"
         );
         let (expiry, _lost) = watchdog();
-        cohorts.held(KEY, KIND, "h", expiry, None);
+        cohorts.held(KEY, "h", expiry, None);
         assert!(
             !hand_off(&cohorts, "h").lendable(),
             "not listening since the acquire: an unlock could have gone unheard"
         );
         let subscriber = Arc::new(Registry::default());
         let (expiry, _lost) = watchdog();
-        cohorts.held(KEY, KIND, "h", expiry, listening_on(&subscriber));
+        cohorts.held(KEY, "h", expiry, listening_on(&subscriber));
         subscriber.dispatch(CHANNEL, b"0");
         assert!(
             !hand_off(&cohorts, "h").lendable(),
@@ -1606,7 +1575,7 @@ mod tests {
         );
         let subscriber = Arc::new(Registry::default());
         let (expiry, _lost) = watchdog();
-        cohorts.held(KEY, KIND, "h", expiry, listening_on(&subscriber));
+        cohorts.held(KEY, "h", expiry, listening_on(&subscriber));
         let streak = streak_of(&cohorts, "h", &lost);
         assert!(lend(hand_off(&cohorts, "h"), &streak));
         let _next = cohorts.join(KEY, KIND, "c", LEASE, true);
@@ -1629,6 +1598,34 @@ mod tests {
         assert!(second.until_head(Some(Instant::now())).await);
         drop(second);
         assert_eq!(cohorts.len(), 0);
+    }
+
+    /// Kinds sharing a lock's hash queue together: a waiter through another kind waits behind the
+    /// local holder rather than sending a doomed try, a hold does not pass to it (its kind writes
+    /// its own hand-off), and the holder's release through any kind lets it try.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_waiter_through_another_kind_waits_for_the_holder_and_tries_when_it_releases() {
+        const FENCED: &str = "fenced";
+        let (cohorts, _, _lost) = held_by("h", &[]);
+        let fenced = cohorts.join(KEY, FENCED, "a", LEASE, true);
+        assert!(fenced.joined_behind(), "the holder's kind is another");
+        assert!(fenced.until_head(None).await);
+        assert_eq!(fenced.step(|| 0), Step::Held(None), "no doomed try");
+        assert!(
+            matches!(
+                cohorts.releasing(KEY, KIND, "h", LIMIT, WINDOW),
+                Next::Release { yielding: false }
+            ),
+            "nothing passes to a waiter of another kind"
+        );
+        let before = fenced.waiter.nudges.load(Ordering::Acquire);
+        cohorts.released(KEY, "h", None);
+        assert_eq!(
+            fenced.waiter.nudges.load(Ordering::Acquire),
+            before + 1,
+            "the head was woken once"
+        );
+        assert_eq!(fenced.step(|| 0), Step::Try);
     }
 }
 

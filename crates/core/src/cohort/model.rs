@@ -5,7 +5,7 @@
 //!
 //! A small explicit-state explorer: every interleaving of the steps of a few owners is run, up to a
 //! bound, breadth first (so a counterexample is a shortest one), with a visited set over a
-//! canonical snapshot of the state; four properties are checked after every step, and a fifth
+//! canonical snapshot of the state; five properties are checked after every step, and one more
 //! (liveness) in every state where nothing can step. The local side is real code: the
 //! [`Cohorts`], [`Ticket`], [`Claim`] and [`Streak`] of the local queues; the subscriber
 //! [`Registry`], whose [`Listening`] marks decide whether a hold may be lent; the hold
@@ -117,6 +117,10 @@
 //!    ends, blocking everyone, as a crashed holder's would.
 //! 5. **Nobody stranded.** In a state where nothing can take a step, every future has run its
 //!    program to its end (or failed on a lost reply), X too, and no background work is left.
+//! 6. **No loss without a fault.** Until a delete (a force unlock, with a message or without) or
+//!    a read that Redis refused, no guard is told its hold is lost before its own fixed lease
+//!    ends: nested holds mixing leases, two futures of one owner, holds through two kinds, guards
+//!    kept late and lost replies never cost a hold.
 //!
 //! # The bound
 //!
@@ -160,15 +164,16 @@
 //!
 //! [`Revert`] puts back, in the mirror or in the abstract Redis, faults that were fixed: the
 //! streak check of other kinds (`reverting_the_streak_check_…`), the acquire
-//! scripts that created a deleted field afresh (issue 46's case 1), the release through one kind
-//! that left the other kinds' queues alone (case 4), and a release that went out beside its
+//! scripts that created a deleted field afresh (issue 46's case 1), the unlock through a kind that
+//! does not hand off that left the key's queue alone (case 4), and a release that went out beside its
 //! owner's acquire on the wire (a lost reply's undo then left that acquire's hold behind: found by
 //! reading, for issue 46's leaked hold); the checker finds a counterexample with
 //! each, and fails with its trace (`reverting_…_is_caught`). Faults of the real code are put back
 //! by patching it: `scripts/model-reverts.sh` applies each patch of `scripts/model-reverts/` to a
 //! copy of the tree (the ledger's fixed-lease release that ended the watchdog member's renewal,
 //! case 2; the latest lease winning, case 3; guards of ended records acting on a later one; the
-//! queues' release across kinds; the release plan that took a root lent the hold back for the
+//! release plan that left the key's queue alone after an unlock through a kind that does not hand
+//! off, case 4; the release plan that took a root lent the hold back for the
 //! holder of its own field) and checks that the model's test for it fails with a trace.
 //!
 //! # Findings
@@ -356,10 +361,11 @@ enum Revert {
     /// afresh with a count of 1 and replies as a re-entry would, so the client counts one more
     /// hold of a record whose hold is gone, and tells nobody.
     ReentryUntold,
-    /// A release through one kind that ends its owner's record leaves the local queues of the
-    /// key's other kinds alone (issue 46, case 4): a queue whose occupant is the owner (it took the
-    /// lock through that kind) keeps it, and its head waits for a release that never comes.
-    NotReleasedElsewhere,
+    /// An unlock through a kind that does not hand off, which ends its owner's record, leaves the
+    /// key's local queue alone (the release plan's `frees_queue` not carried out; issue 46, case
+    /// 4): a queue whose holder is the owner (it took the lock through another kind) keeps it, and
+    /// its head waits for a release that never comes.
+    QueueNotFreed,
     /// A release goes out while an acquire attempt of its owner is on the wire: when the attempt's
     /// reply is lost, its undo compares with a count the release changed, and leaves the attempt's
     /// hold in Redis, counted by nobody.
@@ -673,6 +679,10 @@ struct Redis {
     silent_delete: bool,
     /// Force unlocks that deleted a hash so far: a hold granted before the latest was broken by it.
     force_deletes: u32,
+    /// A fault that may end a hold happened in this run: a delete (a force unlock, with a message
+    /// or without), or a read that Redis refused (the streak's watch then ends the streak).
+    /// Without one, no guard may be told its hold is lost before its own lease ends.
+    faulted: bool,
     /// The tick at which the key expires (its TTL), while it exists.
     expires: Option<u32>,
     /// The last script gave the key the watchdog's whole lease: a registered field's key is then
@@ -759,6 +769,7 @@ impl Redis {
         let (field, _) = self.hash.take()?;
         self.expires = None;
         self.force_deletes += 1;
+        self.faulted = true;
         if publish {
             self.inbox.push_back(true);
         }
@@ -814,11 +825,11 @@ struct OpenStreak {
 struct After {
     close: Option<Arc<Streak>>,
     /// `Cohorts::released` for this kind and holder.
-    released: Option<(ModelKind, Owner)>,
+    released: Option<Owner>,
     /// Other members of the owner's record remain: an unlock that finds no field loses them.
     others: bool,
-    /// The owner's record ended with this release through this kind: `released_elsewhere`.
-    elsewhere: Option<(ModelKind, Owner)>,
+    /// The plan's `frees_queue`: `Cohorts::released` for this holder once the unlock is done.
+    frees_queue: Option<Owner>,
     /// The lease the unlock gives the key if holds remain, in ticks.
     ttl: u32,
 }
@@ -1286,29 +1297,16 @@ impl World {
     }
 
     fn queue_holder_field(&self) -> Option<String> {
-        let queue = self.cohorts.queue(KEY, ModelKind::Lock.label())?;
+        let queue = self.cohorts.queue(KEY)?;
         let state = queue.state.lock();
         state.occupant.as_ref().map(|holder| holder.field.clone())
     }
 
     /// `Cohorts::released`.
-    fn released(&mut self, kind: ModelKind, owner: Owner) {
-        self.cohorts
-            .released(KEY, kind.label(), owner.field(), None);
-        if kind.hands_off() {
-            let token = self.holder.map_or(0, |(_, token)| token);
-            self.follow_holder(owner, token);
-        }
-    }
-
-    /// `Cohorts::released_elsewhere`: the owner's record ended through `kind`.
-    fn released_elsewhere(&mut self, kind: ModelKind, owner: Owner) {
-        self.cohorts
-            .released_elsewhere(KEY, kind.label(), owner.field());
-        if !kind.hands_off() {
-            let token = self.holder.map_or(0, |(_, token)| token);
-            self.follow_holder(owner, token);
-        }
+    fn released(&mut self, owner: Owner) {
+        self.cohorts.released(KEY, owner.field(), None);
+        let token = self.holder.map_or(0, |(_, token)| token);
+        self.follow_holder(owner, token);
     }
 
     fn close_streak(&mut self, streak: &Arc<Streak>) {
@@ -1457,8 +1455,7 @@ impl World {
                 Step::Passed { .. } => {
                     queued.take();
                     let (expiry, token) = self.take_hold(owner, self.futures[i].lease, self.now);
-                    self.cohorts
-                        .took_over(KEY, kind.label(), owner.field(), expiry.clone());
+                    self.cohorts.took_over(KEY, owner.field(), expiry.clone());
                     self.follow_holder(owner, token);
                     self.leave_queue(owner, queued);
                     let epoch = self.passed.remove(&owner).expect("passed by script");
@@ -1716,7 +1713,7 @@ impl World {
             (None, Some((expiry, token))) => {
                 if kind.hands_off() && self.count(owner) == 1 {
                     self.cohorts
-                        .held(KEY, kind.label(), owner.field(), expiry.clone(), listening);
+                        .held(KEY, owner.field(), expiry.clone(), listening);
                     self.follow_holder(owner, *token);
                 }
                 let hold = (expiry.clone(), *token);
@@ -1779,22 +1776,23 @@ impl World {
                 self.note(|_| format!("{owner:?}: nothing of its own is left: NotOwner"));
                 None
             }
-            Write::Unlock { others } => {
+            Write::Unlock {
+                others,
+                frees_queue,
+            } => {
                 self.note(|_| format!("{owner:?} {kind:?}: sends the unlock of its field"));
                 Some(Job::Unlock {
                     field: owner,
                     after: After {
                         others,
-                        elsewhere: plan.ended.then_some((kind, owner)),
+                        frees_queue: frees_queue.then_some(owner),
                         ttl,
                         ..After::default()
                     },
                     ran: None,
                 })
             }
-            // The other kinds' queues are left alone after a pass or an unlock for real: these
-            // are releases of a kind that queues, the lock, and the model's other kind, the spin
-            // lock, queues nowhere.
+            // A pass, or an unlock for real, tells the key's queue itself.
             Write::Pass(claim) => Some(self.pass((owner, owner), claim, None, kind, ttl)),
             Write::UnlockForReal { .. } => {
                 Some(self.unlock_for_real((owner, owner), None, kind, ttl))
@@ -1823,9 +1821,7 @@ impl World {
             }
             StreakRelease::NotHolder => {
                 self.ledger.lose(&self.books(), field, None);
-                if kind.hands_off() {
-                    self.released(kind, owner);
-                }
+                self.released(owner);
                 self.note(|_| {
                     format!("{owner:?} {kind:?}: not the streak's holder: NotOwner, nothing sent")
                 });
@@ -1936,7 +1932,7 @@ impl World {
             next => next,
         };
         let Some(write) = plan::streak_write(next, streak.ending()) else {
-            self.released(kind, holder);
+            self.released(holder);
             self.note(|_| format!("{holder:?}: its streak is ending (lost): NotOwner"));
             return None;
         };
@@ -2006,7 +2002,7 @@ impl World {
             field: root,
             after: After {
                 close: streak,
-                released: kind.hands_off().then_some((kind, holder)),
+                released: kind.hands_off().then_some(holder),
                 ttl,
                 ..After::default()
             },
@@ -2069,17 +2065,17 @@ impl World {
                 if let Some(streak) = &after.close {
                     self.close_streak(streak);
                 }
-                if let Some((kind, holder)) = after.released {
-                    self.released(kind, holder);
+                if let Some(holder) = after.released {
+                    self.released(holder);
                 }
                 if after.others && reply == Reply::Nil && lost.is_none() {
                     // `release`: Redis no longer has the field the owner's other holds count on.
                     self.ledger.lose(&self.books(), field.field(), None);
                 }
-                if let Some((kind, holder)) = after.elsewhere
-                    && !self.reverted(Revert::NotReleasedElsewhere)
+                if let Some(holder) = after.frees_queue
+                    && !self.reverted(Revert::QueueNotFreed)
                 {
-                    self.released_elsewhere(kind, holder);
+                    self.released(holder);
                 }
                 self.note(|_| {
                     format!(
@@ -2156,7 +2152,7 @@ impl World {
                 }
                 Reply::Nil => {
                     claim.failed();
-                    self.released(kind, holder);
+                    self.released(holder);
                     if let Some(streak) = &streak {
                         self.close_streak(streak);
                     }
@@ -2170,6 +2166,8 @@ impl World {
     // -- the local force unlock (`engine::release::force_unlock`) --
 
     fn begin_force(&mut self, i: usize) {
+        // It tells every holder of the key at once, before its DEL runs.
+        self.redis.faulted = true;
         let streak = self.cohorts.streak_on(KEY).filter(|streak| streak.ending());
         if let Some(streak) = &streak {
             streak.lose();
@@ -2438,6 +2436,7 @@ impl World {
             Actor::WatchLook => {
                 if action.choice == 1 {
                     self.faults -= 1;
+                    self.redis.faulted = true;
                 }
                 self.note(|_| {
                     if action.choice == 0 {
@@ -2669,6 +2668,23 @@ impl World {
                 ));
             }
         }
+        // 6. No loss without a fault: until a delete or a refused read, no guard is told its hold
+        //    is lost before its own lease ends (nested holds mixing leases, two futures of one
+        //    owner, holds through two kinds, guards kept late and lost replies never cost one).
+        if !self.redis.faulted {
+            let now = instant(self.now);
+            for future in &self.futures {
+                for guard in &future.guards {
+                    let ended = guard.expiry.fixed_end().is_some_and(|end| end <= now);
+                    if guard.expiry.token().is_cancelled() && !ended {
+                        return Some(format!(
+                            "{}'s {:?} guard is told its hold is lost, though nothing deleted it                              and its lease has not ended (Redis holds {:?})",
+                            future.name, guard.kind, self.redis.hash
+                        ));
+                    }
+                }
+            }
+        }
         None
     }
 
@@ -2767,37 +2783,30 @@ impl World {
                 self.class(id) as u8
             }
         };
-        assert!(
-            self.cohorts.queue(KEY, ModelKind::Spin.label()).is_none(),
-            "the spin lock queues nothing"
-        );
-        let queue = self
-            .cohorts
-            .queue(KEY, ModelKind::Lock.label())
-            .map(|queue| {
-                let state = queue.state.lock();
-                let holder = state.occupant.as_ref().map(|holder| {
-                    let owner = Owner::of(&holder.field);
-                    let (shadow, id) = self.holder.expect("the model follows the holder");
-                    assert_eq!(shadow, owner, "the model follows the holder");
-                    let lease = holder.expiry.as_ref().map_or(9, |expiry| token(id, expiry));
-                    let listening = holder.listening.as_ref().map(Listening::unchanged);
-                    (owner, lease, listening)
-                });
-                QueueSnap {
-                    waiters: state
-                        .waiters
-                        .iter()
-                        .map(|waiter| (whose(waiter), slot_code(*waiter.slot.lock())))
-                        .collect(),
-                    holder,
-                    streak: state.streak,
-                    since: state
-                        .occupant
-                        .as_ref()
-                        .is_some_and(|holder| holder.streak_since.is_some()),
-                }
+        let queue = self.cohorts.queue(KEY).map(|queue| {
+            let state = queue.state.lock();
+            let holder = state.occupant.as_ref().map(|holder| {
+                let owner = Owner::of(&holder.field);
+                let (shadow, id) = self.holder.expect("the model follows the holder");
+                assert_eq!(shadow, owner, "the model follows the holder");
+                let lease = holder.expiry.as_ref().map_or(9, |expiry| token(id, expiry));
+                let listening = holder.listening.as_ref().map(Listening::unchanged);
+                (owner, lease, listening)
             });
+            QueueSnap {
+                waiters: state
+                    .waiters
+                    .iter()
+                    .map(|waiter| (whose(waiter), slot_code(*waiter.slot.lock())))
+                    .collect(),
+                holder,
+                streak: state.streak,
+                since: state
+                    .occupant
+                    .as_ref()
+                    .is_some_and(|holder| holder.streak_since.is_some()),
+            }
+        });
         if queue.as_ref().is_none_or(|queue| queue.holder.is_none()) {
             assert!(self.holder.is_none(), "the model follows the holder");
         }
@@ -2841,7 +2850,7 @@ impl World {
                 close: current(&after.close),
                 released: after.released,
                 others: after.others,
-                elsewhere: after.elsewhere,
+                frees_queue: after.frees_queue,
                 ttl: after.ttl,
                 ran: *ran,
             },
@@ -2978,6 +2987,7 @@ impl World {
             ttl: self.redis.expires.map(|at| at.saturating_sub(self.now)),
             inbox: self.redis.inbox.iter().copied().collect(),
             silent_delete: self.redis.silent_delete,
+            faulted: self.redis.faulted,
             holds: self.ledger.records(KEY),
             entries: self
                 .watchdog
@@ -3079,9 +3089,9 @@ enum JobSnap {
     Unlock {
         field: Owner,
         close: Option<bool>,
-        released: Option<(ModelKind, Owner)>,
+        released: Option<Owner>,
         others: bool,
-        elsewhere: Option<(ModelKind, Owner)>,
+        frees_queue: Option<Owner>,
         ttl: u32,
         ran: Option<(Reply, Option<Lost>)>,
     },
@@ -3148,6 +3158,7 @@ struct Snapshot {
     ttl: Option<u32>,
     inbox: Vec<bool>,
     silent_delete: bool,
+    faulted: bool,
     /// The ledger's records: field, members, attempts on the wire, lent, lost.
     holds: Vec<(String, u32, u32, bool, bool)>,
     /// The fields the watchdog renews.
@@ -3431,7 +3442,7 @@ fn no_waiter_stranded_by_holds_through_two_kinds() {
 fn reverting_the_release_of_other_kinds_queues_is_caught() {
     caught(
         TWO_KINDS_OUTER_FIRST,
-        Revert::NotReleasedElsewhere,
+        Revert::QueueNotFreed,
         "can take no step and have not finished",
     );
 }

@@ -380,7 +380,7 @@ fn held_outside_the_queue<K: LockWire>(
     {
         services
             .cohorts
-            .held(kind.scope(), kind.label(), field, expiry, listening);
+            .held(kind.scope(), field, expiry, listening);
     }
 }
 
@@ -471,7 +471,7 @@ impl<K: LockWire> Queued<K> {
                     let expiry = take_hold(services, kind, field, lease, sent_at, None);
                     services
                         .cohorts
-                        .took_over(kind.scope(), kind.label(), field, expiry.clone());
+                        .took_over(kind.scope(), field, expiry.clone());
                     return Some(Attempt::Acquired((hand_off.handed_off(reply), expiry)));
                 }
                 Step::Lent => {

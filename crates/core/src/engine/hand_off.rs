@@ -244,7 +244,7 @@ pub(super) async fn release_streak<K: LockWire + ?Sized>(
     // the hash changes.
     let Some(write) = plan::streak_write(next, streak.ending()) else {
         // Its hold was lost meanwhile, and its watch unlocks the root's field.
-        services.cohorts.released(key, queue, holder, None);
+        services.cohorts.released(key, holder, None);
         return Handed::done(Err(Error::not_owner(kind.subject(), holder)));
     };
     services
@@ -331,9 +331,7 @@ pub(super) async fn unlock_for_real<K: LockWire + ?Sized>(
         at_latest: now + round_trip * 2,
     });
     if kind.hand_off().is_some() {
-        services
-            .cohorts
-            .released(kind.key(), kind.label(), from.holder, yielding);
+        services.cohorts.released(kind.key(), from.holder, yielding);
     }
     released
 }
@@ -626,9 +624,7 @@ pub(super) async fn pass<K: LockWire + ?Sized>(
             if let Some(streak) = streak {
                 services.cohorts.close_streak(streak);
             }
-            services
-                .cohorts
-                .released(key, kind.label(), from.holder, None);
+            services.cohorts.released(key, from.holder, None);
             Handed::done(Err(failure))
         }
         Latched::Unknown(failure) => {
@@ -693,9 +689,7 @@ fn passed<K: LockWire + ?Sized>(
     };
     claim.failed();
     if kind.hand_off().is_some() {
-        services
-            .cohorts
-            .released(kind.key(), kind.label(), from.holder, None);
+        services.cohorts.released(kind.key(), from.holder, None);
     }
     Reply::Lost(failure)
 }
@@ -760,7 +754,7 @@ async fn settle_hand_off<K: LockWire + ?Sized>(
                 tracing::warn!(lock = name, error = %e, "unlocking after a hand-off in flight failed");
             }
             if kind.hand_off().is_some() {
-                services.cohorts.released(key, kind.label(), &holder, None);
+                services.cohorts.released(key, &holder, None);
             }
             None
         }

@@ -98,25 +98,27 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
     // The hash changes from here on: the record's renewal stops first if no renewed member is left.
     let left = ledger.leave(&books, field, member);
     let streak_open = services.cohorts.streak_on(scope).is_some();
-    let Plan {
-        write,
-        lease,
-        conn,
-        ended,
-    } = plan::write(next, left, streak_open, services.watchdog.timeout());
+    let Plan { write, lease, conn } =
+        plan::write(next, left, streak_open, services.watchdog.timeout());
     let from = Releaser {
         holder: field,
         root: field,
     };
-    let released = match write {
-        Write::Nothing => return Err(Error::not_owner(kind.subject(), field)),
-        Write::Unlock { others } => {
+    match write {
+        Write::Nothing => Err(Error::not_owner(kind.subject(), field)),
+        Write::Unlock {
+            others,
+            frees_queue,
+        } => {
             let released = unlock(services, &**kind, field, lease, conn).await;
             if matches!(released, Err(Error::NotOwner { .. })) && others {
                 // Redis no longer has the field that this owner's other holds count on (a delete
                 // that nobody heard): they are lost, and are told now rather than at the next
                 // renewal, so that none of them is lent on.
                 ledger.lose(&books, field, None);
+            }
+            if frees_queue {
+                services.cohorts.released(scope, field, None);
             }
             released
         }
@@ -127,15 +129,7 @@ pub(crate) async fn release<K: LockWire + ?Sized>(
         Write::UnlockForReal { yielding } => {
             hand_off::unlock_for_real(services, &**kind, from, lease, conn, yielding, None).await
         }
-    };
-    if ended {
-        // The owner's record ended: a local queue of another kind of this key that counted the
-        // owner as its holder (it took the lock through that kind) lets its head try.
-        services
-            .cohorts
-            .released_elsewhere(scope, kind.label(), field);
     }
-    released
 }
 
 /// A release while a streak of free hand-offs is open on the key (see [`release`]): the lent
@@ -162,9 +156,7 @@ async fn release_in_streak<K: LockWire + ?Sized>(
             // Nothing of this owner's is in Redis while the streak lasts: a holder the streak no
             // longer counts (its hold was lost) or any other owner.
             ledger.lose(&books, field, None);
-            if kind.hand_off().is_some() {
-                services.cohorts.released(scope, kind.label(), field, None);
-            }
+            services.cohorts.released(scope, field, None);
             Err(Error::not_owner(kind.subject(), field))
         }
     }

@@ -80,7 +80,7 @@ mod tests {
     fn lent(root: &str, holder: &str) -> (Cohorts, Ticket) {
         let cohorts = Cohorts::default();
         let expiry = Expiry::watchdog(CancellationToken::new());
-        cohorts.held(KEY, KIND, root, expiry, None);
+        cohorts.held(KEY, root, expiry, None);
         let ticket = cohorts.join(KEY, KIND, holder, LEASE, true);
         let streak = cohorts
             .open_streak(KEY, root, 1, &CancellationToken::new(), Instant::now())

@@ -65,8 +65,11 @@ pub(crate) enum Write {
     /// Nothing: nothing of this release's is left in Redis (`NotOwner`).
     Nothing,
     /// The kind's unlock of the owner's field. `others`: members of the record remain, and an
-    /// unlock that finds no field loses them (a delete that nobody heard).
-    Unlock { others: bool },
+    /// unlock that finds no field loses them (a delete that nobody heard). `frees_queue`: the
+    /// owner's record ends with it, and the key's local queue, which this release did not ask (a
+    /// kind that does not hand off) but which may count the owner as its holder (it took the lock
+    /// through another kind), lets its head try once the unlock is done.
+    Unlock { others: bool, frees_queue: bool },
     /// The hand-off script, from the owner's field to the claimed waiter.
     Pass(Claim),
     /// The unlock, for real: the local queue is told once it is done, its head held back a while
@@ -74,16 +77,13 @@ pub(crate) enum Write {
     UnlockForReal { yielding: bool },
 }
 
-/// A release's plan: what it sends, with which lease and on which connection, and whether the
-/// owner's record ended with it (the local queues of the key's other kinds then let their heads
-/// try: [`crate::cohort::Cohorts::released_elsewhere`]).
+/// A release's plan: what it sends, with which lease and on which connection.
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub(crate) write: Write,
     /// The lease the script gives the key should holds remain.
     pub(crate) lease: Duration,
     pub(crate) conn: Option<Connection>,
-    pub(crate) ended: bool,
 }
 
 /// What a release through the owner's own field sends, given who the queue said is next
@@ -110,7 +110,10 @@ pub(crate) fn write(
         Left::Last { lease, conn } => (lease, conn, false),
     };
     let write = match next {
-        None => Write::Unlock { others },
+        None => Write::Unlock {
+            others,
+            frees_queue: ended,
+        },
         Some(Next::HandOff(claim)) => Write::Pass(claim),
         Some(Next::Release { yielding }) => Write::UnlockForReal { yielding },
         // Another release of this owner claimed the head. Either it is passing the lock by
@@ -123,12 +126,7 @@ pub(crate) fn write(
         // claim fails must not wait for a holder that is gone.
         Some(Next::AlreadyPassing) => Write::UnlockForReal { yielding: false },
     };
-    Plan {
-        write,
-        lease,
-        conn,
-        ended,
-    }
+    Plan { write, lease, conn }
 }
 
 impl Plan {
@@ -140,7 +138,6 @@ impl Plan {
             write: Write::Nothing,
             lease: Duration::ZERO,
             conn: None,
-            ended: false,
         }
     }
 }
@@ -198,7 +195,7 @@ mod tests {
     fn queue(holder: &str, waiter: &str) -> (Cohorts, crate::cohort::Ticket) {
         let cohorts = Cohorts::default();
         let expiry = Expiry::watchdog(CancellationToken::new());
-        cohorts.held(KEY, KIND, holder, expiry, None);
+        cohorts.held(KEY, holder, expiry, None);
         let ticket = cohorts.join(KEY, KIND, waiter, LEASE, true);
         (cohorts, ticket)
     }
@@ -217,8 +214,13 @@ mod tests {
     #[test]
     fn a_last_hold_of_a_free_lock_is_unlocked_and_ends_the_record() {
         let plan = write(None, last(), false, LEASE);
-        assert!(matches!(plan.write, Write::Unlock { others: false }));
-        assert!(plan.ended);
+        assert!(matches!(
+            plan.write,
+            Write::Unlock {
+                others: false,
+                frees_queue: true
+            }
+        ));
         assert_eq!(plan.lease, LEASE);
     }
 
@@ -229,16 +231,26 @@ mod tests {
             conn: None,
         };
         let plan = write(None, left, false, LEASE);
-        assert!(matches!(plan.write, Write::Unlock { others: true }));
-        assert!(!plan.ended);
+        assert!(matches!(
+            plan.write,
+            Write::Unlock {
+                others: true,
+                frees_queue: false
+            }
+        ));
         assert_eq!(plan.lease, Duration::from_millis(250));
     }
 
     #[test]
     fn a_hold_of_no_record_is_unlocked_under_the_watchdog_lease() {
         let plan = write(None, Left::Unknown, false, LEASE);
-        assert!(matches!(plan.write, Write::Unlock { others: false }));
-        assert!(!plan.ended);
+        assert!(matches!(
+            plan.write,
+            Write::Unlock {
+                others: false,
+                frees_queue: false
+            }
+        ));
         assert_eq!(plan.lease, LEASE);
     }
 
@@ -250,7 +262,6 @@ mod tests {
             panic!("expected a pass, got {:?}", plan.write);
         };
         assert_eq!(claim.field(), "a");
-        assert!(plan.ended);
     }
 
     /// A release that finds its hold already gone (a stale guard, or lent meanwhile by another
@@ -262,7 +273,6 @@ mod tests {
             let (cohorts, _ticket) = queue("h", "a");
             let plan = write(Some(next(&cohorts, "h")), left, streak_open, LEASE);
             assert!(matches!(plan.write, Write::Nothing));
-            assert!(!plan.ended);
             assert!(matches!(next(&cohorts, "h"), Next::HandOff(_)));
         }
     }
@@ -281,7 +291,6 @@ mod tests {
             plan.write,
             Write::UnlockForReal { yielding: false }
         ));
-        assert!(plan.ended);
     }
 
     #[test]
