@@ -23,9 +23,10 @@
 //!   release, a message on the lock's channel, or the holder's lease to be lost.
 //! - **Hand-off.** A holder releasing its last hold while the head waits (not while it has a try on
 //!   the wire), and wants the lock through the same kind (each kind writes its own hand-off: a
-//!   fenced one increments the token), claims the head ([`Next::HandOff`]) and passes the lock to it in one script: the
-//!   owner's field is replaced by the head's, the lease re-applied, nothing published. To Redis,
-//!   and to a Java client, the lock stays held: the hash is Redisson's at every instant.
+//!   fenced one increments the token), claims the head ([`Next::HandOff`]) and passes the lock
+//!   to it in one script: the owner's field is replaced by the head's, the lease re-applied,
+//!   nothing published. To Redis, and to a Java client, the lock stays held: the hash is
+//!   Redisson's at every instant.
 //! - **Free hand-off.** Where nothing in Redis must change per acquisition (the kind's
 //!   [`HandOff::passed_freely`]), and both the releasing hold and the head's are watchdog holds,
 //!   the lock passes with no command at all: the queue *lends* the hold. Redis keeps the hash of

@@ -165,9 +165,9 @@
 //! [`Revert`] puts back, in the mirror or in the abstract Redis, faults that were fixed: the
 //! streak check of other kinds (`reverting_the_streak_check_…`), the acquire
 //! scripts that created a deleted field afresh (issue 46's case 1), the unlock through a kind that
-//! does not hand off that left the key's queue alone (case 4), and a release that went out beside its
-//! owner's acquire on the wire (a lost reply's undo then left that acquire's hold behind: found by
-//! reading, for issue 46's leaked hold); the checker finds a counterexample with
+//! does not hand off that left the key's queue alone (case 4), and a release that went out beside
+//! its owner's acquire on the wire (a lost reply's undo then left that acquire's hold behind:
+//! found by reading, for issue 46's leaked hold); the checker finds a counterexample with
 //! each, and fails with its trace (`reverting_…_is_caught`). Faults of the real code are put back
 //! by patching it: `scripts/model-reverts.sh` applies each patch of `scripts/model-reverts/` to a
 //! copy of the tree (the ledger's fixed-lease release that ended the watchdog member's renewal,
@@ -2678,7 +2678,8 @@ impl World {
                     let ended = guard.expiry.fixed_end().is_some_and(|end| end <= now);
                     if guard.expiry.token().is_cancelled() && !ended {
                         return Some(format!(
-                            "{}'s {:?} guard is told its hold is lost, though nothing deleted it                              and its lease has not ended (Redis holds {:?})",
+                            "{}'s {:?} guard is told its hold is lost, though nothing deleted it \
+                             and its lease has not ended (Redis holds {:?})",
                             future.name, guard.kind, self.redis.hash
                         ));
                     }
